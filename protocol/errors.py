@@ -1,0 +1,143 @@
+"""The JetStream API error table, as data.
+
+Theory of operation
+-------------------
+nats-server keeps every JetStream API error in ``server/errors.json``: a constant name (``JSStreamNotFoundErr``),
+an HTTP-like ``code`` (400, 404, 500, 503 ...), a unique ``error_code`` (10059 ...) and a description that may hold
+``{placeholder}`` slots (``{err}``, ``{seq}``, ``{limit}`` ...).  Its generated ``NewJS...Error(...)`` functions
+replace each slot with the string form of an argument.  We load the same file (``protocol/data/errors.json``, package
+data) once at import and build :data:`ERRORS`, keyed by constant name.  Nothing else in Skiff writes API error JSON by
+hand: callers say ``ApiError.of("JSStreamNotFoundErr")`` or ``ApiError.of("JSStreamCreateErrF", err="...")``.
+
+Formatting follows nats-server's ``toReplacerArgs``: strings are inserted as they are, an :class:`ApiError` passed as a
+value is inserted as its Go ``Error()`` text (``"<description> (<err_code>)"``), anything else through ``str``.
+Durations should be passed already formatted (``format_go_duration``) because Go prints ``time.Duration`` with ``%v``.
+
+nats-server's ``Unless(err)`` option ("if the wrapped error is already an API error, return it unchanged") is
+:meth:`ApiError.unless`.
+
+An :class:`ApiError` is both a value (frozen, comparable, ``to_dict()`` for the wire) and an ``Exception`` so that
+deep validation code may raise it and the API layer catch it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDef:
+    """One row of nats-server's errors.json."""
+
+    constant: str
+    code: int
+    err_code: int
+    description: str
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        return tuple(_PLACEHOLDER.findall(self.description))
+
+
+def _load() -> dict[str, ErrorDef]:
+    try:
+        text = resources.files(__package__ or "protocol").joinpath("data/errors.json").read_text(encoding="utf-8")
+    except (OSError, TypeError, ValueError):  # odd import setups (namespace path clashes): read beside this file
+        text = (Path(__file__).parent / "data" / "errors.json").read_text(encoding="utf-8")
+    raw = json.loads(text)
+    table: dict[str, ErrorDef] = {}
+    for row in raw:
+        table[row["constant"]] = ErrorDef(row["constant"], int(row["code"]), int(row["error_code"]), row["description"])
+    return table
+
+
+#: Every error nats-server knows, keyed by its Go constant name.
+ERRORS: Mapping[str, ErrorDef] = _load()
+
+#: The same rows keyed by ``err_code`` (unique in nats-server's table).
+BY_ERR_CODE: Mapping[int, ErrorDef] = {d.err_code: d for d in ERRORS.values()}
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, ApiError):
+        return value.go_error()
+    if isinstance(value, BaseException):
+        return str(value)
+    if isinstance(value, bool):  # Go's %v of a bool
+        return "true" if value else "false"
+    return str(value)
+
+
+class ApiError(Exception):
+    """A JetStream API error as it goes on the wire: ``{"code":..,"err_code":..,"description":..}``."""
+
+    __slots__ = ("code", "err_code", "description", "constant")
+
+    def __init__(self, code: int, err_code: int, description: str, constant: str = "") -> None:
+        super().__init__(description)
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        self.constant = constant
+
+    @classmethod
+    def of(cls, constant: str, /, **values: Any) -> "ApiError":
+        """Build the error named ``constant``, filling ``{name}`` slots from ``values``.
+
+        Missing values leave their slot untouched, exactly like Go's ``strings.Replacer`` with no pair for it.
+        Unknown constants raise ``KeyError`` (a typo is a bug, caught by the test that scans the code base).
+        """
+        d = ERRORS[constant]
+        desc = d.description
+        if values and "{" in desc:
+            desc = _PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]) if m.group(1) in values else m.group(0), desc)
+        return cls(d.code, d.err_code, desc, constant)
+
+    @classmethod
+    def unless(cls, constant: str, err: Any, /, **values: Any) -> "ApiError":
+        """nats-server's ``NewJS...Error(err, Unless(err))``: an ApiError passes through unchanged."""
+        if isinstance(err, ApiError):
+            return err
+        if "err" not in values:
+            values["err"] = err
+        return cls.of(constant, **values)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ApiError":
+        row = BY_ERR_CODE.get(int(d.get("err_code", 0)))
+        return cls(int(d["code"]), int(d.get("err_code", 0)), str(d.get("description", "")), row.constant if row else "")
+
+    def is_(self, *constants: str) -> bool:
+        """nats-server's ``IsNatsErr``: does this error carry one of these constants' err_codes?"""
+        return any(ERRORS[c].err_code == self.err_code for c in constants)
+
+    def go_error(self) -> str:
+        """Go's ``(*ApiError).Error()``: the text used when the error is wrapped into another description."""
+        return f"{self.description} ({self.err_code})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "err_code": self.err_code, "description": self.description}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ApiError):
+            return NotImplemented
+        return (self.code, self.err_code, self.description) == (other.code, other.err_code, other.description)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.err_code, self.description))
+
+    def __repr__(self) -> str:
+        name = f"{self.constant}: " if self.constant else ""
+        return f"ApiError({name}{self.code}/{self.err_code} {self.description!r})"
+
+    __str__ = go_error

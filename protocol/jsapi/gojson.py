@@ -1,0 +1,693 @@
+"""JSON the way nats-server's Go code reads and writes it.
+
+Theory of operation
+-------------------
+nats-server decodes every JetStream API request with ``encoding/json``'s ``Decoder`` and ``DisallowUnknownFields``
+(``server/jetstream_api.go`` ``unmarshalRequest``), and answers with ``json.Marshal`` of Go structs.  Clients only
+ever see the result, but they see it exactly: the 10025 ``invalid JSON: ...`` description carries Go's error text,
+and a config echoed back has Go's field order and ``omitempty`` choices.  This module reproduces both from one
+description of each Go struct:
+
+* :class:`GoType` describes a Go type (``int64``, ``time.Duration``, ``[]string``, ``*server.StreamSource`` ...).
+  :class:`GoModel` is a pydantic model whose fields carry a :class:`Go` marker (type and ``omitempty``); the
+  struct spec (:class:`StructSpec`, in Go field order) is built from the model when the class is created.
+* :func:`decode` turns request bytes into a dict of the fields present (then validated into the model), with Go's
+  semantics: several JSON values in one payload are decoded one after the other into the same struct (``{}{"a":1}``
+  is valid); whitespace-only input decodes nothing; keys match field names exactly or else case-insensitively;
+  ``null`` leaves a value alone (clears pointers, slices and maps); integers must be integer literals in range;
+  custom ``UnmarshalJSON`` types (enums) see the raw text and fail with their own messages.  The first error in
+  document order wins, which is what the oracle shows for every mix of unknown-field / type / enum errors tried.
+* Syntax errors are found by Python's C scanner; only then :func:`go_syntax_error` walks the bytes like Go's scanner
+  to produce Go's message and byte offset (``invalid character '}' looking for beginning of value at offset 9``,
+  ``unexpected EOF``, ``invalid escape sequence `\\x` in string at offset 12``).
+* :func:`encode` writes ``json.Marshal`` output: fields in struct order, ``omitempty`` zero values dropped, map keys
+  sorted, ``<``, ``>``, ``&``, U+2028, U+2029 escaped as ``\\u003c`` ... (Go's HTML-safe default), no spaces.
+
+Approximations (documented, none seen by a client doing anything sensible): the raw text a custom ``UnmarshalJSON``
+sees for a *string* is rebuilt from the decoded string, so an enum written with escapes (``"\\u006cimits"``) is
+accepted where Go rejects it; Unicode case folding of keys is Python's ``casefold`` rather than Go's simple folding;
+when two JSON values are sent in one payload, slices of structs are replaced rather than merged element-wise.
+"""
+from __future__ import annotations
+
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from .timefmt import GoTime, TimeParseError, format_time, parse_time
+
+__all__ = [
+    "GoType", "Go", "GoModel", "StructSpec", "FieldSpec", "GoDecodeError", "decode", "decode_into", "encode",
+    "go_quote", "go_syntax_error", "STRING", "BOOL", "INT", "INT64", "INT32", "UINT64", "UINT8", "UINT16",
+    "DURATION", "TIME", "OMIT", "enum_type", "slice_of", "map_of", "ptr_to", "json_dumps_go",
+]
+
+
+class GoDecodeError(ValueError):
+    """The text Go's decoder would return (without the ``invalid JSON: `` prefix nats-server adds)."""
+
+
+# --- Go types -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class GoType:
+    kind: str  # string bool int time enum struct slice map ptr
+    name: str  # as Go prints it in "of type X"
+    lo: int = 0
+    hi: int = 0
+    elem: "GoType | None" = None
+    spec: "StructSpec | None" = None
+    # enums: raw JSON text -> canonical value (raises GoDecodeError); canonical -> JSON value; zero value
+    parse: Callable[[str], Any] | None = None
+    zero: Any = None
+    model: Any = None  # struct: the GoModel class (for lazy spec lookup)
+
+    def struct_spec(self) -> "StructSpec":
+        if self.spec is not None:
+            return self.spec
+        return self.model.__go_spec__
+
+
+STRING = GoType("string", "string")
+BOOL = GoType("bool", "bool")
+INT = GoType("int", "int", -(1 << 63), (1 << 63) - 1)
+INT64 = GoType("int", "int64", -(1 << 63), (1 << 63) - 1)
+INT32 = GoType("int", "int32", -(1 << 31), (1 << 31) - 1)
+UINT64 = GoType("int", "uint64", 0, (1 << 64) - 1)
+UINT8 = GoType("int", "uint8", 0, 255)
+UINT16 = GoType("int", "uint16", 0, 65535)
+DURATION = GoType("int", "time.Duration", -(1 << 63), (1 << 63) - 1)
+TIME = GoType("time", "time.Time")
+
+
+def slice_of(elem: GoType) -> GoType:
+    return GoType("slice", "[]" + elem.name, elem=elem)
+
+
+def map_of(elem: GoType) -> GoType:
+    return GoType("map", "map[string]" + elem.name, elem=elem)
+
+
+def ptr_to(elem: GoType) -> GoType:
+    # Go names the pointed-to type in type errors (observed: "of type server.StreamSource" for *StreamSource).
+    return GoType("ptr", elem.name, elem=elem)
+
+
+def enum_type(name: str, parse: Callable[[str], Any], zero: Any) -> GoType:
+    """A Go int type with custom (Un)MarshalJSON; ``parse`` gets the raw JSON text of the value."""
+    return GoType("enum", name, parse=parse, zero=zero)
+
+
+@dataclass(frozen=True)
+class Go:
+    """Field marker: the Go type (inferred from the annotation when omitted) and ``omitempty``."""
+
+    type: GoType | None = None
+    omitempty: bool = False
+    name: str | None = None  # JSON name when it differs from the attribute
+
+
+OMIT = Go(omitempty=True)
+
+
+@dataclass
+class FieldSpec:
+    attr: str
+    json: str
+    type: GoType
+    omitempty: bool
+
+
+@dataclass
+class StructSpec:
+    go_name: str  # e.g. "StreamConfig" (messages print "server.StreamConfig" for values, bare for paths)
+    fields: list[FieldSpec]
+    exact: dict[str, FieldSpec] = field(default_factory=dict)
+    folded: dict[str, FieldSpec] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in self.fields:
+            self.exact[f.json] = f
+            self.folded.setdefault(f.json.casefold(), f)
+
+    def lookup(self, key: str) -> FieldSpec | None:
+        f = self.exact.get(key)
+        if f is None:
+            f = self.folded.get(key.casefold())
+        return f
+
+
+def _infer(tp: Any, marker: Go | None) -> GoType:
+    if marker is not None and marker.type is not None:
+        return marker.type
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        args = typing.get_args(tp)
+        inner_marker = next((a for a in args[1:] if isinstance(a, Go)), None)
+        return _infer(args[0], inner_marker or marker)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        inner = _infer(args[0], None)
+        if inner.kind in ("slice", "map", "ptr"):
+            return inner
+        return ptr_to(inner)
+    if tp is str:
+        return STRING
+    if tp is bool:
+        return BOOL
+    if tp is GoTime:
+        return TIME
+    if origin is list:
+        return slice_of(_infer(typing.get_args(tp)[0], None))
+    if origin is dict:
+        return map_of(_infer(typing.get_args(tp)[1], None))
+    if isinstance(tp, type) and issubclass(tp, GoModel):
+        return GoType("struct", "server." + tp.__go_name__, model=tp)
+    raise TypeError(f"cannot infer a Go type for {tp!r}; annotate with Go(TYPE)")
+
+
+class GoModel(BaseModel):
+    """A pydantic model that mirrors one Go struct (JSON names = attribute names unless ``Go(name=)``)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=False, extra="forbid")
+
+    __go_name__: ClassVar[str] = ""
+    __go_spec__: ClassVar[StructSpec]
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "__go_name__" not in cls.__dict__:
+            cls.__go_name__ = cls.__name__
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields: list[FieldSpec] = []
+        for attr, finfo in cls.model_fields.items():
+            marker = next((m for m in finfo.metadata if isinstance(m, Go)), None)
+            tp = hints.get(attr, finfo.annotation)
+            gt = _infer(tp, marker)
+            if marker is None and typing.get_origin(tp) is typing.Annotated:
+                marker = next((a for a in typing.get_args(tp)[1:] if isinstance(a, Go)), None)
+            fields.append(FieldSpec(attr, (marker.name if marker and marker.name else attr), gt,
+                                    bool(marker and marker.omitempty)))
+        cls.__go_spec__ = StructSpec(cls.__go_name__, fields)
+
+    # -- wire helpers -------------------------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: bytes | str, *, strict: bool = True, root: str | None = None):
+        """Decode request bytes like nats-server; raises :class:`GoDecodeError` with Go's text."""
+        values = decode(data, cls.__go_spec__, root=root or cls.__go_name__, strict=strict)
+        return cls.model_validate(values)
+
+    def to_json(self) -> str:
+        """``json.Marshal`` of the Go struct: nats-server's field order and omitempty choices."""
+        return encode(self, type(self).__go_spec__)
+
+    def to_go_dict(self) -> dict[str, Any]:
+        """The JSON object ``to_json`` writes, as a dict (same keys, same order)."""
+        return json.loads(self.to_json())
+
+
+# --- Go %q ----------------------------------------------------------------------------------------------------------
+
+_SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def _quote_rune(c: str, quote: str) -> str:
+    if c == quote or c == "\\":
+        return "\\" + c
+    if c in _SHORT:
+        return _SHORT[c]
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:  # a raw invalid byte kept by surrogateescape
+        return f"\\x{o - 0xDC00:02x}"
+    if c.isprintable() or c == " ":
+        return c
+    if o < 0x80:
+        return f"\\x{o:02x}"
+    if o < 0x10000:
+        return f"\\u{o:04x}"
+    return f"\\U{o:08x}"
+
+
+def go_quote(s: str) -> str:
+    """Go's ``strconv.Quote`` / ``%q`` of a string."""
+    return '"' + "".join(_quote_rune(c, '"') for c in s) + '"'
+
+
+def _quote_char(c: str) -> str:
+    """encoding/json's quoteChar: a rune in single quotes."""
+    if c == "'":
+        return "'\\''"
+    if c == '"':
+        return "'\"'"
+    return "'" + "".join(_quote_rune(ch, "'") for ch in c) + "'"
+
+
+# --- syntax errors --------------------------------------------------------------------------------------------------
+
+_WS = b" \t\r\n"
+
+
+class _Syntax(Exception):
+    pass
+
+
+class _EOF(Exception):
+    pass
+
+
+def _rune_at(data: bytes, i: int) -> tuple[str, int]:
+    """The character starting at byte i (U+FFFD-free: an invalid byte is shown as \\xNN) and its byte length."""
+    b = data[i]
+    if b < 0x80:
+        return chr(b), 1
+    for n in (2, 3, 4):
+        try:
+            return data[i : i + n].decode("utf-8"), n
+        except UnicodeDecodeError:
+            continue
+    return chr(0xDC00 + b), 1
+
+
+def go_syntax_error(data: bytes, start: int = 0) -> tuple[str, int]:
+    """Scan one JSON value from ``start`` like Go's Decoder.
+
+    Returns ``(message, end)``: message is ``""`` if the value is well formed (``end`` = byte after it), else Go's
+    text (``"... at offset N"`` or ``"unexpected EOF"``).
+    """
+    n = len(data)
+    pos = start
+
+    def err(what: str, i: int) -> _Syntax:
+        ch, ln = _rune_at(data, i)
+        return _Syntax(f"invalid character {_quote_char(ch)} {what} at offset {i + ln}")
+
+    def ws(i: int) -> int:
+        while i < n and data[i] in _WS:
+            i += 1
+        return i
+
+    def value(i: int, ctx: str = "looking for beginning of value") -> int:
+        i = ws(i)
+        if i >= n:
+            raise _EOF
+        c = data[i]
+        if c == 0x7B:  # {
+            return obj(i + 1)
+        if c == 0x5B:  # [
+            return arr(i + 1)
+        if c == 0x22:
+            return string(i + 1)
+        if c == 0x2D or 0x30 <= c <= 0x39:
+            return number(i)
+        for lit in (b"true", b"false", b"null"):
+            if c == lit[0]:
+                for k in range(1, len(lit)):
+                    if i + k >= n:
+                        raise _EOF
+                    if data[i + k] != lit[k]:
+                        raise err(f"in literal {lit.decode()} (expecting {_quote_char(chr(lit[k]))})", i + k)
+                return i + len(lit)
+        raise err(ctx, i)
+
+    def string(i: int) -> int:
+        while True:
+            if i >= n:
+                raise _EOF
+            c = data[i]
+            if c == 0x22:
+                return i + 1
+            if c == 0x5C:
+                if i + 1 >= n:
+                    raise _EOF
+                e = data[i + 1]
+                if e in b'"\\/bfnrt':
+                    i += 2
+                    continue
+                if e == 0x75:  # u
+                    hexpart = data[i + 2 : i + 6]
+                    if len(hexpart) < 4:
+                        raise _EOF
+                    if all(h in b"0123456789abcdefABCDEF" for h in hexpart):
+                        i += 6
+                        continue
+                    seq = data[i : i + 6].decode("utf-8", "replace")
+                    raise _Syntax(f"invalid escape sequence `{seq}` in string at offset {i + 6}")
+                ch, ln = _rune_at(data, i + 1)
+                raise _Syntax(f"invalid escape sequence `\\{ch}` in string at offset {i + 1 + ln}")
+            if c < 0x20:
+                raise err("in string", i)
+            i += 1
+
+    def number(i: int) -> int:
+        if data[i] == 0x2D:
+            i += 1
+            if i >= n:
+                raise _EOF
+            if not 0x30 <= data[i] <= 0x39:
+                raise err("in numeric literal", i)
+        if data[i] == 0x30:
+            i += 1
+        else:
+            while i < n and 0x30 <= data[i] <= 0x39:
+                i += 1
+        if i < n and data[i] == 0x2E:
+            i += 1
+            if i >= n:
+                raise _EOF
+            if not 0x30 <= data[i] <= 0x39:
+                raise err("in numeric literal", i)
+            while i < n and 0x30 <= data[i] <= 0x39:
+                i += 1
+        if i < n and data[i] in b"eE":
+            i += 1
+            if i < n and data[i] in b"+-":
+                i += 1
+            if i >= n:
+                raise _EOF
+            if not 0x30 <= data[i] <= 0x39:
+                raise err("in numeric literal", i)
+            while i < n and 0x30 <= data[i] <= 0x39:
+                i += 1
+        return i
+
+    def obj(i: int) -> int:
+        i = ws(i)
+        if i >= n:
+            raise _EOF
+        if data[i] == 0x7D:
+            return i + 1
+        while True:
+            i = ws(i)
+            if i >= n:
+                raise _EOF
+            if data[i] != 0x22:
+                raise err("looking for beginning of object key string", i)
+            i = string(i + 1)
+            i = ws(i)
+            if i >= n:
+                raise _EOF
+            if data[i] != 0x3A:
+                raise err("after object key", i)
+            i = value(i + 1)
+            i = ws(i)
+            if i >= n:
+                raise _EOF
+            if data[i] == 0x2C:
+                i += 1
+                continue
+            if data[i] == 0x7D:
+                return i + 1
+            raise err("after object key:value pair", i)
+
+    def arr(i: int) -> int:
+        i = ws(i)
+        if i >= n:
+            raise _EOF
+        if data[i] == 0x5D:
+            return i + 1
+        while True:
+            i = value(i)
+            i = ws(i)
+            if i >= n:
+                raise _EOF
+            if data[i] == 0x2C:
+                i += 1
+                continue
+            if data[i] == 0x5D:
+                return i + 1
+            raise err("after array element", i)
+
+    try:
+        end = value(pos)
+    except _EOF:
+        return "unexpected EOF", n
+    except _Syntax as e:
+        return str(e), n
+    return "", end
+
+
+# --- decoding -------------------------------------------------------------------------------------------------------
+
+class _Num(str):
+    """A JSON number kept as its literal text (Go reports it verbatim: ``number 1e3``)."""
+
+
+class _Obj(list):
+    """A JSON object as its (key, value) pairs in document order."""
+
+
+class _Bad(Exception):
+    pass
+
+
+def _bad_constant(name: str) -> Any:
+    raise _Bad(name)
+
+
+_DECODER = json.JSONDecoder(parse_float=_Num, parse_int=_Num, parse_constant=_bad_constant, object_pairs_hook=_Obj)
+_WS_RE = re.compile(r"[ \t\r\n]*")
+_SURR = re.compile("[\ud800-\udfff]")
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, _Num):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, _Obj):
+        return "object"
+    if isinstance(v, list):
+        return "array"
+    return "null"
+
+
+def _raw(v: Any) -> str:
+    """The JSON text of a decoded value (see the module docstring for the string approximation)."""
+    if isinstance(v, _Num):
+        return str(v)
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, _Obj):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw(x) for k, x in v) + "}"
+    return "[" + ",".join(_raw(x) for x in v) + "]"
+
+
+def _clean(s: str) -> str:
+    # Go replaces invalid UTF-8 bytes and lone surrogate escapes with U+FFFD.
+    if s.isascii():
+        return s
+    return _SURR.sub("\ufffd", s)
+
+
+class _Ctx:
+    __slots__ = ("root", "strict")
+
+    def __init__(self, root: str, strict: bool) -> None:
+        self.root = root
+        self.strict = strict
+
+
+def _type_err(v: Any, t: GoType, path: str, in_field: bool, with_num: bool = False) -> GoDecodeError:
+    what = _kind(v)
+    if with_num:
+        what += " " + str(v)
+    if not path:
+        return GoDecodeError(f"json: cannot unmarshal {what} into Go value of type {t.name}")
+    where = "Go struct field " if in_field else ""
+    return GoDecodeError(f"json: cannot unmarshal {what} into {where}{path} of type {t.name}")
+
+
+def _dec(v: Any, t: GoType, cur: Any, path: str, in_field: bool, ctx: _Ctx) -> Any:
+    k = t.kind
+    if k == "enum":
+        return t.parse(_raw(v))  # custom UnmarshalJSON sees every value, null included
+    if v is None:
+        if k in ("ptr", "slice", "map"):
+            return None
+        return cur
+    if k == "string":
+        if isinstance(v, str) and not isinstance(v, _Num):
+            return _clean(v)
+        raise _type_err(v, t, path, in_field)
+    if k == "bool":
+        if isinstance(v, bool):
+            return v
+        raise _type_err(v, t, path, in_field)
+    if k == "int":
+        if isinstance(v, _Num):
+            if "." in v or "e" in v or "E" in v:
+                raise _type_err(v, t, path, in_field, with_num=True)
+            iv = int(v)
+            if not t.lo <= iv <= t.hi:
+                raise _type_err(v, t, path, in_field, with_num=True)
+            return iv
+        raise _type_err(v, t, path, in_field)
+    if k == "time":
+        if isinstance(v, str) and not isinstance(v, _Num):
+            try:
+                return parse_time(v)
+            except TimeParseError as e:
+                raise GoDecodeError(str(e)) from None
+        raise _type_err(v, t, path, in_field)
+    if k == "ptr":
+        return _dec(v, t.elem, cur, path, in_field, ctx)
+    if k == "struct":
+        if not isinstance(v, _Obj):
+            raise _type_err(v, t, path, in_field)
+        return _dec_struct(v, t.struct_spec(), cur if isinstance(cur, dict) else {}, path, ctx)
+    if k == "slice":
+        if not isinstance(v, list) or isinstance(v, _Obj):
+            raise _type_err(v, t, path, in_field)
+        out = []
+        for i, item in enumerate(v):
+            out.append(_dec(item, t.elem, _zero_py(t.elem), f"{path}.{i}", False, ctx))
+        return out
+    if k == "map":
+        if not isinstance(v, _Obj):
+            raise _type_err(v, t, path, in_field)
+        out = dict(cur) if isinstance(cur, dict) else {}
+        for key, item in v:
+            key = _clean(key)
+            out[key] = _dec(item, t.elem, out.get(key, _zero_py(t.elem)), f"{path}.{key}", True, ctx)
+        return out
+    raise AssertionError(k)
+
+
+def _zero_py(t: GoType) -> Any:
+    return {"string": "", "bool": False, "int": 0}.get(t.kind)
+
+
+def _dec_struct(pairs: _Obj, spec: StructSpec, cur: dict, path: str, ctx: _Ctx) -> dict:
+    for key, v in pairs:
+        f = spec.lookup(key)
+        if f is None:
+            if ctx.strict:
+                raise GoDecodeError(f"json: unknown field {go_quote(_clean(key))}")
+            continue
+        sub = f"{path}.{f.json}" if path else f"{ctx.root}.{f.json}"
+        val = _dec(v, f.type, cur.get(f.attr), sub, True, ctx)
+        if val is None:
+            cur.pop(f.attr, None)
+        else:
+            cur[f.attr] = val
+    return cur
+
+
+def decode_into(data: bytes | str, root_type: GoType, *, root: str, strict: bool = True) -> Any:
+    """Decode every JSON value in ``data`` into one Go value of ``root_type`` (Go ``Decoder`` loop)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    text = data.decode("utf-8", "surrogateescape")
+    ctx = _Ctx(root, strict)
+    cur: Any = {} if root_type.kind == "struct" else _zero_py(root_type)
+    i = _WS_RE.match(text, 0).end()
+    while i < len(text):
+        try:
+            v, end = _DECODER.raw_decode(text, i)
+        except (ValueError, _Bad, RecursionError):
+            bpos = len(text[:i].encode("utf-8", "surrogateescape"))
+            msg, _ = go_syntax_error(data, bpos)
+            raise GoDecodeError(msg or "unexpected EOF") from None
+        if root_type.kind == "struct":
+            if isinstance(v, _Obj):
+                cur = _dec_struct(v, root_type.struct_spec(), cur, "", ctx)
+            elif v is not None:
+                raise GoDecodeError(f"json: cannot unmarshal {_kind(v)} into Go value of type {root_type.name}")
+        else:
+            cur = _dec(v, root_type, cur, "", False, ctx)
+        i = _WS_RE.match(text, end).end()
+    return cur
+
+
+def decode(data: bytes | str, spec: StructSpec, *, root: str, strict: bool = True) -> dict:
+    """Decode request bytes into a dict of the struct's present fields (attribute names)."""
+    return decode_into(data, GoType("struct", "server." + root, spec=spec), root=root, strict=strict)
+
+
+# --- encoding -------------------------------------------------------------------------------------------------------
+
+def json_dumps_go(value: Any) -> str:
+    """A JSON string/number/literal written like Go (HTML-safe escapes, no spaces)."""
+    s = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, str):
+        if any(c in s for c in "<>&\u2028\u2029"):
+            s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+                 .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+        if not s.isascii():
+            s = _SURR.sub("\ufffd", s)
+    return s
+
+
+def _is_empty(v: Any, t: GoType) -> bool:
+    k = t.kind
+    if k == "string":
+        return v == "" or v is None
+    if k == "bool":
+        return not v
+    if k == "int":
+        return not v
+    if k == "enum":
+        return v is None or v == t.zero
+    if k in ("slice", "map"):
+        return not v
+    if k == "ptr":
+        return v is None
+    return False  # struct and time.Time values are never "empty" for omitempty
+
+
+def _enc(v: Any, t: GoType) -> str:
+    k = t.kind
+    if k == "string":
+        return json_dumps_go(v or "")
+    if k == "bool":
+        return "true" if v else "false"
+    if k == "int":
+        return str(int(v or 0))
+    if k == "enum":
+        return json_dumps_go(t.zero if v is None else v)
+    if k == "time":
+        return '"' + format_time(v if v is not None else GoTime.zero()) + '"'
+    if k == "ptr":
+        if v is None:
+            return "null"
+        return _enc(v, t.elem)
+    if k == "struct":
+        spec = t.struct_spec()
+        return encode(v, spec)
+    if k == "slice":
+        if v is None:
+            return "null"
+        return "[" + ",".join(_enc(x, t.elem) for x in v) + "]"
+    if k == "map":
+        if v is None:
+            return "null"
+        return "{" + ",".join(json_dumps_go(key) + ":" + _enc(v[key], t.elem) for key in sorted(v)) + "}"
+    raise AssertionError(k)
+
+
+def encode(obj: Any, spec: StructSpec) -> str:
+    """``json.Marshal`` of a struct given as a GoModel instance or a dict of attribute values."""
+    get = obj.get if isinstance(obj, dict) else (lambda a, _d=None: getattr(obj, a, _d))
+    parts = []
+    for f in spec.fields:
+        v = get(f.attr)
+        if f.omitempty and _is_empty(v, f.type):
+            continue
+        parts.append(json_dumps_go(f.json) + ":" + _enc(v, f.type))
+    return "{" + ",".join(parts) + "}"
+
+
+def iter_fields(spec: StructSpec) -> Iterable[FieldSpec]:
+    return iter(spec.fields)
