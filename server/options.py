@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from server.conf import ConfigError, parse_file_tokens, parse_tokens
+from server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
+from server.conf.digest import config_digest
 from server.conf.mapping import config_settings
 
 DEFAULT_PORT = 4222
@@ -166,6 +167,7 @@ class ServerOptions(_Model):
     server_metadata: dict[str, str] = Field(default_factory=dict)
     # -- where the options came from
     config_file: str = ""
+    config_digest: str = ""  # nats-server's sha256 digest of the parsed file
     check_config: bool = False  # -t: parse the configuration and exit
     config_warnings: list[str] = Field(default_factory=list)
     ignored_config_keys: list[str] = Field(default_factory=list)  # known to nats-server, not implemented by Skiff
@@ -225,6 +227,7 @@ def settings_from_tokens(tokens: dict, file: str = "") -> dict[str, Any]:
     settings, warnings, ignored = config_settings(tokens)
     if file:
         settings["config_file"] = file
+        settings["config_digest"] = config_digest(plain(tokens))
     settings["config_warnings"] = warnings
     settings["ignored_config_keys"] = ignored
     return settings
