@@ -18,11 +18,11 @@ class RawPool:
     def __init__(self) -> None:
         self.clients: list[RawClient] = []
 
-    def connect(self, server, timeout: float = 2.0) -> RawClient:
+    def connect(self, server, timeout: float = 2.0, **kw) -> RawClient:
         """Connected, first INFO read, nothing sent."""
         c = RawClient("127.0.0.1", server.port, timeout=timeout)
         self.clients.append(c)
-        return c.connect()
+        return c.connect(**kw)
 
     def handshake(self, server, **connect_fields) -> RawClient:
         """CONNECT sent (verbose and pedantic off unless given) and one PING/PONG done."""

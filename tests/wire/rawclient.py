@@ -34,8 +34,14 @@ class RawClient:
 
     # -- connection ---------------------------------------------------------------------------------------------
 
-    def connect(self, read_info: bool = True) -> "RawClient":
-        self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+    def connect(self, read_info: bool = True, rcvbuf: int | None = None) -> "RawClient":
+        """Open the socket and (by default) read the INFO line.  ``rcvbuf`` shrinks the kernel receive buffer
+        before connecting, so a client that stops reading backs the server up quickly (slow-consumer tests)."""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect((self.host, self.port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if read_info:
             self.info_line = self.read_line()
