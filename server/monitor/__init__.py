@@ -1,0 +1,1 @@
+"""Monitoring: the HTTP endpoint (``http.py``) and the documents it serves (``provider.py``, ``metrics.py``)."""

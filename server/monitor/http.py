@@ -1,0 +1,407 @@
+"""The monitoring HTTP endpoint (``-m PORT``): a small HTTP/1.1 server on asyncio streams.
+
+Theory of operation
+-------------------
+``MonitorServer(host, port, provider)`` serves nats-server's monitoring paths.  It knows HTTP, not the server: every
+document comes from a duck-typed *provider* (``server/monitor/provider.py`` in Skiff, a fake in the tests):
+
+    varz(params) -> dict                    connz(params) -> dict         subsz(params) -> dict
+    healthz(params) -> (status, dict)       jsz(params) -> dict           accountz(params) -> dict
+    metrics() -> bytes                      (optional) routez, gatewayz, leafz, accstatz, ipqueuesz, raftz(params)
+
+A method may also be ``async``.  ``params`` is the query string as a ``dict`` of the *first* value of each key
+(Go's ``URL.Query().Get``).  Optional documents that the provider lacks are answered with nats-server's standalone
+shapes (no routes, no gateways, no leaf nodes), built from ``provider.identity()`` (``server_id``, ``server_name``)
+or failing that from ``varz``.
+
+Responses follow nats-server 2.15 (checked against the binary): JSON indented by two spaces, except ``/healthz``
+which is compact; ``Content-Type: application/json`` and ``Access-Control-Allow-Origin: *``; an unknown path is
+``404 page not found`` in text/plain; a provider that raises ``ValueError`` (bad ``limit=``, ``sort=``...) gives
+``400`` with the message as text, as nats-server does; any other exception gives ``500`` and is logged, and the
+server goes on.  ``HEAD`` gets headers only; any method is served like ``GET`` (nats-server does not check it).
+HTTP/1.1 requests must carry ``Host`` (Go's net/http rejects them with 400).  Connections are kept alive unless the
+client says ``Connection: close`` or speaks HTTP/1.0.  ``/metrics`` (Prometheus text format) is Skiff's own; the
+``callback=`` JSONP parameter is ignored, as nats-server 2.15 does.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from email.utils import formatdate
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from server.conf.digest import _go_float
+
+log = logging.getLogger("skiff.monitor")
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+HEADER_TIMEOUT = 30.0  # seconds to send a complete request head
+IDLE_TIMEOUT = 120.0  # seconds a kept-alive connection may stay silent
+
+JSON_TYPE = "application/json"
+TEXT_TYPE = "text/plain; charset=utf-8"
+HTML_TYPE = "text/html; charset=utf-8"
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+           413: "Request Entity Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           501: "Not Implemented", 503: "Service Unavailable"}
+
+# path -> provider method; documents nats-server always has
+REQUIRED = {"/varz": "varz", "/connz": "connz", "/subsz": "subsz", "/subscriptionsz": "subsz", "/jsz": "jsz",
+            "/accountz": "accountz"}
+# documents with a standalone default when the provider does not implement them
+OPTIONAL = {"/routez": "routez", "/gatewayz": "gatewayz", "/leafz": "leafz", "/accstatz": "accstatz",
+            "/ipqueuesz": "ipqueuesz", "/raftz": "raftz"}
+
+INDEX_PATHS = ["varz", "connz", "routez", "gatewayz", "leafz", "subsz", "accountz", "accstatz", "jsz", "healthz",
+               "metrics"]
+
+
+class HTTPError(Exception):
+    """Raised by a provider to answer with ``status`` and a plain-text ``message``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def go_json_indent(value: Any, indent: str = "  ", level: int = 0) -> str:
+    """``json.MarshalIndent(value, "", "  ")``: Go's float format, ``< > &`` escaped, UTF-8 kept."""
+    pad = indent * (level + 1)
+    end = indent * level
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f"{pad}{_go_str(str(k))}: {go_json_indent(v, indent, level + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + end + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(pad + go_json_indent(v, indent, level + 1) for v in value) + "\n" + end + "]"
+    return _go_scalar(value)
+
+
+def go_json_compact(value: Any) -> str:
+    """``json.Marshal(value)``."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_go_str(str(k))}:{go_json_compact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(go_json_compact(v) for v in value) + "]"
+    return _go_scalar(value)
+
+
+def _go_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "null"  # Go refuses these; never break the document
+        return _go_float(value)
+    return _go_str(str(value))
+
+
+def _go_str(s: str) -> str:
+    out = json.dumps(s, ensure_ascii=False)
+    if any(c in out for c in "<>&\u2028\u2029"):
+        for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                        ("\u2029", "\\u2029")):
+            out = out.replace(ch, esc)
+    return out
+
+
+class _Response:
+    __slots__ = ("status", "content_type", "body", "cors", "extra")
+
+    def __init__(self, status: int, content_type: str, body: bytes, cors: bool = False,
+                 extra: list[tuple[str, str]] | None = None):
+        self.status = status
+        self.content_type = content_type
+        self.body = body
+        self.cors = cors
+        self.extra = extra or []
+
+
+def _text(status: int, message: str) -> _Response:
+    return _Response(status, TEXT_TYPE, (message + ("" if message.endswith("\n") else "\n")).encode())
+
+
+class MonitorServer:
+    """``await start()`` binds (port 0 or -1: a free port, then in ``.port``); ``await stop()`` closes."""
+
+    def __init__(self, host: str, port: int, provider: Any, base_path: str = "/"):
+        self.host = host
+        self.requested_port = port
+        self.port = 0 if port in (0, -1) else port
+        self.provider = provider
+        self.base_path = "/" + base_path.strip("/") if base_path and base_path.strip("/") else ""
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        port = 0 if self.requested_port in (0, -1) else self.requested_port
+        self._server = await asyncio.start_server(
+            self._serve, self.host, port, limit=MAX_HEADER_BYTES, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    # -- one connection ---------------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._conns.add(task)
+        try:
+            first = True
+            while True:
+                try:
+                    head = await asyncio.wait_for(
+                        reader.readuntil(b"\r\n\r\n"), HEADER_TIMEOUT if first else IDLE_TIMEOUT
+                    )
+                except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+                    return
+                except asyncio.LimitOverrunError:
+                    await self._write(writer, "HTTP/1.1", _text(431, "431 Request Header Fields Too Large"), False,
+                                      False)
+                    return
+                first = False
+                try:
+                    method, target, version, headers = self._parse_head(head)
+                    await self._skip_body(reader, headers)
+                except _BadRequest as e:
+                    await self._write(writer, "HTTP/1.1", _text(e.status, e.message), False, False)
+                    return
+                keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+                if version == "HTTP/1.0" and "keep-alive" in headers.get("connection", "").lower():
+                    keep_alive = True
+                response = await self._respond(target)
+                await self._write(writer, version, response, keep_alive, method == "HEAD")
+                if not keep_alive:
+                    return
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # never let one connection take the monitor down
+            log.exception("monitoring connection failed")
+        finally:
+            if task is not None:
+                self._conns.discard(task)
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    @staticmethod
+    def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+        try:
+            text = head.decode("latin-1")
+        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+            raise _BadRequest(400, "400 Bad Request") from None
+        lines = text.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[0].isalpha() or not parts[2].startswith("HTTP/1."):
+            raise _BadRequest(400, "400 Bad Request")
+        method, target, version = parts
+        if version not in ("HTTP/1.0", "HTTP/1.1"):
+            raise _BadRequest(400, "400 Bad Request")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise _BadRequest(400, "400 Bad Request: malformed MIME header line")
+            headers[name.lower()] = value.strip()
+        if version == "HTTP/1.1" and "host" not in headers:
+            raise _BadRequest(400, "400 Bad Request: missing required Host header")
+        return method.upper(), target, version, headers
+
+    @staticmethod
+    async def _skip_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> None:
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            raise _BadRequest(501, "501 Not Implemented: chunked request bodies")
+        length_text = headers.get("content-length", "0") or "0"
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise _BadRequest(400, "400 Bad Request: bad Content-Length") from None
+        if length < 0 or length > MAX_BODY_BYTES:
+            raise _BadRequest(413, "413 Request Entity Too Large")
+        if length:
+            try:
+                await asyncio.wait_for(reader.readexactly(length), HEADER_TIMEOUT)
+            except (asyncio.IncompleteReadError, asyncio.TimeoutError):
+                raise _BadRequest(400, "400 Bad Request: incomplete body") from None
+
+    async def _write(self, writer: asyncio.StreamWriter, version: str, r: _Response, keep_alive: bool,
+                     head_only: bool) -> None:
+        reason = REASONS.get(r.status, "")
+        lines = [f"{version} {r.status} {reason}"]
+        if r.cors:
+            lines.append("Access-Control-Allow-Origin: *")
+        lines.append(f"Content-Type: {r.content_type}")
+        if r.status == 404:
+            lines.append("X-Content-Type-Options: nosniff")
+        lines.extend(f"{k}: {v}" for k, v in r.extra)
+        lines.append(f"Date: {formatdate(usegmt=True)}")
+        lines.append(f"Content-Length: {len(r.body)}")
+        if version == "HTTP/1.1" and not keep_alive:
+            lines.append("Connection: close")
+        elif version == "HTTP/1.0" and keep_alive:
+            lines.append("Connection: keep-alive")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if not head_only:
+            data += r.body
+        try:
+            writer.write(data)
+            await writer.drain()
+        except ConnectionError:
+            pass
+
+    # -- routing ----------------------------------------------------------------------------------------------
+
+    async def _respond(self, target: str) -> _Response:
+        try:
+            split = urlsplit(target)
+        except ValueError:
+            return _text(400, "400 Bad Request")
+        path = unquote(split.path)
+        params: dict[str, str] = {}
+        for k, v in parse_qsl(split.query, keep_blank_values=True):
+            params.setdefault(k, v)  # Go's Query().Get: the first value
+        if self.base_path:
+            if path == self.base_path or path == self.base_path + "/":
+                path = "/"
+            elif path.startswith(self.base_path + "/"):
+                path = path[len(self.base_path):]
+            else:
+                return _text(404, "404 page not found")
+        try:
+            return await self._route(path, params)
+        except HTTPError as e:
+            return _text(e.status, e.message)
+        except ValueError as e:
+            return _text(400, str(e))
+        except Exception:
+            log.exception("monitoring endpoint %s failed", path)
+            return _text(500, "500 Internal Server Error")
+
+    async def _route(self, path: str, params: dict[str, str]) -> _Response:
+        p = self.provider
+        if path == "/":
+            return _Response(200, HTML_TYPE, self._index().encode())
+        if path == "/healthz":
+            status, doc = await _call(p.healthz, params)
+            return _Response(status, JSON_TYPE, go_json_compact(doc).encode(), cors=True)
+        if path in REQUIRED:
+            doc = await _call(getattr(p, REQUIRED[path]), params)
+            return self._json(doc)
+        if path in OPTIONAL:
+            method = getattr(p, OPTIONAL[path], None)
+            doc = await _call(method, params) if method is not None else await self._standalone(path)
+            if doc is None:
+                return _text(404, "No Raft nodes registered") if path == "/raftz" else _text(404, "404 page not found")
+            return self._json(doc)
+        if path == "/metrics" and hasattr(p, "metrics"):
+            body = await _call(p.metrics)
+            if isinstance(body, str):
+                body = body.encode()
+            return _Response(200, METRICS_TYPE, body)
+        return _text(404, "404 page not found")
+
+    def _json(self, doc: Any) -> _Response:
+        return _Response(200, JSON_TYPE, go_json_indent(doc).encode(), cors=True)
+
+    async def _identity(self) -> dict[str, Any]:
+        ident = getattr(self.provider, "identity", None)
+        if ident is not None:
+            return dict(await _call(ident))
+        varz = await _call(self.provider.varz, {})
+        return {"server_id": varz.get("server_id", ""), "server_name": varz.get("server_name", ""),
+                "now": varz.get("now", "")}
+
+    async def _standalone(self, path: str) -> dict[str, Any] | None:
+        """What a standalone nats-server answers for documents a single Skiff server has nothing to put in."""
+        ident = await self._identity()
+        sid, now = ident.get("server_id", ""), ident.get("now") or _now()
+        if path == "/routez":
+            return {"server_id": sid, "server_name": ident.get("server_name", ""), "now": now, "num_routes": 0,
+                    "routes": []}
+        if path == "/gatewayz":
+            return {"server_id": sid, "now": now, "outbound_gateways": {}, "inbound_gateways": {}}
+        if path == "/leafz":
+            return {"server_id": sid, "now": now, "leafnodes": 0, "leafs": []}
+        if path == "/accstatz":
+            return {"server_id": sid, "now": now, "account_statz": []}
+        if path == "/ipqueuesz":
+            return {}
+        return None  # /raftz: no Raft nodes
+
+    def _index(self) -> str:
+        base = self.base_path
+        links = "\n".join(f'    <a href="{base}/{name}">{name}</a>' for name in INDEX_PATHS)
+        return (
+            '<html lang="en">\n  <head>\n    <title>Skiff monitoring</title>\n  </head>\n  <body>\n'
+            "    <h1>Skiff</h1>\n    <p>A NATS server with JetStream, in Python. Monitoring endpoints:</p>\n"
+            f"{links}\n  </body>\n</html>\n"
+        )
+
+
+async def _call(fn: Callable[..., Any] | Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """Call a provider method that may or may not take ``params`` and may or may not be async."""
+    if args:
+        try:
+            sig = inspect.signature(fn)
+            positional = [
+                prm for prm in sig.parameters.values()
+                if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD, prm.VAR_POSITIONAL)
+            ]
+            if not positional:
+                args = ()
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            pass
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
