@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from server.conf import ConfigError
+from server.conf.mapping import tls_problem
 from server.options import ServerOptions, _finish, settings_from_config
 from server.version import SKIFF_VERSION, VERSION
 
@@ -326,6 +327,9 @@ def flag_settings(flags: Flags, base: dict[str, Any] | None = None) -> dict[str,
                 "ca_file": flags.get("tlscacert") or "",
                 "verify": bool(flags.get("tlsverify")),
             }
+            problem = tls_problem(tls)
+            if problem:
+                raise CommandError(problem)
             old = base.get("tls")
             if isinstance(old, dict) and old.get("timeout"):
                 tls["timeout"] = old["timeout"]  # nats-server keeps the file's TLS timeout

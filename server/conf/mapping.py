@@ -561,6 +561,9 @@ class _Mapper:
                     self.err(mt, f"error parsing tls config, unknown field {mk!r}")
             except _Bad:
                 continue
+        problem = tls_problem(out)
+        if problem:
+            self.err(tok, problem)
         return out
 
     def handshake_first(self, tok: Token, key: str, out: dict) -> None:
@@ -584,6 +587,36 @@ class _Mapper:
                     self.err(tok, f"field {key!r}'s value {v!r} is invalid")
         else:
             self.err(tok, f"field {key!r} should be a boolean or a string, got {_type_name(v)}")
+
+
+def tls_problem(tls: dict[str, Any]) -> str | None:
+    """What nats-server's GenTLSConfig would say about the files of a TLS block, or None when they load."""
+    import ssl
+
+    cert, key, ca = tls.get("cert_file") or "", tls.get("key_file") or "", tls.get("ca_file") or ""
+    if not cert:
+        return "missing 'cert_file' in TLS configuration"
+    if not key:
+        return "missing 'key_file' in TLS configuration"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        return f"error parsing X509 certificate/key pair: {e.reason or e}"
+    except OSError as e:
+        return f"error parsing X509 certificate/key pair: open {e.filename or cert}: {_os_reason(e)}"
+    if ca:
+        try:
+            ctx.load_verify_locations(ca)
+        except ssl.SSLError:
+            return f"failed to parse root certificate from {ca!r}"
+        except OSError as e:
+            return f"open {ca}: {_os_reason(e)}"
+    return None
+
+
+def _os_reason(e: OSError) -> str:
+    return (e.strerror or str(e)).lower()
 
 
 def _type_name(v: Any) -> str:
