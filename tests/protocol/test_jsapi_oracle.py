@@ -1,0 +1,127 @@
+"""Replay the protocol/jsapi observation tables against a live server.
+
+The tables in test_jsapi_stream_config.py, test_jsapi_consumer_config.py and test_jsapi_gojson.py record what
+nats-server 2.15.1 answered; the unit tests hold Skiff's pure code to them.  Here the same tables go over the wire
+to the `server` fixture, so ``--target=nats-server`` proves the tables themselves, and ``--target=skiff`` proves
+Skiff's API layer once it answers ``$JS.API`` requests (until then the Skiff run is skipped, not failed).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+
+import pytest
+
+from tests.protocol.test_jsapi_consumer_config import CONSUMER_CASES, STREAM_FOR_CONSUMERS
+from tests.protocol.test_jsapi_gojson import JSON_CASES
+from tests.protocol.test_jsapi_stream_config import CREATE_CASES, check_reply
+
+
+class RawClient:
+    """Just enough of the client protocol for request/reply over a socket."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+        self._line()  # INFO
+        self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _R.* 1\r\nPING\r\n')
+        while self._line() != b"PONG":
+            pass
+        self.ids = itertools.count()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("server closed the connection")
+        self.buf += data
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def request(self, subject: str, payload: bytes, timeout: float = 3.0) -> bytes:
+        reply = f"_R.{next(self.ids)}"
+        self.sock.settimeout(timeout)
+        self.sock.sendall(f"PUB {subject} {reply} {len(payload)}\r\n".encode() + payload + b"\r\n")
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+                continue
+            if line.startswith((b"MSG ", b"HMSG ")):
+                parts = line.split()
+                size = int(parts[-1])
+                while len(self.buf) < size + 2:
+                    self._fill()
+                data, self.buf = self.buf[:size], self.buf[size + 2:]
+                if parts[1].decode() != reply:
+                    continue
+                if line.startswith(b"HMSG "):
+                    data = data[int(parts[-2]):]
+                return data
+
+    def json(self, subject: str, payload: bytes = b"") -> dict:
+        return json.loads(self.request(subject, payload))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def client(server, target):
+    c = RawClient(server.port)
+    try:
+        c.json("$JS.API.INFO")
+    except (OSError, ValueError, EOFError):
+        c.close()
+        if target == "skiff":
+            pytest.skip("Skiff does not answer $JS.API yet")
+        raise
+    yield c
+    c.close()
+
+
+def _pick(reply: dict) -> dict:
+    if "error" in reply:
+        return {"error": reply["error"]}
+    return {"config": reply["config"]}
+
+
+def test_stream_create_table(client):
+    for subject_stream, body, want in CREATE_CASES:
+        reply = client.json(f"$JS.API.STREAM.CREATE.{subject_stream}", body)
+        try:
+            check_reply(_pick(reply), want)
+        except AssertionError as e:
+            raise AssertionError(f"{body[:200]!r}: {e}") from None
+        if "error" not in reply:
+            client.json(f"$JS.API.STREAM.DELETE.{reply['config']['name']}")
+
+
+def test_json_error_table(client):
+    for body, description in JSON_CASES:
+        reply = client.json("$JS.API.STREAM.CREATE.S", body)
+        got = reply.get("error", {}).get("description", "OK")
+        assert got == description, body
+        if "error" not in reply:
+            client.json("$JS.API.STREAM.DELETE.S")
+
+
+def test_consumer_create_table(client):
+    stream = client.json("$JS.API.STREAM.CREATE.S", json.dumps(STREAM_FOR_CONSUMERS).encode())
+    assert "error" not in stream, stream
+    for subject, body, want in CONSUMER_CASES:
+        reply = client.json(subject, body)
+        if "error" in want:
+            assert reply.get("error") == want["error"], (subject, body, reply)
+        else:
+            assert "error" not in reply, (subject, body, reply)
+            cfg = json.dumps(reply["config"], separators=(",", ":"))
+            if "config" in want:
+                assert json.loads(cfg) == json.loads(want["config"]), (body, cfg)
+            for k, v in want.get("config_has", {}).items():
+                assert reply["config"].get(k) == v, (body, k, reply["config"])
+            client.json(f"$JS.API.CONSUMER.DELETE.S.{reply['name']}")
