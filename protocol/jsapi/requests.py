@@ -4,7 +4,9 @@ Each model mirrors the Go struct nats-server unmarshals the body into (its name 
 ``json: cannot unmarshal string into Go struct field JSApiStreamPurgeRequest.seq of type uint64``).  All of them go
 through ``unmarshalRequest`` (strict: unknown fields are 10025) except the pull request, which the consumer decodes
 itself with plain ``json.Unmarshal`` (unknown fields ignored; errors become ``400 Bad Request`` statuses):
-:func:`parse_pull_request` handles its three body forms (empty, bare integer, JSON).
+:func:`parse_pull_request` handles its three body forms (empty, bare integer, JSON); and CONSUMER.UNPIN, which
+nats-server 2.15 also decodes leniently (``parse_request(JSApiConsumerUnpinRequest, body, strict=False)``, then an
+empty group is 10025 ``invalid JSON: consumer group not specified``).
 
 :func:`parse_request` is the one entry point for the API layer: ``parse_request(JSApiStreamPurgeRequest, body)``
 returns the model or the 10025 :class:`~protocol.errors.ApiError`.  :func:`is_empty_request` is nats-server's
