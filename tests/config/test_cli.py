@@ -1,0 +1,266 @@
+"""Command-line flags: Go flag syntax, every flag, flags over the config file, and failures like nats-server's."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from server import cli
+from server.cli import CommandError, UsageError, parse_args, parse_flags
+from server.conf import ConfigError
+from tests.harness import ROOT, nats_server_binary
+
+CERTS = ROOT / "conf" / "certs"
+
+# (argv, {field: expected})
+FLAG_CASES = [
+    (["-a", "127.0.0.1"], {"host": "127.0.0.1"}),
+    (["--addr", "127.0.0.1"], {"host": "127.0.0.1"}),
+    (["--net=10.1.1.1"], {"host": "10.1.1.1"}),
+    (["-addr=::1"], {"host": "::1"}),
+    (["-p", "4333"], {"port": 4333}),
+    (["--port=4333"], {"port": 4333}),
+    (["-p", "-1"], {"port": -1}),
+    (["-p=-1"], {"port": -1}),
+    (["-p", "0"], {"port": 4222}),
+    (["-p", "0x10E1"], {"port": 4321}),
+    (["-p", "010"], {"port": 8}),  # Go's ParseInt(s, 0): a leading 0 is octal
+    (["-n", "hub"], {"server_name": "hub"}),
+    (["--name", "hub"], {"server_name": "hub"}),
+    (["--server_name=hub"], {"server_name": "hub"}),
+    (["-js"], {"jetstream": True}),
+    (["--jetstream"], {"jetstream": True}),
+    (["-js=false"], {"jetstream": False}),
+    (["-js=1"], {"jetstream": True}),
+    (["-sd", "/tmp/js"], {"store_dir": "/tmp/js"}),
+    (["-sd=/tmp/js"], {"store_dir": "/tmp/js"}),
+    (["--store_dir", "/tmp/js"], {"store_dir": "/tmp/js"}),
+    (["--user", "u", "--pass", "p"], {"username": "u", "password": "p"}),
+    (["--auth", "tok"], {"authorization": "tok"}),
+    (["-m", "8222"], {"http_port": 8222}),
+    (["--http_port=-1"], {"http_port": -1}),
+    (["-l", "/tmp/s.log"], {"log_file": "/tmp/s.log"}),
+    (["--log", "/tmp/s.log"], {"log_file": "/tmp/s.log"}),
+    (["-D"], {"debug": True, "trace": False}),
+    (["--debug"], {"debug": True}),
+    (["-V"], {"trace": True, "debug": False}),
+    (["--trace"], {"trace": True}),
+    (["-DV"], {"debug": True, "trace": True}),
+    (["-VV"], {"trace": True, "trace_verbose": True}),
+    (["-DVV"], {"debug": True, "trace": True, "trace_verbose": True}),
+    (["-T=false"], {"logtime": False}),
+    (["--logtime=false"], {"logtime": False}),
+    (["--logtime_utc"], {"logtime_utc": True}),
+    (["-P", "/tmp/s.pid"], {"pid_file": "/tmp/s.pid"}),
+    (["--pid", "/tmp/s.pid"], {"pid_file": "/tmp/s.pid"}),
+    (["--log_json"], {"log_json": True}),
+    (["--ports_file_dir", "/tmp"], {"ports_file_dir": "/tmp"}),
+    (["--client_advertise", "x:1"], {"client_advertise": "x:1"}),
+    (["--max_traced_msg_len", "100"], {"max_traced_msg_len": 100}),
+    (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"],
+     {"ignored_config_keys": ["--cluster", "--routes"]}),
+]
+
+
+@pytest.mark.parametrize("argv,expected", FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
+def test_flags(argv, expected):
+    o = parse_args(argv)
+    for field, value in expected.items():
+        assert getattr(o, field) == value, field
+
+
+def test_tls_flags():
+    o = parse_args(["--tls", "--tlscert", str(CERTS / "server-cert.pem"), "--tlskey", str(CERTS / "server-key.pem"),
+                    "--tlscacert", str(CERTS / "ca.pem"), "--tlsverify"])
+    assert o.tls.cert_file.endswith("server-cert.pem") and o.tls.ca_file.endswith("ca.pem") and o.tls.verify
+    assert o.auth_timeout == 3.0
+    # --tlsverify alone (with cert and key) turns TLS on as well, like nats-server's overrideTLS.
+    o = parse_args(["--tlsverify", "--tlscert", str(CERTS / "server-cert.pem"), "--tlskey",
+                    str(CERTS / "server-key.pem")])
+    assert o.tls is not None and o.tls.verify
+
+
+def test_tls_flags_need_cert_and_key():
+    with pytest.raises(CommandError, match="certificate must be present"):
+        parse_args(["--tls"])
+    with pytest.raises(CommandError, match="private key must be present"):
+        parse_args(["--tls", "--tlscert", str(CERTS / "server-cert.pem")])
+
+
+def test_https_port_needs_tls():
+    with pytest.raises(CommandError, match="TLS cert and key required for HTTPS"):
+        parse_args(["-ms", "8443"])
+
+
+def test_flags_win_over_the_config_file(tmp_path):
+    f = tmp_path / "s.conf"
+    f.write_text(f"port: 4333\ndebug: true\nserver_name: file\njetstream {{ store_dir: {tmp_path}/js }}\n"
+                 f"tls {{ cert_file: {CERTS}/server-cert.pem, key_file: {CERTS}/server-key.pem, timeout: 5 }}\n")
+    o = parse_args(["-c", str(f), "-p", "5555", "-D=false", "-js"])
+    assert (o.port, o.debug, o.server_name, o.jetstream) == (5555, False, "file", True)
+    assert o.store_dir == f"{tmp_path}/js" and o.config_file == str(f)
+    assert o.tls is not None and o.tls.timeout == 5.0
+    assert o.cli_overrides["port"] == 5555 and "server_name" not in o.cli_overrides
+    # --tls=false turns off the file's TLS
+    assert parse_args(["-c", str(f), "--tls=false"]).tls is None
+    # --tlscert/--tlskey replace the file's block, keeping its timeout (nats-server overrideTLS)
+    o = parse_args(["--config", str(f), "--tlscert", str(CERTS / "client-cert.pem"), "--tlskey",
+                    str(CERTS / "client-key.pem")])
+    assert o.tls.cert_file.endswith("client-cert.pem") and o.tls.timeout == 5.0
+
+
+def test_bad_config_file_is_a_config_error(tmp_path):
+    f = tmp_path / "s.conf"
+    f.write_text("port: [\n")
+    with pytest.raises(ConfigError) as ei:
+        parse_args(["-c", str(f)])
+    assert ei.value.file == str(f)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--bogus"], "flag provided but not defined: -bogus"),
+    (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
+    (["-p", "1_000"], 'invalid value "1_000" for flag -p: parse error'),
+    (["-p", "99999999999999999999"], "value out of range"),
+    (["-p"], "flag needs an argument: -p"),
+    (["-D=maybe"], 'invalid boolean value "maybe" for -D: parse error'),
+    (["---x"], "bad flag syntax: ---x"),
+    (["-=x"], "bad flag syntax: -=x"),
+])
+def test_usage_errors(argv, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        parse_flags(argv)
+
+
+def test_parsing_stops_at_the_first_word():
+    f = parse_flags(["-D", "version", "-p", "1"])
+    assert f.values == {"debug": True} and f.args == ["version", "-p", "1"]
+    f = parse_flags(["-D", "--", "-p", "1"])
+    assert f.values == {"debug": True} and f.args == ["-p", "1"]
+    with pytest.raises(CommandError, match='unrecognized command: "foo"'):
+        parse_args(["foo"])
+
+
+def test_every_nats_server_flag_in_its_usage_is_known():
+    usage = subprocess.run([nats_server_binary(), "-h"], capture_output=True, text=True, timeout=30).stdout
+    import re
+
+    names = set(re.findall(r"(?:^|[\s,])--?([A-Za-z_]+)", usage))
+    names -= {"options"}  # "[options]"
+    missing = sorted(n for n in names if n not in cli.FLAGS)
+    assert not missing, missing
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The process: exit codes and streams compared with the real nats-server.
+
+
+def _run(kind: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "server"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, cwd=cwd or ROOT, env=env)
+
+
+@pytest.mark.parametrize("args", [
+    ["--bogus"], ["-p", "abc"], ["-p"], ["-D=maybe"], ["---x"],  # flag errors: usage, exit status 0
+    ["foo"], ["-t"], ["-a", "127.0.0.1", "-p", "-1", "-ms", "-1"], ["--tls"], ["--routes", "nats://127.0.0.1:1"],  # errors: exit status 1
+    ["-sl", "foo=1"],
+    ["-h"], ["--help"], ["help"],
+])
+def test_exit_status_and_streams_match_nats_server(args):
+    ours, theirs = _run("skiff", *args), _run("nats-server", *args)
+    assert ours.returncode == theirs.returncode, (ours.stderr, theirs.stderr)
+    assert bool(ours.stdout.strip()) == bool(theirs.stdout.strip())
+    assert bool(ours.stderr.strip()) == bool(theirs.stderr.strip())
+    if theirs.stderr.strip():
+        # the same message (nats-server logs a start banner before some fatal errors)
+        ours_msg = ours.stderr.strip().removeprefix("skiff: ")
+        assert theirs.stderr.strip().splitlines()[-1].endswith(ours_msg.splitlines()[-1])
+
+
+def test_usage_on_stdout_for_a_flag_error():
+    p = _run("skiff", "--bogus")
+    assert "Usage: skiff [options]" in p.stdout
+    assert p.stderr.strip() == "flag provided but not defined: -bogus"
+
+
+@pytest.mark.parametrize("args", [["-v"], ["--version"], ["version"]])
+def test_version(args):
+    p = _run("skiff", *args)
+    assert p.returncode == 0
+    assert p.stdout.startswith("skiff: v") and "nats-server compatible 2." in p.stdout
+
+
+def test_check_config(tmp_path):
+    good = tmp_path / "good.conf"
+    good.write_text("port: 4333\nmax_payload: 64KB\nauthorization { user: a, password: b }\n")
+    ours, theirs = _run("skiff", "-c", str(good), "-t"), _run("nats-server", "-c", str(good), "-t")
+    assert ours.returncode == theirs.returncode == 0
+    # Same digest of the parsed configuration as nats-server.
+    assert ours.stderr.split("(")[-1] == theirs.stderr.split("(")[-1]
+    bad = tmp_path / "bad.conf"
+    bad.write_text("port: 4333\nbogus: 1\n")
+    ours, theirs = _run("skiff", "-c", str(bad), "-t"), _run("nats-server", "-c", str(bad), "-t")
+    assert ours.returncode == theirs.returncode == 1
+    assert f"{bad}:2:" in ours.stderr and 'unknown field "bogus"' in ours.stderr
+
+
+def test_config_warning_fails_check_but_not_start(tmp_path):
+    f = tmp_path / "w.conf"
+    f.write_text("ping_interval: 60\n")
+    assert _run("skiff", "-c", str(f), "-t").returncode == _run("nats-server", "-c", str(f), "-t").returncode == 1
+    calls = []
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["-c", str(f)], run=lambda o: calls.append(o) or 0)
+    assert ei.value.code == 0 and calls[0].ping_interval == 60.0
+
+
+def test_main_hands_options_to_run():
+    seen = []
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["-a", "127.0.0.1", "-p", "-1", "-js"], run=lambda o: seen.append(o) or 7)
+    assert ei.value.code == 7
+    assert (seen[0].host, seen[0].port, seen[0].jetstream) == ("127.0.0.1", -1, True)
+
+
+def test_signal_reload_to_a_pid_file(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal,sys,time\n"
+                              "signal.signal(signal.SIGHUP, lambda *a: sys.exit(42))\n"
+                              "print('ready', flush=True)\n"
+                              "time.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        pid_file = tmp_path / "s.pid"
+        pid_file.write_text(str(child.pid))
+        p = _run("skiff", "--signal", f"reload={pid_file}")
+        assert p.returncode == 0, p.stderr
+        assert child.wait(10) == 42
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+
+
+def test_signal_errors():
+    assert "unknown signal" in _run("skiff", "-sl", "foo=1").stderr
+    p = _run("skiff", "-sl", "reload=999999")
+    assert p.returncode == 1 and "no such process" in p.stderr.lower()
+
+
+def test_python_dash_m_server_starts_and_stops(tmp_path):
+    """`python -m server` with flags reaches the runner: the port answers INFO."""
+    from tests.harness import ServerProcess
+
+    srv = ServerProcess(kind="skiff", jetstream=False).start()
+    try:
+        assert srv.proc.poll() is None
+    finally:
+        assert srv.stop() is not None
+        srv.cleanup()
+    assert time  # keep the import used
