@@ -1,0 +1,232 @@
+"""What a nats-py user sees: the same workloads with nats-py as the client, one JSON line of figures.
+
+    python bench/natspy_client.py MODE --url U [--size N] [--duration S] [--count N] ...
+
+Modes: ``pub`` (publish only), ``pubsub`` (1 publisher + 1 subscriber, two connections), ``reqrep`` (one client,
+back-to-back requests, latency), ``jspub`` (JetStream publish, waiting for each ack), ``jsapub`` (publish_async,
+at most --window acks outstanding), ``fetch`` (pull consumer, fetch --batch + ack each, over a prefilled stream),
+``kvput`` / ``kvget`` (random keys of a bucket set up beforehand).  nats-py cannot saturate a server: these figures
+say what a Python application gets, and the ratio says whether the server is what holds it back.
+Run as a plain script (not a package module) so its start-up cost is the same as any nats-py program.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+
+import nats
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * (len(values) - 1) + 0.5))]
+
+
+async def run(a: argparse.Namespace) -> dict:
+    data = b"x" * a.size
+    nc = await nats.connect(a.url, allow_reconnect=False, connect_timeout=10, max_reconnect_attempts=0)
+    try:
+        return await MODES[a.mode](nc, a, data)
+    finally:
+        await nc.close()
+
+
+async def pub(nc, a, data):
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        await nc.publish("bench.py.pub", data)
+        n += 1
+        if n % 1000 == 0 and time.perf_counter() >= deadline:
+            break
+    await nc.flush(timeout=60)
+    el = time.perf_counter() - t0
+    return {"msgs": n, "elapsed": el, "rate": n / el}
+
+
+async def pubsub(nc, a, data):
+    sc = await nats.connect(a.url, allow_reconnect=False, pending_size=1 << 30)
+    got = 0
+    last = 0.0
+
+    async def cb(msg):
+        nonlocal got, last
+        got += 1
+        last = time.perf_counter()
+
+    await sc.subscribe("bench.py.ps", cb=cb, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    await sc.flush()
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        await nc.publish("bench.py.ps", data)
+        n += 1
+        if n % 1000 == 0 and time.perf_counter() >= deadline:
+            break
+    await nc.flush(timeout=60)
+    seen, idle_since, cap = -1, time.perf_counter(), time.perf_counter() + 10 + 2 * a.duration
+    while got < n:
+        t = time.perf_counter()
+        if got != seen:
+            seen, idle_since = got, t
+        if t - idle_since > 2 or t > cap:
+            break
+        await asyncio.sleep(0.005)
+    await sc.close()
+    el = last - t0 if last else 0.0
+    return {"published": n, "received": got, "lost": n - got, "elapsed": el, "rate": got / el if el else 0.0}
+
+
+async def reqrep(nc, a, data):
+    rc = await nats.connect(a.url, allow_reconnect=False)
+
+    async def respond(msg):
+        await msg.respond(msg.data)
+
+    await rc.subscribe("bench.py.rr", cb=respond)
+    await rc.flush()
+    for _ in range(20):  # warm-up: the first request sets up the response inbox
+        await nc.request("bench.py.rr", data, timeout=5)
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        t = time.perf_counter()
+        await nc.request("bench.py.rr", data, timeout=5)
+        t1 = time.perf_counter()
+        lat.append((t1 - t) * 1e6)
+        if t1 >= deadline:
+            break
+    await rc.close()
+    el = time.perf_counter() - t0
+    return {"requests": len(lat), "rate": len(lat) / el, "p50_us": pct(lat, 50), "p99_us": pct(lat, 99)}
+
+
+async def fresh_stream(js, name: str) -> None:
+    try:
+        await js.delete_stream(name)
+    except nats.js.errors.NotFoundError:
+        pass
+    await js.add_stream(name=name, subjects=[f"{name}.>"], storage="file")
+
+
+async def jspub(nc, a, data):
+    js = nc.jetstream(timeout=30)
+    await fresh_stream(js, a.stream)
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    deadline = t0 + a.duration
+    subject = f"{a.stream}.x"
+    while True:
+        t = time.perf_counter()
+        await js.publish(subject, data)
+        t1 = time.perf_counter()
+        lat.append((t1 - t) * 1e6)
+        if t1 >= deadline:
+            break
+    el = time.perf_counter() - t0
+    return {"msgs": len(lat), "elapsed": el, "rate": len(lat) / el, "p50_us": pct(lat, 50), "p99_us": pct(lat, 99)}
+
+
+async def jsapub(nc, a, data):
+    js = nc.jetstream(timeout=30, publish_async_max_pending=a.window)
+    await fresh_stream(js, a.stream)
+    subject = f"{a.stream}.x"
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        await js.publish_async(subject, data)
+        n += 1
+        if n % 64 == 0 and time.perf_counter() >= deadline:
+            break
+    await js.publish_async_completed()
+    el = time.perf_counter() - t0
+    return {"msgs": n, "elapsed": el, "rate": n / el}
+
+
+async def fetch(nc, a, data):
+    js = nc.jetstream(timeout=30)
+    info = await js.stream_info(a.stream)
+    target = info.state.messages if not a.count else min(a.count, info.state.messages)
+    durable = f"PYPULL{os.getpid()}"
+    t0 = time.perf_counter()
+    sub = await js.pull_subscribe(f"{a.stream}.>", durable=durable, stream=a.stream)
+    n = 0
+    cap = t0 + a.duration * 4 + 10
+    while n < target and time.perf_counter() < cap:
+        try:
+            msgs = await sub.fetch(min(a.batch, target - n), timeout=5)
+        except nats.errors.TimeoutError:
+            break
+        for m in msgs:
+            await m.ack()
+        n += len(msgs)
+    await nc.flush()
+    el = time.perf_counter() - t0
+    await js.delete_consumer(a.stream, durable)
+    return {"target": target, "msgs": n, "elapsed": el, "rate": n / el}
+
+
+async def kv(nc, a, data, put: bool):
+    js = nc.jetstream(timeout=30)
+    bucket = await js.key_value(a.bucket)
+    rnd = random.Random(12345)
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        key = f"k{rnd.randrange(a.keys)}"
+        t = time.perf_counter()
+        if put:
+            await bucket.put(key, data)
+        else:
+            await bucket.get(key)
+        t1 = time.perf_counter()
+        lat.append((t1 - t) * 1e6)
+        if t1 >= deadline:
+            break
+    el = time.perf_counter() - t0
+    return {"ops": len(lat), "elapsed": el, "rate": len(lat) / el, "p50_us": pct(lat, 50), "p99_us": pct(lat, 99)}
+
+
+async def kvput(nc, a, data):
+    return await kv(nc, a, data, True)
+
+
+async def kvget(nc, a, data):
+    return await kv(nc, a, data, False)
+
+
+MODES = {f.__name__: f for f in (pub, pubsub, reqrep, jspub, jsapub, fetch, kvput, kvget)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=sorted(MODES))
+    p.add_argument("--url", default="nats://127.0.0.1:4222")
+    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--duration", type=float, default=3.0)
+    p.add_argument("--count", type=int, default=0)
+    p.add_argument("--stream", default="BENCHPY")
+    p.add_argument("--bucket", default="BENCHKV")
+    p.add_argument("--keys", type=int, default=1000)
+    p.add_argument("--window", type=int, default=256)
+    p.add_argument("--batch", type=int, default=100)
+    a = p.parse_args()
+    try:
+        out = {"ok": True, "mode": a.mode, **asyncio.run(run(a))}
+    except Exception as e:  # noqa: BLE001 - any failure becomes the cell's "error: ..." text
+        out = {"ok": False, "mode": a.mode, "error": f"{type(e).__name__}: {e}"[:300]}
+    print(json.dumps(out), flush=True)
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

