@@ -355,7 +355,8 @@ def options_from_flags(flags: Flags) -> ServerOptions:
     base: dict[str, Any] = {}
     config = flags.get("config")
     if config:
-        base = settings_from_config(config)
+        preset = {"store_dir": flags.get("store_dir")} if flags.get("store_dir") else None
+        base = settings_from_config(config, preset)
     elif flags.get("t"):
         raise CommandError("must specify [-c, --config] option to check configuration file syntax")
     fs = flag_settings(flags, base)

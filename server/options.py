@@ -223,8 +223,8 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         raise ConfigError(f"invalid options: {e}") from None
 
 
-def settings_from_tokens(tokens: dict, file: str = "") -> dict[str, Any]:
-    settings, warnings, ignored = config_settings(tokens)
+def settings_from_tokens(tokens: dict, file: str = "", preset: dict[str, Any] | None = None) -> dict[str, Any]:
+    settings, warnings, ignored = config_settings(tokens, preset)
     if file:
         settings["config_file"] = file
         settings["config_digest"] = config_digest(plain(tokens))
@@ -233,9 +233,9 @@ def settings_from_tokens(tokens: dict, file: str = "") -> dict[str, Any]:
     return settings
 
 
-def settings_from_config(path: str) -> dict[str, Any]:
-    """The fields a configuration file sets (before flags are applied)."""
-    return settings_from_tokens(parse_file_tokens(path), path)
+def settings_from_config(path: str, preset: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields a configuration file sets (before flags are applied); see ``config_settings`` for ``preset``."""
+    return settings_from_tokens(parse_file_tokens(path), path, preset)
 
 
 def options_from_config(path: str, **overrides: Any) -> ServerOptions:

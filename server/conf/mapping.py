@@ -648,10 +648,22 @@ def split_host_port(text: str) -> tuple[str, str | None]:
     return host, port
 
 
-def config_settings(tokens: dict[str, Token]) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(settings, warnings, ignored keys) for a parsed file; raises ConfigError listing every error."""
+def config_settings(
+    tokens: dict[str, Token], preset: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(settings, warnings, ignored keys) for a parsed file; raises ConfigError listing every error.
+
+    ``preset`` holds values set before the file is read.  nats-server parses its flags once before the file, so
+    ``-sd DIR`` with a file that also sets ``store_dir`` is "Duplicate 'store_dir' configuration"; the preset
+    ``store_dir`` reproduces that.  Preset values are not part of the returned settings.
+    """
     m = _Mapper()
+    preset = dict(preset or {})
+    m.settings.update(preset)
     m.top(tokens)
+    for k, v in preset.items():
+        if m.settings.get(k) is v:
+            del m.settings[k]
     if m.errors:
         raise ConfigError.combine(m.errors)
     return m.settings, m.warnings, m.ignored
