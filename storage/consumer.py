@@ -1,0 +1,275 @@
+"""Consumer state stores: delivered / ack floor / pending / redelivered (nats-server consumerMemStore).
+
+Theory of operation
+-------------------
+The state is the one nats-server keeps per consumer (store.go ``ConsumerState``):
+
+    delivered    (consumer_seq, stream_seq) of the newest delivery
+    ack_floor    (consumer_seq, stream_seq) below which everything is acknowledged
+    pending      stream_seq -> Pending(first delivery's consumer seq, last delivery time ns)  [ack explicit/all]
+    redelivered  stream_seq -> times redelivered (delivery count - 1), only for counts > 1
+
+``update_delivered`` and ``update_acks`` are transcriptions of consumerMemStore.UpdateDelivered/UpdateAcks,
+including the ack floor walk after an in-order explicit ack and AckAll clearing everything up to the acked
+sequence.  They run on the loop thread and never do I/O.
+
+The file variant persists the state to ``obs/<name>/o.dat`` (msgpack inside the checksummed wrapper of
+meta.py, temp file + rename) when ``flush()`` is called and something changed; an idle consumer costs one
+small object and no I/O.  A state file that cannot be read is logged, renamed to ``o.dat.corrupt``, and the
+consumer starts from an empty state with ``recovery_error`` set; it never raises.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import structlog
+
+from storage import meta
+from storage.base import ConsumerStore
+from storage.errors import NoAckPolicyError
+from storage.records import ConsumerState, Pending, SequencePair
+
+log = structlog.get_logger("skiff.storage")
+
+ACK_NONE = "none"
+ACK_ALL = "all"
+ACK_EXPLICIT = "explicit"
+ACK_FLOW_CONTROL = "flow_control"
+STATE_FILE = "o.dat"  # nats-server consumerState
+
+
+class MemoryConsumerStore(ConsumerStore):
+    __slots__ = ("ack_policy", "max_deliver", "dc", "ds", "ac", "as_", "pending", "redelivered", "dirty",
+                 "closed", "recovery_error")
+
+    def __init__(self, ack_policy: str = ACK_EXPLICIT, max_deliver: int = -1) -> None:
+        self.ack_policy = ack_policy
+        self.max_deliver = max_deliver
+        self.dc = self.ds = self.ac = self.as_ = 0  # delivered / ack floor, consumer and stream seqs
+        self.pending: dict[int, Pending] = {}
+        self.redelivered: dict[int, int] = {}
+        self.dirty = False
+        self.closed = False
+        self.recovery_error: str | None = None
+
+    # -- the nats-server transitions -------------------------------------------------------------------------
+    def update_delivered(self, dseq: int, sseq: int, dc: int, ts: int) -> None:
+        if dc != 1 and self.ack_policy == ACK_NONE:
+            raise NoAckPolicyError()
+        if dseq <= self.ac:  # an old replay
+            return
+        self.dirty = True
+        if self.ack_policy != ACK_NONE:
+            pending = self.pending
+            if sseq <= self.ds:
+                p = pending.get(sseq)
+                if p is not None:
+                    # Keep the original delivery sequence, refresh the time.
+                    pending[sseq] = Pending(p.sequence, ts)
+            else:
+                pending[sseq] = Pending(dseq, ts)
+            if dseq > self.dc:
+                self.dc = dseq
+            if sseq > self.ds:
+                self.ds = sseq
+            if dc > 1:
+                if 0 < self.max_deliver < dc:
+                    pending.pop(sseq, None)
+                if self.redelivered.get(sseq, 0) < dc - 1:
+                    self.redelivered[sseq] = dc - 1
+        else:
+            if dseq > self.dc:
+                self.dc = self.ac = dseq
+            if sseq > self.ds:
+                self.ds = self.as_ = sseq
+
+    def update_acks(self, dseq: int, sseq: int) -> bool:
+        if self.ack_policy == ACK_NONE:
+            raise NoAckPolicyError()
+        if self.redelivered.pop(sseq, None) is not None:
+            self.dirty = True
+        if dseq <= self.ac:
+            return False
+        pending = self.pending
+        if sseq not in pending:
+            return False  # nats-server ErrStoreMsgNotFound
+        self.dirty = True
+        if self.ack_policy in (ACK_ALL, ACK_FLOW_CONTROL):
+            sgap = sseq - self.as_
+            self.ac, self.as_ = dseq, sseq
+            if sgap > len(pending):
+                for s in [s for s in pending if s <= sseq]:
+                    del pending[s]
+                    self.redelivered.pop(s, None)
+            else:
+                s = sseq
+                while s > sseq - sgap and pending:
+                    pending.pop(s, None)
+                    self.redelivered.pop(s, None)
+                    s -= 1
+            return True
+        p = pending.pop(sseq)
+        if dseq > p.sequence > 0:
+            dseq = p.sequence  # use the original delivery sequence
+        if not pending:
+            self.ac, self.as_ = self.dc, self.ds
+        elif dseq == self.ac + 1:
+            self.ac, self.as_ = dseq, sseq
+            if self.dc > dseq:
+                # Move the floor up to just below the next outstanding delivery.
+                if len(pending) < self.ds - sseq:
+                    nxt = min(pending)
+                    p2 = pending[nxt]
+                else:
+                    nxt = next((s for s in range(sseq + 1, self.ds + 1) if s in pending), 0)
+                    p2 = pending.get(nxt)
+                if p2 is not None and p2.sequence > 0:
+                    self.ac, self.as_ = p2.sequence - 1, nxt - 1
+        return True
+
+    def remove_redelivered_below(self, seq: int) -> None:
+        if seq and self.redelivered:
+            for s in [s for s in self.redelivered if s < seq]:
+                del self.redelivered[s]
+            self.dirty = True
+
+    def set_starting(self, sseq: int) -> None:
+        self.ds = self.as_ = sseq
+        self.dirty = True
+
+    def update_starting(self, sseq: int) -> None:
+        if sseq > self.ds:
+            self.ds = sseq
+            if self.ack_policy == ACK_NONE:
+                self.as_ = sseq
+            self.dirty = True
+
+    def reset(self, sseq: int) -> None:
+        self.dc = self.ac = 0
+        self.pending = {}
+        self.redelivered = {}
+        self.set_starting(sseq)
+
+    def has_state(self) -> bool:
+        return self.dc != 0 or self.ds != 0
+
+    def update_config(self, ack_policy: str, max_deliver: int) -> None:
+        self.ack_policy = ack_policy
+        self.max_deliver = max_deliver
+
+    # -- state -----------------------------------------------------------------------------------------------
+    @property
+    def delivered(self) -> SequencePair:
+        return SequencePair(self.dc, self.ds)
+
+    @property
+    def ack_floor(self) -> SequencePair:
+        return SequencePair(self.ac, self.as_)
+
+    def state(self) -> ConsumerState:
+        return ConsumerState(SequencePair(self.dc, self.ds), SequencePair(self.ac, self.as_),
+                             dict(self.pending), dict(self.redelivered))
+
+    def set_state(self, state: ConsumerState, force: bool = False) -> None:
+        d, a = state.delivered, state.ack_floor
+        if a.consumer_seq > d.consumer_seq:
+            raise ValueError("bad ack floor for consumer")
+        if a.stream_seq > d.stream_seq:
+            raise ValueError("bad ack floor for stream")
+        for s in state.pending:
+            if s <= a.stream_seq or s > d.stream_seq:
+                raise ValueError(f"bad pending entry, sequence [{s}] out of range")
+        if not force and (d.consumer_seq < self.dc or a.stream_seq < self.as_):
+            raise ValueError("old update ignored")
+        self.dc, self.ds, self.ac, self.as_ = d.consumer_seq, d.stream_seq, a.consumer_seq, a.stream_seq
+        self.pending = {k: Pending(*v) for k, v in state.pending.items()}
+        self.redelivered = dict(state.redelivered)
+        self.dirty = True
+
+    # -- persistence -----------------------------------------------------------------------------------------
+    def flush(self) -> bool:
+        self.dirty = False
+        return False
+
+    def stop(self) -> None:
+        self.flush()
+        self.closed = True
+
+    def delete(self) -> None:
+        self.closed = True
+
+    def _encode(self) -> dict:
+        p: list[int] = []
+        for s, (d, t) in self.pending.items():
+            p += (s, d, t)
+        r: list[int] = []
+        for s, n in self.redelivered.items():
+            r += (s, n)
+        return {"v": 1, "d": [self.dc, self.ds], "a": [self.ac, self.as_], "p": p, "r": r}
+
+    def _decode(self, doc: dict) -> None:
+        if not isinstance(doc, dict) or doc.get("v") != 1:
+            raise ValueError("unknown consumer state version")
+        self.dc, self.ds = (int(x) for x in doc["d"])
+        self.ac, self.as_ = (int(x) for x in doc["a"])
+        p, r = doc["p"], doc["r"]
+        if len(p) % 3 or len(r) % 2:
+            raise ValueError("malformed pending/redelivered")
+        self.pending = {p[i]: Pending(p[i + 1], p[i + 2]) for i in range(0, len(p), 3)}
+        self.redelivered = {r[i]: r[i + 1] for i in range(0, len(r), 2)}
+
+
+class FileConsumerStore(MemoryConsumerStore):
+    """Persists to ``<dir>/o.dat``; ``durable=True`` fsyncs each write (stream ``sync_always``)."""
+
+    __slots__ = ("dir", "durable")
+
+    def __init__(self, directory: str | os.PathLike, ack_policy: str = ACK_EXPLICIT, max_deliver: int = -1,
+                 durable: bool = False) -> None:
+        super().__init__(ack_policy, max_deliver)
+        self.dir = Path(directory)
+        self.durable = durable
+        self._load()
+
+    @property
+    def state_path(self) -> Path:
+        return self.dir / STATE_FILE
+
+    def _load(self) -> None:
+        path = self.state_path
+        try:
+            doc = meta.read_meta(path)
+            self._decode(doc)
+        except FileNotFoundError:
+            return
+        except Exception as e:
+            self.dc = self.ds = self.ac = self.as_ = 0
+            self.pending, self.redelivered = {}, {}
+            self.recovery_error = f"consumer state unreadable, starting empty: {e}"
+            log.error("CORRUPT CONSUMER STATE: starting from an empty state", path=str(path), error=str(e))
+            try:
+                os.replace(path, path.with_name(STATE_FILE + ".corrupt"))
+            except OSError:
+                pass
+
+    def flush(self) -> bool:
+        if not self.dirty or self.closed:
+            return False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta.write_meta(self.state_path, self._encode(), durable=self.durable)
+        self.dirty = False
+        return True
+
+    def write_meta(self, obj: object) -> None:
+        """Write the consumer's metadata (``meta.inf``: its config) atomically."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta.write_meta(self.dir / meta.META_FILE, obj)
+
+    def read_meta(self) -> object:
+        return meta.read_meta(self.dir / meta.META_FILE)
+
+    def delete(self) -> None:
+        self.closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)

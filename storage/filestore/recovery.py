@@ -1,0 +1,359 @@
+"""Rebuilding a file store's index at startup, whatever state the files are in.
+
+Theory of operation
+-------------------
+Blocks are loaded oldest first.  For each block the summary (index.py) is used when it is valid for the
+file; the bytes after what it covers, or the whole block when there is no usable summary, are scanned
+record by record (block.py ``scan``).  Deletions are collected as events (tombstones, floors) and applied
+once every block is loaded: deletions commute, so their order does not matter.
+
+What can be wrong, and what happens (none of it raises; the server always starts):
+
+- **Torn tail** (a record cut short at the end of the newest block, e.g. ``kill -9`` or power loss during a
+  write): the file is truncated back to the last whole record.  The cut message was never acknowledged
+  (a PubAck is only sent after the write returned), so nothing is reported.
+- **Corrupt record** (CRC mismatch, anywhere): that record only is lost.  The scanner resyncs on the next
+  valid record; the sequences missing between the last good record before and the first good one after
+  are reported as lost (logged at error level, ``state().lost`` and counted in ``num_deleted``) and remembered
+  in the block's summary so they stay reported.  nats-server instead truncates the block at the first bad
+  record and loses everything after it.
+- **Missing / corrupt / stale summary**: the block is scanned instead, and a new summary written.
+- **Empty block files, leftovers of interrupted writes** (``*.tmp``, summaries without a block): removed.
+"""
+from __future__ import annotations
+
+import os
+from array import array
+from typing import TYPE_CHECKING
+
+import structlog
+
+from storage.config import NANOS
+from storage.engine import DELETED, FILL_GAP_MAX
+from storage.filestore.block import (
+    KIND_BLOCK,
+    KIND_ERASED,
+    KIND_FLOOR,
+    KIND_MSG,
+    KIND_SKIP,
+    KIND_TOMBSTONE,
+    OVERHEAD,
+    Bad,
+    file_msg_size,
+    scan,
+)
+from storage.filestore.index import Block, decode_summary
+
+if TYPE_CHECKING:
+    from storage.filestore.store import FileStreamStore
+
+log = structlog.get_logger("skiff.storage")
+
+
+def list_blocks(msgs_dir: str) -> list[int]:
+    """Block indexes present in ``msgs_dir``, after removing leftovers of interrupted writes."""
+    blocks: list[int] = []
+    idx: list[int] = []
+    for name in os.listdir(msgs_dir):
+        stem, _, ext = name.partition(".")
+        if name.endswith(".tmp"):
+            _unlink(os.path.join(msgs_dir, name))
+        elif stem.isdigit() and ext == "blk":
+            blocks.append(int(stem))
+        elif stem.isdigit() and ext == "idx":
+            idx.append(int(stem))
+    have = set(blocks)
+    for i in idx:
+        if i not in have:
+            _unlink(os.path.join(msgs_dir, f"{i}.idx"))
+    return sorted(blocks)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class Recovery:
+    """One recovery run; fills the (freshly reset) engine state of ``fs``."""
+
+    def __init__(self, fs: "FileStreamStore") -> None:
+        self.fs = fs
+        self.blocks: list[Block] = []
+        self.tombs: list[int] = []
+        self.floors: list[int] = []
+        self.prev_hi = 0
+        self.pending_lost: tuple[Block, int] | None = None  # trailing corruption of a sealed block
+        self.scanned: list[Block] = []
+
+    # ------------------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        fs = self.fs
+        indexes = list_blocks(fs.msgs_dir)
+        for n, index in enumerate(indexes):
+            self.load_block(index, is_last=n == len(indexes) - 1)
+        self.finish()
+
+    def load_block(self, index: int, is_last: bool) -> None:
+        fs = self.fs
+        path = fs.block_path(index)
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            return
+        b = Block(0, index, path)
+        if size == 0:
+            _unlink(path)
+            _unlink(b.idx_path)
+            return
+        start = 0
+        doc = self._read_summary(b, size)
+        if doc is not None:
+            self._apply_summary(b, doc)
+            start = doc["covered"]
+        if start < size:
+            with open(path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+            size = self._scan_into(b, data, start, is_last, have_summary=doc is not None)
+            b.dirty = True
+            self.scanned.append(b)
+        if self.blocks and b.first < self.blocks[-1].end:
+            # Overlapping blocks cannot be produced by this store; keep the older data, drop the newer slots.
+            log.error("block overlaps its predecessor, ignoring its messages", block=path)
+            b.live = bytearray()
+            b.sids, b.ts, b.sizes, b.offsets = array("I"), array("q"), array("I"), array("I")
+            b.first = self.blocks[-1].end
+            b.nlive = 0
+        b.size = b.flushed = b.synced = size
+        self.prev_hi = max(self.prev_hi, b.hi)
+        self.blocks.append(b)
+
+    def _read_summary(self, b: Block, size: int) -> dict | None:
+        try:
+            with open(b.idx_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("block summary unreadable, rebuilding from the block", path=b.idx_path, error=str(e))
+            return None
+        try:
+            doc = decode_summary(raw, b.idx_path)
+            covered = doc["covered"]
+            if doc["index"] != b.index or covered > size or covered < OVERHEAD:
+                raise ValueError("summary does not describe this block file")
+            with open(b.path, "rb") as f:
+                f.seek(covered - 4)
+                if f.read(4) != doc["tail"]:
+                    raise ValueError("block file changed under its summary")
+            return doc
+        except Exception as e:
+            log.warning("block summary unusable, rebuilding from the block", path=b.idx_path, error=str(e))
+            _unlink(b.idx_path)
+            return None
+
+    def _apply_summary(self, b: Block, doc: dict) -> None:
+        fs = self.fs
+        b.first = doc["first"]
+        b.live = bytearray(doc["live"])
+        b.ts, b.sizes, b.offsets = doc["ts"], doc["sizes"], doc["offsets"]
+        gmap = {DELETED: DELETED}
+        for li, (subj, st) in enumerate(zip(doc["subjects"], doc["stats"])):
+            ss = fs._fss.get(subj) or fs._new_subject(subj)
+            n, first, last = st
+            if ss.msgs == 0 or first < ss.first:
+                ss.first = first
+            if last > ss.last:
+                ss.last = last
+            ss.msgs += n
+            gmap[li] = ss.sid
+        b.sids = array("I", map(gmap.__getitem__, doc["sids"]))
+        b.nlive = b.live.count(1)
+        fs._msgs += b.nlive
+        fs._bytes += sum(b.sizes)
+        b.ttls = {k: v for k, v in doc["ttls"]} or None
+        b.tombs = list(doc["tombs"])
+        b.floors = list(doc["floors"])
+        b.lost = list(doc["lost"])
+        b.lost_bytes = doc["lost_bytes"]
+        b.hi, b.hi_ts = doc["hi"], doc["hi_ts"]
+        b.tail = doc["tail"]
+        b.summary_covered = doc["covered"]
+        b.dirty = False
+        self.tombs.extend(b.tombs)
+        self.floors.extend(b.floors)
+
+    # ------------------------------------------------------------------------------------------------------
+    def _scan_into(self, b: Block, data: bytes, base: int, is_last: bool, have_summary: bool) -> int:
+        """Scan ``data`` (the block file from offset ``base``) into ``b``; returns the block's final size."""
+        fs = self.fs
+        first_known = have_summary
+        expected = b.end if have_summary else self.prev_hi + 1
+        after_bad = False
+        size = base + len(data)
+        live, sids, tss, sizes, offsets = b.live, b.sids, b.ts, b.sizes, b.offsets
+        fss = fs._fss
+        for r in scan(data):
+            if type(r) is Bad:
+                if r.torn and is_last:
+                    size = base + r.pos
+                    log.warning("torn write at the end of the newest block cut back to the last whole record",
+                                block=b.path, offset=size, cut_bytes=len(data) - r.pos)
+                    try:
+                        os.truncate(b.path, size)
+                    except OSError as e:
+                        log.error("could not truncate torn block tail", block=b.path, error=str(e))
+                    break
+                b.lost_bytes += r.end - r.pos
+                log.error("CORRUPT RECORD(S) in block: data lost, records after it kept",
+                          block=b.path, offset=base + r.pos, bad_bytes=r.end - r.pos)
+                after_bad = True
+                if r.end == len(data):
+                    # Nothing good after it in this block.
+                    if is_last:
+                        if r.kind == KIND_MSG and r.seq == expected:
+                            self._lose(b, [expected])
+                            b.hi = max(b.hi, expected)
+                            expected += 1
+                    else:
+                        self.pending_lost = (b, expected)
+                continue
+            kind, seq = r.kind, r.seq
+            if kind == KIND_MSG:
+                if not first_known:
+                    b.first = seq
+                    first_known = True
+                if seq < b.end:
+                    log.error("out-of-order record ignored", block=b.path, seq=seq, offset=base + r.pos)
+                    continue
+                if self.pending_lost is not None:
+                    self._resolve_pending(seq)
+                gap = seq - b.end
+                if gap:
+                    if after_bad and seq > expected:
+                        self._lose(b, range(max(expected, b.end if b.live else expected), seq))
+                    if gap > 16 * FILL_GAP_MAX and not live:
+                        b.first = seq
+                    else:
+                        last_ts = tss[-1] if tss else r.ts
+                        live.extend(bytes(gap))
+                        sids.extend(array("I", [DELETED]) * gap)
+                        tss.extend(array("q", [last_ts]) * gap)
+                        sizes.extend(array("I", [0]) * gap)
+                        offsets.extend(array("I", [0]) * gap)
+                subj = r.subj.decode("utf-8", "replace")
+                ss = fss.get(subj) or fs._new_subject(subj)
+                size_acc = file_msg_size(r.slen, r.hlen, r.rlen - OVERHEAD - r.slen - r.hlen)
+                if r.ttl:
+                    if b.ttls is None:
+                        b.ttls = {}
+                    b.ttls[len(live)] = r.ttl
+                live.append(1)
+                sids.append(ss.sid)
+                tss.append(r.ts)
+                sizes.append(size_acc)
+                offsets.append(base + r.pos)
+                b.nlive += 1
+                fs._msgs += 1
+                fs._bytes += size_acc
+                if ss.msgs == 0:
+                    ss.first = seq
+                ss.msgs += 1
+                ss.last = seq
+                if seq >= b.hi:
+                    b.hi, b.hi_ts = seq, r.ts
+                expected = seq + 1
+                after_bad = False
+            elif kind == KIND_TOMBSTONE:
+                b.tombs.append(seq)
+                self.tombs.append(seq)
+            elif kind == KIND_FLOOR:
+                b.floors.append(seq)
+                self.floors.append(seq)
+                b.hi = max(b.hi, seq - 1)
+            elif kind == KIND_SKIP:
+                if not first_known:
+                    b.first = seq
+                    first_known = True
+                if self.pending_lost is not None:
+                    self._resolve_pending(seq)
+                last = seq + r.count - 1
+                if last >= b.hi:
+                    b.hi, b.hi_ts = last, r.ts
+                expected = max(expected, last + 1)
+                after_bad = False
+            elif kind == KIND_ERASED:
+                b.hi = max(b.hi, seq)
+                expected = max(expected, seq + 1)
+                after_bad = False
+            elif kind == KIND_BLOCK:
+                if not first_known:
+                    b.first = seq
+                    first_known = True
+                if self.pending_lost is not None:
+                    self._resolve_pending(seq)
+                b.hi = max(b.hi, seq - 1)
+                expected = max(expected, seq)
+        if not first_known:
+            b.first = max(self.prev_hi + 1, b.hi + 1)
+        return size
+
+    def _lose(self, b: Block, seqs) -> None:
+        seqs = list(seqs)[:100_000]  # a corrupt range cannot name more than this many real messages
+        if seqs:
+            b.lost.extend(seqs)
+            log.error("MESSAGES LOST to corruption", block=b.path, seqs=seqs[:20], count=len(seqs))
+
+    def _resolve_pending(self, next_seq: int) -> None:
+        assert self.pending_lost is not None
+        b, expected = self.pending_lost
+        self.pending_lost = None
+        if next_seq > expected:
+            self._lose(b, range(expected, next_seq))
+
+    # ------------------------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        fs = self.fs
+        blocks = self.blocks
+        fs._chunks = list(blocks)
+        fs._firsts = [b.first for b in blocks]
+        hi = max((b.hi for b in blocks), default=0)
+        hi_ts = 0
+        for b in blocks:
+            if b.hi == hi:
+                hi_ts = max(hi_ts, b.hi_ts)
+        if self.floors:
+            floor = max(self.floors)
+            hi = max(hi, floor - 1)
+            fs._bulk_remove_below(floor)
+        for t in self.tombs:
+            fs._remove(t, notify=False)
+        lost: set[int] = set()
+        for b in blocks:
+            lost.update(b.lost)
+            fs._lost_bytes += b.lost_bytes
+            if b.lost:
+                hi = max(hi, max(b.lost))
+        fs._lost_msgs = sorted(lost)
+        fs._last_seq = hi
+        fs._last_ts = hi_ts
+        first = fs._next_live(0)
+        fs._first_seq = first if first else (hi + 1 if hi else 0)
+        for b in fs._chunks:
+            if b.ttls:
+                for slot, ttl in b.ttls.items():
+                    if slot < len(b.live) and b.live[slot]:
+                        seq = b.first + slot
+                        if ttl > 0:
+                            fs._ttl_heap.append((b.ts[slot] + ttl * NANOS, seq))
+                        else:
+                            fs._ttl_never.add(seq)
+        fs._ttl_heap.sort()
+        for b in [c for c in fs._chunks[:-1] if c.nlive == 0]:
+            fs._remove_chunk(b)
+        if fs._lost_msgs:
+            log.error("stream store recovered with lost messages", dir=fs.dir, lost=len(fs._lost_msgs),
+                      lost_bytes=fs._lost_bytes)

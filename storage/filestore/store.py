@@ -1,0 +1,479 @@
+"""The file-backed stream store (nats-server filestore.go, much simplified).
+
+Theory of operation
+-------------------
+Layout of a stream directory (the server picks it: ``<store_dir>/jetstream/$G/streams/<name>/``)::
+
+    meta.inf              stream metadata (the server's, written atomically with write_meta)
+    msgs/<n>.blk          append-only block files (record format in block.py)
+    msgs/<n>.idx          block summaries (index.py), so a restart does not read every record
+    obs/<consumer>/o.dat  consumer state (consumer.py)
+
+Writing.  ``store_msg`` encodes the record (struct + crc32) into the newest block's in-memory tail ``pend``
+and updates the index, so the message is visible at once.  ``flush()``, which the server calls once per
+event-loop iteration before it sends PubAcks, hands every pending tail to the OS with one ``pwrite`` per
+block: everything published in one iteration is written together.  After ``flush`` returns, the data
+survives ``kill -9``; ``sync()`` (fsync, run by the server in a worker thread every ``sync_interval``, or
+before the PubAcks with ``sync_always``) makes it survive power loss.  ``sync`` only fsyncs ``dup``'ed
+descriptors of blocks with unsynced bytes, so the loop thread can keep appending and closing files.
+
+Removing.  A removal writes a TOMBSTONE record to the newest block (erase also overwrites the record in
+place).  Purge/compact write one FLOOR record.  A block with no live messages left is deleted at the next
+flush, after any of its tombstones that still matter (their target is in a surviving block) were copied to
+the newest block, so deleting a block never brings a message back.
+
+Failure.  If a write fails (ENOSPC, EIO), ``flush`` truncates the files back to their length before the
+flush, rebuilds the index from disk (recovery.py) and raises ``StoreWriteError`` naming the sequences that
+were not stored.  Everything flushed earlier is untouched.  ``write``/``fsync`` can be injected to simulate
+this in tests.
+
+Accounting is nats-server's fileStoreMsgSize (block.file_msg_size).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Callable
+
+import structlog
+
+from storage import meta
+from storage.base import Clock, ConsumerStore
+from storage.config import StoreConfig
+from storage.engine import Chunk, IndexedStore, SubjState
+from storage.errors import InvalidPathError, StoreWriteError
+from storage.filestore.block import (
+    HEAD,
+    HEAD_SIZE,
+    KIND_BLOCK,
+    KIND_FLOOR,
+    KIND_SKIP,
+    KIND_TOMBSTONE,
+    MAGIC,
+    U64,
+    append_msg,
+    encode_control,
+    encode_erased,
+    file_msg_size,
+    parse_msg,
+)
+from storage.filestore.index import Block, encode_summary
+from storage.filestore.recovery import Recovery
+from storage.records import StoredMsg
+
+log = structlog.get_logger("skiff.storage")
+
+WriteFn = Callable[[int, bytes | memoryview, int], int]  # os.pwrite signature
+FsyncFn = Callable[[int], None]
+MSG_DIR = "msgs"  # nats-server msgDir
+CONSUMER_DIR = "obs"  # nats-server consumerDir
+MAX_READ_FDS = 16
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Refuse names that would leave their directory (the server validates names first; this is a backstop)."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\\x00") or name != name.strip():
+        raise InvalidPathError(f"invalid {what} {name!r}")
+    return name
+
+
+class FileStreamStore(IndexedStore):
+    def __init__(self, directory: str | os.PathLike, config: StoreConfig | None = None, clock: Clock | None = None,
+                 *, write: WriteFn | None = None, fsync: FsyncFn | None = None) -> None:
+        super().__init__(config, clock)
+        self.dir = str(directory)
+        self.msgs_dir = os.path.join(self.dir, MSG_DIR)
+        os.makedirs(self.msgs_dir, exist_ok=True)
+        self._write: WriteFn = write or os.pwrite
+        self._fsync: FsyncFn = fsync or os.fsync
+        self._sync_lock = threading.Lock()
+        self._unsynced: set[Block] = set()
+        self._dir_dirty = False
+        self._wq: list[Block] = []  # blocks with a pending tail, in write order
+        self._pwrites: list[tuple[Block, int, bytes]] = []  # in-place overwrites (erase)
+        self._dead: list[Block] = []  # blocks that left the index, to delete at the next flush
+        self._to_seal: list[Block] = []  # blocks the store moved past, summary due after the next flush
+        self._sealed_open: list[Block] = []  # sealed blocks whose descriptor waits for sync() before closing
+        self._read_fds: OrderedDict[int, Block] = OrderedDict()
+        self._batch_seqs: list[int] = []
+        self._batch_removed: list[int] = []
+        self._replaying = False
+        self._next_index = 1
+        self._recover()
+        if self._last_seq == 0 and not self._chunks and self.config.first_seq > 1:
+            self._reset_to(self.config.first_seq)
+            self.flush()
+
+    # ================================================================================================ paths
+    def block_path(self, index: int) -> str:
+        return os.path.join(self.msgs_dir, f"{index}.blk")
+
+    # ================================================================================================ recovery
+    def _recover(self) -> None:
+        self._replaying = True
+        try:
+            Recovery(self).run()
+        finally:
+            self._replaying = False
+        self._next_index = max((b.index for b in self._chunks), default=0) + 1  # type: ignore[attr-defined]
+        for b in self._dead:
+            self._next_index = max(self._next_index, b.index + 1)
+        # Sealed blocks that had to be scanned get their summary now, so the next start is fast.
+        for b in self._chunks[:-1]:
+            if b.dirty:  # type: ignore[attr-defined]
+                self._write_summary(b)  # type: ignore[arg-type]
+
+    def _reload(self) -> None:
+        """Forget the in-memory state and rebuild it from disk (after a failed write)."""
+        self._close_fds()
+        self._reset_index()
+        self._lost_msgs, self._lost_bytes = [], 0
+        self._wq, self._pwrites, self._dead, self._to_seal, self._sealed_open = [], [], [], [], []
+        self._batch_seqs, self._batch_removed = [], []
+        self._recover()
+
+    # ================================================================================================ hooks
+    def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
+        return file_msg_size(slen, hlen, dlen)
+
+    def _new_chunk(self, first: int) -> Chunk:
+        index = self._next_index
+        self._next_index += 1
+        b = Block(first, index, self.block_path(index))
+        b.fd = os.open(b.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        with self._sync_lock:
+            self._dir_dirty = True
+        if self._chunks:
+            prev = self._chunks[-1]
+            self._to_seal.append(prev)  # type: ignore[arg-type]
+        rec = encode_control(KIND_BLOCK, first, self._clock())
+        b.pend += rec
+        b.size = len(rec)
+        b.hi = first - 1
+        self._queue(b)
+        return b
+
+    def _queue(self, b: Block) -> None:
+        if not b.in_wq:
+            b.in_wq = True
+            self._wq.append(b)
+
+    def _chunk_full(self, chunk: Block, size: int) -> bool:  # type: ignore[override]
+        return chunk.size + size + 8 > self.config.block_size and chunk.nlive > 0
+
+    def _write_msg(self, b: Block, seq: int, ss: SubjState, hdr: bytes, data: bytes, ts: int, ttl: int) -> None:  # type: ignore[override]
+        b.offsets.append(b.size)
+        b.size += append_msg(b.pend, seq, ts, ttl, ss.enc, hdr, data)
+        b.hi = seq
+        b.hi_ts = ts
+        if not b.in_wq:
+            b.in_wq = True
+            self._wq.append(b)
+        if ttl:
+            if b.ttls is None:
+                b.ttls = {}
+            b.ttls[len(b.live)] = ttl
+        self._batch_seqs.append(seq)
+
+    def _fill_gap(self, b: Block, n: int) -> None:  # type: ignore[override]
+        b.offsets.extend([0] * n)
+
+    def _active(self) -> Block:
+        return self._chunks[-1]  # type: ignore[return-value]
+
+    def _append_control(self, kind: int, seq: int, payload: bytes = b"") -> Block:
+        if not self._chunks:
+            self._open_chunk(seq)
+        b = self._active()
+        rec = encode_control(kind, seq, self._clock(), payload)
+        b.pend += rec
+        b.size += len(rec)
+        self._queue(b)
+        return b
+
+    def _record_removal(self, b: Block, i: int, seq: int, secure: bool) -> None:  # type: ignore[override]
+        b.dirty = True
+        if b.ttls:
+            b.ttls.pop(i, None)
+        if self._replaying:
+            return
+        self._append_control(KIND_TOMBSTONE, seq).tombs.append(seq)
+        self._batch_removed.append(seq)
+        if secure:
+            self._erase_in_place(b, i, seq)
+
+    def _erase_in_place(self, b: Block, i: int, seq: int) -> None:
+        off = b.offsets[i]
+        if off >= b.flushed:
+            rel = off - b.flushed
+            rlen = HEAD.unpack_from(b.pend, rel)[3]
+            b.pend[rel:rel + rlen] = encode_erased(seq, 0, rlen)
+            return
+        try:
+            head = os.pread(self._fd_for(b), HEAD_SIZE, off)
+            h = HEAD.unpack(head)
+        except Exception:
+            return
+        if h[0] == MAGIC and h[4] == seq:
+            self._pwrites.append((b, off, encode_erased(seq, 0, h[3])))
+
+    def _record_skip(self, seq: int, num: int, ts: int) -> None:
+        b = self._append_control(KIND_SKIP, seq, U64.pack(num))
+        if seq + num - 1 > b.hi:
+            b.hi, b.hi_ts = seq + num - 1, ts
+
+    def _record_floor(self, seq: int) -> None:
+        b = self._append_control(KIND_FLOOR, seq)
+        b.floors.append(seq)
+        b.hi = max(b.hi, seq - 1)
+
+    def _bulk_remove_below(self, seq: int) -> int:
+        n = super()._bulk_remove_below(seq)
+        if self._chunks:
+            self._chunks[0].dirty = True  # type: ignore[attr-defined]
+        return n
+
+    def _drop_chunk(self, chunk: Block) -> None:  # type: ignore[override]
+        chunk.dead = True
+        self._dead.append(chunk)
+
+    # ================================================================================================ reads
+    def _fd_for(self, b: Block) -> int:
+        if b.fd is not None:
+            return b.fd
+        fd = os.open(b.path, os.O_RDWR)
+        with self._sync_lock:
+            b.fd = fd
+        self._read_fds[b.index] = b
+        if len(self._read_fds) > MAX_READ_FDS:
+            _, old = self._read_fds.popitem(last=False)
+            self._close_block_fd(old, only_if_idle=True)
+        return fd
+
+    def _close_block_fd(self, b: Block, only_if_idle: bool = False) -> bool:
+        """Close a block's descriptor; with ``only_if_idle`` not while it is the newest block, has a pending
+        tail or unsynced bytes (sync() needs the descriptor).  Returns whether it is closed now."""
+        with self._sync_lock:
+            if b.fd is None:
+                return True
+            if only_if_idle and (b.pend or b.synced < b.flushed or (self._chunks and b is self._chunks[-1])):
+                return False
+            fd, b.fd = b.fd, None
+            self._unsynced.discard(b)
+        self._read_fds.pop(b.index, None)
+        os.close(fd)
+        return True
+
+    def _read(self, b: Block, i: int, seq: int) -> StoredMsg | None:  # type: ignore[override]
+        off = b.offsets[i]
+        try:
+            if off >= b.flushed:
+                r = parse_msg(b.pend, off - b.flushed)
+            else:
+                r = parse_msg(os.pread(self._fd_for(b), b.sizes[i] + 8, off))
+        except OSError as e:
+            log.error("block read failed", block=b.path, seq=seq, error=str(e))
+            return None
+        if r is None or r[0] != seq:
+            self._lost_on_read(b, i, seq)
+            return None
+        ss = self._sid_state[b.sids[i]]
+        return StoredMsg(ss.subject, seq, r[1], r[4], r[5])  # type: ignore[union-attr]
+
+    def _lost_on_read(self, b: Block, i: int, seq: int) -> None:
+        log.error("CORRUPT RECORD found on read: message lost", block=b.path, seq=seq, offset=b.offsets[i])
+        lost_bytes = b.sizes[i]
+        self._remove(seq)
+        b.lost.append(seq)
+        b.lost_bytes += lost_bytes
+        self._lost_msgs.append(seq)
+        self._lost_bytes += lost_bytes
+
+    # ================================================================================================ flush
+    def _write_all(self, fd: int, data: bytes | bytearray, off: int) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                n = self._write(fd, view, off)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[n:]
+                off += n
+        finally:
+            view.release()
+
+    def flush(self) -> None:
+        if self._closed or not (self._wq or self._dead or self._pwrites):
+            return
+        if self._dead:
+            self._relocate_dead()
+        pre: list[tuple[Block, int]] = []
+        try:
+            for b in self._wq:
+                b.in_wq = False
+                if b.dead or not b.pend:
+                    b.pend = bytearray()
+                    continue
+                fd = self._fd_for(b)
+                pre.append((b, b.flushed))
+                self._write_all(fd, b.pend, b.flushed)
+                b.tail = bytes(b.pend[-4:])
+                with self._sync_lock:
+                    b.flushed += len(b.pend)
+                    self._unsynced.add(b)
+                b.pend = bytearray()
+            for b, off, rec in self._pwrites:
+                if not b.dead:
+                    self._write_all(self._fd_for(b), rec, off)
+                    with self._sync_lock:
+                        self._unsynced.add(b)
+        except OSError as e:
+            self._rollback(e, pre)
+        self._wq.clear()
+        self._pwrites.clear()
+        self._batch_seqs.clear()
+        self._batch_removed.clear()
+        if self._dead:
+            for b in self._dead:
+                self._delete_block_files(b)
+            self._dead.clear()
+        if self._to_seal:
+            for b in self._to_seal:
+                if not b.dead and b.flushed == b.size:
+                    self._write_summary(b)
+                    self._sealed_open.append(b)
+            self._to_seal.clear()
+        if self._sealed_open:
+            # Sealed blocks keep their descriptor until sync() has covered them.
+            self._sealed_open = [b for b in self._sealed_open if not self._close_block_fd(b, only_if_idle=True)]
+
+    def _rollback(self, err: OSError, pre: list[tuple[Block, int]]) -> None:
+        batch, removed = list(self._batch_seqs), list(self._batch_removed)
+        log.error("block write failed, rolling back to what is on disk", dir=self.dir, error=str(err),
+                  unstored=len(batch))
+        for b, length in pre:
+            try:
+                os.ftruncate(b.fd, length)  # type: ignore[arg-type]
+            except OSError as e:
+                log.error("truncate after failed write failed", block=b.path, error=str(e))
+        self._reload()
+        failed = [s for s in batch if not self._is_live(s)]
+        undone = [s for s in removed if self._is_live(s)]
+        raise StoreWriteError(failed, err, undone)
+
+    def _relocate_dead(self) -> None:
+        """Copy the tombstones/floors of blocks about to be deleted that still matter to the newest block."""
+        oldest = self._chunks[0].first if self._chunks else 0
+        for d in self._dead:
+            for t in d.tombs:
+                c, _ = self._locate(t)
+                if c is not None:
+                    self._append_control(KIND_TOMBSTONE, t).tombs.append(t)
+            for f in d.floors:
+                if self._chunks and oldest < f and self._chunks[-1] is not d:
+                    self._record_floor(f)
+
+    def _delete_block_files(self, b: Block) -> None:
+        self._close_block_fd(b)
+        for p in (b.path, b.idx_path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                log.error("could not delete block file", path=p, error=str(e))
+        with self._sync_lock:
+            self._dir_dirty = True
+
+    def _write_summary(self, b: Block) -> None:
+        if b.flushed != b.size or b.flushed == 0:
+            return
+        try:
+            meta.write_atomic(b.idx_path, encode_summary(b, lambda sid: self._sid_state[sid].subject), durable=False)  # type: ignore[union-attr]
+            b.dirty = False
+            b.summary_covered = b.flushed
+        except OSError as e:
+            log.warning("could not write block summary (a restart will scan the block)", block=b.path, error=str(e))
+
+    # ================================================================================================ sync
+    @property
+    def needs_sync(self) -> bool:
+        return bool(self._unsynced) or self._dir_dirty
+
+    def sync(self) -> None:
+        """fsync everything flushed before this call.  Safe to run in a worker thread."""
+        with self._sync_lock:
+            todo = [(os.dup(b.fd), b, b.flushed) for b in self._unsynced if b.fd is not None]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for fd, _, _ in todo:
+                self._fsync(fd)
+            if dir_dirty:
+                meta.fsync_dir(self.msgs_dir)
+        finally:
+            for fd, _, _ in todo:
+                os.close(fd)
+        with self._sync_lock:
+            for _, b, upto in todo:
+                if upto > b.synced:
+                    b.synced = upto
+                if b.synced >= b.flushed:
+                    self._unsynced.discard(b)
+
+    # ================================================================================================ lifecycle
+    def _close_fds(self) -> None:
+        with self._sync_lock:
+            blocks = [b for b in [*self._chunks, *self._dead, *self._to_seal, *self._sealed_open]
+                      if getattr(b, "fd", None) is not None]
+            fds = []
+            for b in blocks:
+                if b.fd is not None:
+                    fds.append(b.fd)
+                    b.fd = None
+            self._unsynced.clear()
+        self._read_fds.clear()
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except StoreWriteError as e:
+            log.error("final flush failed", dir=self.dir, error=str(e))
+        try:
+            self.sync()
+        except OSError as e:
+            log.error("final sync failed", dir=self.dir, error=str(e))
+        for b in self._chunks:
+            if b.dirty:  # type: ignore[attr-defined]
+                self._write_summary(b)  # type: ignore[arg-type]
+        self._close_fds()
+        self._closed = True
+
+    def delete(self) -> None:
+        self._close_fds()
+        self._closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ================================================================================================ extras
+    def write_meta(self, obj: object) -> None:
+        """Write the stream's metadata (``meta.inf``) atomically."""
+        meta.write_meta(os.path.join(self.dir, meta.META_FILE), obj)
+
+    def read_meta(self) -> object:
+        return meta.read_meta(os.path.join(self.dir, meta.META_FILE))
+
+    def consumer_store(self, name: str, ack_policy: str = "explicit", max_deliver: int = -1) -> ConsumerStore:
+        from storage.consumer import FileConsumerStore
+
+        d = Path(self.dir) / CONSUMER_DIR / check_name(name, "consumer name")
+        return FileConsumerStore(d, ack_policy, max_deliver)
