@@ -141,7 +141,11 @@ class _Response:
 
 
 def _text(status: int, message: str) -> _Response:
-    return _Response(status, TEXT_TYPE, (message + ("" if message.endswith("\n") else "\n")).encode())
+    # As nats-server: its own errors are written as they are; only Go's NotFound adds a new line.
+    return _Response(status, TEXT_TYPE, message.encode())
+
+
+NOT_FOUND = "404 page not found\n"
 
 
 class MonitorServer:
@@ -310,7 +314,7 @@ class MonitorServer:
             elif path.startswith(self.base_path + "/"):
                 path = path[len(self.base_path):]
             else:
-                return _text(404, "404 page not found")
+                return _text(404, NOT_FOUND)
         try:
             return await self._route(path, params)
         except HTTPError as e:
@@ -335,14 +339,14 @@ class MonitorServer:
             method = getattr(p, OPTIONAL[path], None)
             doc = await _call(method, params) if method is not None else await self._standalone(path)
             if doc is None:
-                return _text(404, "No Raft nodes registered") if path == "/raftz" else _text(404, "404 page not found")
+                return _text(404, "No Raft nodes registered") if path == "/raftz" else _text(404, NOT_FOUND)
             return self._json(doc)
         if path == "/metrics" and hasattr(p, "metrics"):
             body = await _call(p.metrics)
             if isinstance(body, str):
                 body = body.encode()
             return _Response(200, METRICS_TYPE, body)
-        return _text(404, "404 page not found")
+        return _text(404, NOT_FOUND)
 
     def _json(self, doc: Any) -> _Response:
         return _Response(200, JSON_TYPE, go_json_indent(doc).encode(), cors=True)
