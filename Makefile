@@ -21,7 +21,7 @@ sysdeps:
 	@bash bench/install-deps.sh
 
 run: $(STAMP)
-	exec $(VENV)/bin/skiff -js -sd ./data -m 8222
+	exec $(VENV)/bin/skiff -a 127.0.0.1 -js -sd ./data -m 8222
 
 test: $(STAMP) sysdeps
 	$(PY) -m pytest -q -p no:cacheprovider --target=both

@@ -104,12 +104,28 @@ class ServerProcess:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.settimeout(2)
-                    if s.recv(5) == b"INFO ":
-                        return
+                    ok = s.recv(5) == b"INFO "
+                if ok:
+                    # The probe must be gone before a test starts: tests count connections (max_connections).
+                    self._wait_no_connections(deadline)
+                    return
             except OSError:
                 pass
             time.sleep(0.02)
         raise RuntimeError(f"{self.kind} did not become ready in {timeout}s:\n{self.log()}")
+
+    def _wait_no_connections(self, deadline: float) -> None:
+        import json
+        import urllib.request
+
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.http_url}/varz", timeout=1) as r:
+                    if json.loads(r.read()).get("connections") == 0:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.01)
 
     def log(self) -> str:
         try:

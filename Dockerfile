@@ -1,0 +1,19 @@
+# Skiff: a NATS server with JetStream, in Python.
+#   docker build -t skiff .
+#   docker run -p 4222:4222 -p 8222:8222 -v skiff-data:/data skiff
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY protocol ./protocol
+COPY server ./server
+COPY storage ./storage
+RUN pip install . && useradd --system --uid 1000 --home /data skiff && mkdir -p /data && chown skiff /data
+
+USER skiff
+VOLUME ["/data"]
+EXPOSE 4222 8222
+# The server is PID 1 itself (no wrapper), so SIGTERM stops it cleanly and SIGKILL stops it at once.
+ENTRYPOINT ["skiff"]
+CMD ["-js", "-sd", "/data", "-m", "8222"]

@@ -1,0 +1,79 @@
+"""NATS header blocks (ADR-4): ``NATS/1.0[ <code>[ <text>]]\\r\\n`` then ``Key: Value\\r\\n`` lines, then ``\\r\\n``.
+
+nats-server looks headers up case-sensitively, first match, the key at a line start directly followed by ``:``,
+leading spaces of the value skipped (server/client.go getHeader).  ``get`` does the same so that Skiff reads
+``Nats-Msg-Id`` and friends exactly as the Go server does.
+"""
+from __future__ import annotations
+
+HDR_LINE = b"NATS/1.0"
+HDR_LINE_CRLF = b"NATS/1.0\r\n"
+
+
+def get(hdr: bytes, key: str) -> str | None:
+    """The first value of ``key`` in a raw header block, or None."""
+    if not hdr:
+        return None
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k)
+    if i < 0:
+        return None
+    i += len(k)
+    j = hdr.find(b"\r\n", i)
+    if j < 0:
+        j = len(hdr)
+    return hdr[i:j].lstrip(b" \t").decode("utf-8", "surrogateescape").rstrip(" \t")
+
+
+def parse(hdr: bytes) -> tuple[int, str, list[tuple[str, str]]]:
+    """(status code or 0, status text, [(key, value), ...]) of a header block."""
+    if not hdr:
+        return 0, "", []
+    lines = hdr.decode("utf-8", "surrogateescape").split("\r\n")
+    first = lines[0]
+    code, text = 0, ""
+    rest = first[len("NATS/1.0") :].strip()
+    if rest:
+        parts = rest.split(" ", 1)
+        if parts[0].isdigit():
+            code = int(parts[0])
+            text = parts[1] if len(parts) > 1 else ""
+    items = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        k, sep, v = line.partition(":")
+        if sep:
+            items.append((k, v.lstrip(" \t")))
+    return code, text, items
+
+
+def build(items=(), status: int = 0, text: str = "") -> bytes:
+    """A header block from (key, value) pairs (a dict or a list for repeated keys)."""
+    if isinstance(items, dict):
+        items = items.items()
+    first = HDR_LINE
+    if status:
+        first += b" %d" % status
+        if text:
+            first += b" " + text.encode()
+    out = [first]
+    for k, v in items:
+        out.append(k.encode() + b": " + str(v).encode("utf-8", "surrogateescape"))
+    return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+def set_values(hdr: bytes, updates: dict[str, str]) -> bytes:
+    """Return ``hdr`` with each key in ``updates`` set (replacing existing values, others kept in order)."""
+    code, text, items = parse(hdr)
+    items = [(k, v) for k, v in items if k not in updates]
+    items.extend(updates.items())
+    return build(items, code, text)
+
+
+def remove(hdr: bytes, *keys: str) -> bytes:
+    code, text, items = parse(hdr)
+    kept = [(k, v) for k, v in items if k not in keys]
+    if not kept and not code:
+        return b""
+    return build(kept, code, text)

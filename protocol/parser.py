@@ -1,0 +1,345 @@
+"""The client protocol parser: bytes from a client -> operations.  Pure: no I/O, no clock.
+
+Theory of operation
+-------------------
+``Parser.feed(data)`` takes whatever the socket delivered and returns every operation completed by it, in order.
+Input may be split at any byte; the parser keeps what it cannot finish yet.  Two states:
+
+* control line: the bytes up to ``\\n``.  The op name (case-insensitive) decides the form.  ``PUB``/``HPUB`` are
+  followed by a payload, which moves the parser to
+* payload: exactly ``size`` bytes then ``\\r\\n``.  While a payload is incomplete its bytes are collected in one
+  ``bytearray`` so that a large message arriving in many reads is not copied over and over.
+
+Errors follow nats-server's byte-at-a-time state machine (server/parser.go), which answers as soon as it sees a
+bad byte, even before a line is complete:
+
+* a byte that cannot continue any op name, or a payload not followed by ``\\r\\n``: ``-ERR 'Unknown Protocol
+  Operation'`` and close;
+* a well-formed op whose arguments are wrong (count, sizes, header size > total): close with no ``-ERR``;
+* an argument longer than ``max_control_line`` (checked on the argument only, also for a line still incomplete):
+  ``-ERR 'maximum control line exceeded'`` and close;
+* a declared size over ``max_payload``: ``-ERR 'Maximum Payload Violation'`` and close.
+
+Such an error is returned as a final ``ProtocolError`` operation; the parser then ignores all further input.
+``PING``, ``PONG`` and ``+OK`` accept anything up to the newline (nats-server ignores those bytes), so a client can
+never make the parser buffer them.  Whether headers were negotiated, auth, pedantic subject checks and the like are
+the connection's business: the parser only reports what was sent.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+MAX_CONTROL_LINE = 4096
+MAX_PAYLOAD = 1024 * 1024
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+
+
+class Pub(NamedTuple):
+    """PUB or HPUB.  ``data`` is header block + payload; ``hdr_len`` is 0 when there are no headers."""
+
+    subject: str
+    reply: str
+    hdr_len: int
+    data: bytes
+
+
+class Sub(NamedTuple):
+    subject: str
+    queue: str
+    sid: str
+
+
+class Unsub(NamedTuple):
+    sid: str
+    max_msgs: int  # 0 = now
+
+
+class Connect(NamedTuple):
+    raw: bytes  # the JSON text; the connection decodes and validates it
+
+
+class Info(NamedTuple):
+    raw: bytes
+
+
+class Ping(NamedTuple):
+    pass
+
+
+class Pong(NamedTuple):
+    pass
+
+
+class Ok(NamedTuple):
+    pass
+
+
+class Err(NamedTuple):
+    """A client sending -ERR: nats-server logs it and closes the connection."""
+
+    text: bytes
+
+
+class ProtocolError(NamedTuple):
+    """The last operation of a broken stream.  ``err`` is the -ERR text to send, or "" to close silently."""
+
+    err: str
+    detail: str
+
+
+PING = Ping()
+PONG = Pong()
+OK = Ok()
+
+# Op words a client may send, and what follows the word: "ws" = at least one space/tab then arguments,
+# "line" = anything up to the newline (ignored).
+_OPS = {
+    b"PUB": "ws",
+    b"HPUB": "ws",
+    b"SUB": "ws",
+    b"UNSUB": "ws",
+    b"CONNECT": "ws",
+    b"INFO": "ws",
+    b"-ERR": "ws",
+    b"PING": "line",
+    b"PONG": "line",
+    b"+OK": "line",
+}
+# Every proper prefix of an op word: input that stops there may still become valid.
+_PREFIXES = {w[:i] for w in _OPS for i in range(1, len(w))}
+_WS = b" \t"
+_ODD_WS = (b"\r", b"\x0b", b"\x0c")  # bytes.split() treats these as separators; nats-server does not
+
+
+def _split_args(arg: bytes) -> list[bytes]:
+    """Split on spaces and tabs only, as nats-server does."""
+    if b"\r" in arg or b"\x0b" in arg or b"\x0c" in arg:
+        return [a for a in arg.replace(b"\t", b" ").split(b" ") if a]
+    return arg.split()
+
+
+def _parse_size(b: bytes) -> int:
+    """nats-server parseSize: ASCII digits only, -1 on anything else or on overflow."""
+    if not b or len(b) > 18 or not b.isdigit():
+        return -1
+    return int(b)
+
+
+class Parser:
+    """Incremental parser for one client connection."""
+
+    __slots__ = ("max_control_line", "max_payload", "_buf", "_pending", "_skip", "_dead")
+
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE, max_payload: int = MAX_PAYLOAD) -> None:
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        self._buf = b""  # unparsed input (an incomplete control line), or bytearray while a payload is pending
+        self._pending: tuple | None = None  # (subject, reply, hdr_len, size) of a PUB waiting for its payload
+        self._skip: object | None = None  # PING/PONG/+OK seen; discard input up to the newline then emit this
+        self._dead = False
+
+    def feed(self, data: bytes) -> list:
+        if self._dead:
+            return []
+        ops: list = []
+        if self._pending is not None:
+            data = self._feed_payload(data, ops)
+            if data is None:
+                return ops
+        if self._skip is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return ops
+            ops.append(self._skip)
+            self._skip = None
+            data = data[nl + 1 :]
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        self._parse(buf, ops)
+        return ops
+
+    def _fail(self, ops: list, err: str, detail: str) -> None:
+        ops.append(ProtocolError(err, detail))
+        self._dead = True
+        self._buf = b""
+        self._pending = None
+
+    def _feed_payload(self, data: bytes, ops: list):
+        """Collect payload bytes for the pending PUB; return the input left after it, or None if still short."""
+        subject, reply, hdr_len, size = self._pending
+        buf = self._buf
+        need = size + 2 - len(buf)
+        if len(data) < need:
+            buf += data
+            return None
+        buf += data[:need]
+        self._buf = b""
+        self._pending = None
+        if buf[size:] != b"\r\n":
+            self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            return None
+        ops.append(Pub(subject, reply, hdr_len, bytes(buf[:size])))
+        return data[need:]
+
+    def _parse(self, buf: bytes, ops: list) -> None:
+        pos = 0
+        n = len(buf)
+        mcl = self.max_control_line
+        while pos < n:
+            nl = buf.find(b"\n", pos)
+            end = n if nl < 0 else nl
+            # Identify the op word: letters up to the first space/tab (or the end of what we have).
+            c = buf[pos]
+            if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":
+                # nats-server needs no separator after CONNECT: "CONNECT{...}" works and "CONNECTX" is
+                # simply invalid JSON (closed without -ERR).
+                word, kind, astart = b"CONNECT", "ws", pos + 7
+            elif c in (80, 112) and buf[pos + 1 : pos + 4] in (b"UB ", b"ub ", b"UB\t", b"ub\t") and nl >= 0:
+                # Fast path: "PUB <subject> [reply] <size>"
+                word, kind, astart = b"PUB", "ws", pos + 4
+            else:
+                w = pos
+                while w < end and buf[w] not in (32, 9, 13):
+                    w += 1
+                    if w - pos > 7:
+                        break
+                word = buf[pos:w].upper()
+                kind = _OPS.get(word)
+                if kind is None:
+                    # A prefix of a valid word may be completed by the next read; anything else is an error
+                    # right away (nats-server fails on the first byte that cannot continue an op).
+                    if nl < 0 and w == end and word in _PREFIXES:
+                        self._buf = buf[pos:]
+                        return
+                    if kind is None and word[:4] in (b"PING", b"PONG") or word[:3] == b"+OK":
+                        kind = "line"
+                        word = word[:4] if word[:1] != b"+" else b"+OK"
+                    else:
+                        self._fail(ops, ERR_UNKNOWN_OP, "unknown op %r" % bytes(buf[pos : pos + 16]))
+                        return
+                if kind == "line":
+                    op = PING if word == b"PING" else PONG if word == b"PONG" else OK
+                    if nl < 0:
+                        self._skip = op
+                        return
+                    ops.append(op)
+                    pos = nl + 1
+                    continue
+                if w == end:
+                    if nl < 0:  # the word is complete but its separator has not arrived yet
+                        self._buf = buf[pos:]
+                        return
+                    self._fail(ops, ERR_UNKNOWN_OP, "op without arguments")
+                    return
+                if buf[w] == 13:  # "PUB\r": nats-server wants a space or tab after the op word
+                    self._fail(ops, ERR_UNKNOWN_OP, "op not followed by a space")
+                    return
+                astart = w + 1
+            while astart < end and buf[astart] in (32, 9):
+                astart += 1
+            if nl < 0:
+                if n - astart > mcl:
+                    self._fail(ops, ERR_MAX_CONTROL_LINE, "incomplete line over max_control_line")
+                    return
+                self._buf = buf[pos:]
+                return
+            aend = nl - 1 if nl > astart and buf[nl - 1] == 13 else nl
+            arg = buf[astart:aend]
+            if len(arg) > mcl:
+                self._fail(ops, ERR_MAX_CONTROL_LINE, "line over max_control_line")
+                return
+            pos = nl + 1
+            if word == b"PUB" or word == b"HPUB":
+                pos = self._pub(word, arg, buf, pos, ops)
+                if pos < 0:
+                    return
+            elif word == b"SUB":
+                args = _split_args(arg)
+                if len(args) == 2:
+                    ops.append(Sub(args[0].decode("utf-8", "surrogateescape"), "", args[1].decode("utf-8", "surrogateescape")))
+                elif len(args) == 3:
+                    ops.append(
+                        Sub(
+                            args[0].decode("utf-8", "surrogateescape"),
+                            args[1].decode("utf-8", "surrogateescape"),
+                            args[2].decode("utf-8", "surrogateescape"),
+                        )
+                    )
+                else:
+                    self._fail(ops, "", "SUB argument count")
+                    return
+            elif word == b"UNSUB":
+                args = _split_args(arg)
+                if len(args) == 1:
+                    ops.append(Unsub(args[0].decode("utf-8", "surrogateescape"), 0))
+                elif len(args) == 2:
+                    # A max that does not parse counts as none: nats-server unsubscribes at once.
+                    m = max(_parse_size(args[1]), 0)
+                    ops.append(Unsub(args[0].decode("utf-8", "surrogateescape"), m))
+                else:
+                    self._fail(ops, "", "UNSUB argument count")
+                    return
+            elif word == b"CONNECT":
+                ops.append(Connect(bytes(arg)))
+            elif word == b"INFO":
+                ops.append(Info(bytes(arg)))
+            else:  # -ERR
+                ops.append(Err(bytes(arg)))
+                self._dead = True
+                return
+
+    def _pub(self, word: bytes, arg: bytes, buf: bytes, pos: int, ops: list) -> int:
+        """Parse PUB/HPUB arguments and take the payload if it is all here.  Returns the new position or -1."""
+        args = _split_args(arg)
+        if word == b"PUB":
+            na = len(args)
+            if na == 2:
+                reply = ""
+            elif na == 3:
+                reply = args[1].decode("utf-8", "surrogateescape")
+            else:
+                self._fail(ops, "", "PUB argument count")
+                return -1
+            size = _parse_size(args[-1])
+            if size < 0:
+                self._fail(ops, "", "PUB bad size")
+                return -1
+            hdr = 0
+        else:
+            na = len(args)
+            if na == 3:
+                reply = ""
+            elif na == 4:
+                reply = args[1].decode("utf-8", "surrogateescape")
+            else:
+                self._fail(ops, "", "HPUB argument count")
+                return -1
+            hdr = _parse_size(args[-2])
+            size = _parse_size(args[-1])
+            if hdr < 0 or size < 0 or hdr > size:
+                self._fail(ops, "", "HPUB bad sizes")
+                return -1
+        if size > self.max_payload:
+            self._fail(ops, ERR_MAX_PAYLOAD, "payload %d > max_payload %d" % (size, self.max_payload))
+            return -1
+        subject = args[0].decode("utf-8", "surrogateescape")
+        end = pos + size
+        if len(buf) >= end + 2:
+            if buf[end] != 13 or buf[end + 1] != 10:
+                self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                return -1
+            ops.append(Pub(subject, reply, hdr, buf[pos:end]))
+            return end + 2
+        # Payload incomplete: keep what we have in a growable buffer.
+        rest = buf[pos:]
+        if len(rest) >= end + 2 - pos:  # pragma: no cover - handled above
+            return -1
+        if len(buf) > end and buf[end] != 13:
+            self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            return -1
+        self._pending = (subject, reply, hdr, size)
+        self._buf = bytearray(rest)
+        return len(buf)

@@ -1,0 +1,106 @@
+"""The one clock (DESIGN.md invariant): every timer and timestamp in Skiff reads time from here.
+
+``LoopClock`` is real time on the running event loop.  ``ManualClock`` is driven by a test: nothing happens until
+the test calls ``advance()``, which moves wall and monotonic time together and runs the timers that fell due, in
+order, synchronously.  Streams, consumers (ack_wait, backoff, heartbeats, expires, inactive_threshold) and the store
+(max_age, TTL, dedupe window) all take their time from the server's clock, so a test moves time instead of sleeping.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from typing import Callable
+
+
+class Timer:
+    """What ``call_later`` returns: ``cancel()`` is all a caller needs."""
+
+    __slots__ = ("when", "cb", "args", "cancelled", "_handle")
+
+    def __init__(self, when: float, cb: Callable, args: tuple) -> None:
+        self.when = when
+        self.cb = cb
+        self.args = args
+        self.cancelled = False
+        self._handle = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class Clock:
+    def time_ns(self) -> int:  # wall clock, for timestamps
+        raise NotImplementedError
+
+    def monotonic(self) -> float:  # seconds, for intervals
+        raise NotImplementedError
+
+    def call_later(self, delay: float, cb: Callable, *args) -> Timer:
+        raise NotImplementedError
+
+
+class LoopClock(Clock):
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def time_ns(self) -> int:
+        return time.time_ns()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, cb: Callable, *args) -> Timer:
+        t = Timer(self.monotonic() + delay, cb, args)
+        t._handle = self.loop.call_later(max(delay, 0.0), cb, *args)
+        return t
+
+
+class ManualClock(Clock):
+    """A clock that only moves when told to.  ``start_ns`` is the initial wall time."""
+
+    def __init__(self, start_ns: int | None = None) -> None:
+        self._wall = start_ns if start_ns is not None else time.time_ns()
+        self._mono = 1000.0
+        self._heap: list[tuple[float, int, Timer]] = []
+        self._seq = itertools.count()
+
+    def time_ns(self) -> int:
+        return self._wall
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def call_later(self, delay: float, cb: Callable, *args) -> Timer:
+        t = Timer(self._mono + max(delay, 0.0), cb, args)
+        heapq.heappush(self._heap, (t.when, next(self._seq), t))
+        return t
+
+    def advance(self, seconds: float) -> int:
+        """Move time forward, running every timer that falls due (including ones they schedule). Returns how many ran."""
+        target = self._mono + seconds
+        ran = 0
+        while self._heap and self._heap[0][0] <= target:
+            when, _, t = heapq.heappop(self._heap)
+            if t.cancelled:
+                continue
+            self._wall += int((when - self._mono) * 1e9)
+            self._mono = when
+            t.cb(*t.args)
+            ran += 1
+        self._wall += int((target - self._mono) * 1e9)
+        self._mono = target
+        return ran
+
+    def pending(self) -> int:
+        return sum(1 for _, _, t in self._heap if not t.cancelled)

@@ -1,0 +1,483 @@
+"""One client connection: an ``asyncio.Protocol`` around the sans-IO parser (server/client.go's client).
+
+Theory of operation
+-------------------
+``data_received`` feeds the parser and handles every complete operation in order.  Messages routed to other
+connections are appended to their output buffers; when the whole read has been handled the server writes each
+touched connection once (nats-server's pending-client flush), so a burst of small publishes becomes one write per
+subscriber.
+
+Life cycle: INFO is sent on connect (after the TLS handshake when ``handshake_first``, or followed by a TLS upgrade
+when TLS is required).  With auth configured the first operation must be a CONNECT that authenticates, within
+``auth_timeout``.  A ping timer sends PING every ``ping_interval`` unless the client was active, and closes the
+connection with ``-ERR 'Stale Connection'`` when ``ping_max`` PINGs are unanswered.  A connection whose unsent output
+exceeds ``max_pending`` is a slow consumer and is closed (no -ERR, as nats-server 2.11+).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+from protocol import encoder
+from protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
+from protocol.subjects import is_valid_literal_subject, is_valid_subject
+
+from .subscription import Subscription
+from .permissions import Permissions
+from .tls import TLSError, TLSLayer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import Server
+
+# Why a connection closed, with nats-server's names (closed_connections reasons in /connz).
+CLIENT_CLOSED = "Client Closed"
+PROTOCOL_VIOLATION = "Protocol Violation"
+AUTH_VIOLATION = "Authorization Violation"
+AUTH_TIMEOUT = "Authentication Timeout"
+SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+STALE_CONNECTION = "Stale Connection"
+MAX_PAYLOAD = "Maximum Message Payload Exceeded"
+MAX_CONTROL_LINE = "Maximum Control Line Exceeded"
+MAX_CONNECTIONS = "Maximum Connections Exceeded"
+SERVER_SHUTDOWN = "Server Shutdown"
+PARSE_ERROR = "Parse Error"
+
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, server: "Server", tls_mode: str = "") -> None:
+        opts = server.options
+        self.server = server
+        self.cid = server.next_cid()
+        self.parser = Parser(opts.max_control_line, opts.max_payload)
+        self.transport: asyncio.Transport | None = None
+        self.subs: dict[str, Subscription] = {}
+        self.out: list[bytes] = []
+        self.out_pending = 0
+        self.closed = False
+        self.close_reason = ""
+        # CONNECT options: nats-server's defaults apply until (or when no) CONNECT arrives.
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        self.perms: Permissions | None = None
+        self.deny_delivery = False  # subscribe deny list to apply on delivery
+        self.connected = False  # a CONNECT was accepted
+        self.authorized = not server.auth.required
+        # TLS (see tls.py): "" plain, "first" handshake before INFO, "upgrade" after INFO, "optional" either.
+        self.tls_mode = tls_mode
+        self.tls: TLSLayer | None = None
+        self._tls_timer = None
+        self.tls_cipher = ""
+        # Stats
+        self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
+        self.start_ns = server.clock.time_ns()
+        self.last_activity_ns = self.start_ns
+        self.last_in = server.clock.monotonic()
+        self.host = ""
+        self.port = 0
+        self.rtt_ns = 0
+        self.pings_out = 0
+        self.first_pong_sent = False
+        self._ping_timer = None
+        self._auth_timer = None
+        self._ping_sent_at = 0.0
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.host, self.port = peer[0], peer[1]
+        srv = self.server
+        mc = srv.options.max_connections
+        if srv.lame_duck or (mc > 0 and len(srv.clients) >= mc):
+            # nats-server still sends INFO first, then the error.
+            self.send(srv.info_for(self))
+            self.send(encoder.err("maximum connections exceeded"))
+            self.close(MAX_CONNECTIONS)
+            return
+        srv.clients[self.cid] = self
+        if srv.auth.required:
+            self._auth_timer = srv.clock.call_later(srv.auth.timeout, self._auth_timeout)
+        self._ping_timer = srv.clock.call_later(srv.first_ping_delay(), self._ping_tick)
+        if self.tls_mode:
+            self.tls = TLSLayer(srv.tls_context)
+            self._tls_timer = srv.clock.call_later(srv.options_tls_timeout(), self._tls_timeout)
+        if self.tls_mode != "first":
+            self.send(srv.info_for(self))
+            self.flush()
+        srv.log_debug("client connected", cid=self.cid, addr=f"{self.host}:{self.port}")
+
+    def _tls_timeout(self) -> None:
+        self._tls_timer = None
+        if self.tls is not None and not self.tls.established and not self.closed:
+            self.server.log_debug("TLS handshake timeout", cid=self.cid)
+            self.close("TLS Handshake Error")
+
+    def _cancel_tls_timer(self) -> None:
+        if self._tls_timer is not None:
+            self._tls_timer.cancel()
+            self._tls_timer = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        tls = self.tls
+        if tls is None:
+            return self._process(data)
+        if not tls.started and data[:1] != b"\x16":
+            # Not a TLS record where a ClientHello is due: plain text is fine only when TLS is optional.
+            if self.tls_mode == "optional":
+                self.tls = None
+                self._cancel_tls_timer()
+                return self._process(data)
+            self.server.log_debug("plain text on a TLS connection", cid=self.cid)
+            self.close("TLS Handshake Error")
+            return
+        try:
+            plain, handshake_done = tls.receive(data)
+        except TLSError as e:
+            self.server.log_debug("TLS error", cid=self.cid, error=str(e))
+            self.close("TLS Handshake Error")
+            return
+        out = tls.take_out()
+        if out:
+            self.transport.write(out)
+        if handshake_done:
+            self._cancel_tls_timer()
+            self.tls_cipher = tls.cipher()
+            if self.tls_mode == "first":
+                self.send(self.server.info_for(self))
+                self.server.flush_pending()
+        if plain:
+            self._process(plain)
+
+    def _process(self, data: bytes) -> None:
+        self.last_in = self.server.clock.monotonic()
+        trace = self.server.options.trace
+        for op in self.parser.feed(data):
+            t = type(op)
+            if trace:
+                self._trace(op)
+            if not self.authorized and t is not Connect:
+                # With auth required the first operation must be CONNECT (nats-server parser authErr).
+                self._auth_violation()
+                break
+            if t is Pub:
+                self._pub(op)
+            elif t is Sub:
+                self._sub(op)
+            elif t is Unsub:
+                self._unsub(op)
+            elif t is Ping:
+                self._ping()
+            elif t is Pong:
+                self.pings_out = 0
+                if self._ping_sent_at:
+                    self.rtt_ns = int((self.server.clock.monotonic() - self._ping_sent_at) * 1e9)
+                    self._ping_sent_at = 0.0
+            elif t is Connect:
+                self._connect(op)
+            elif t is ProtocolError:
+                self._protocol_error(op)
+            elif t is Err:
+                self.server.log_error("client error", cid=self.cid, text=op.text.decode(errors="replace"))
+                self.close(PARSE_ERROR)
+            elif t is Info or t is Ok:
+                pass  # clients may send these; nats-server ignores them
+            if self.closed:
+                break
+        self.server.flush_pending()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close_reason = self.close_reason or CLIENT_CLOSED
+        self._teardown()
+
+    def pause_writing(self) -> None:
+        # Our high-water mark is max_pending: a subscriber that cannot keep up is a slow consumer (nats-server
+        # closes it rather than let its pending bytes grow).
+        if not self.closed:
+            self.server.slow_consumers += 1
+            self.server.log_warning("slow consumer detected", cid=self.cid, pending=self.transport.get_write_buffer_size())
+            self.close(SLOW_CONSUMER)
+
+    def resume_writing(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ output
+    def send(self, data: bytes) -> None:
+        """Queue bytes for this client; written at the end of the current read (or on the next loop turn)."""
+        if not self.out:
+            self.server.mark_pending(self)
+        self.out.append(data)
+
+    def flush(self) -> None:
+        out = self.out
+        if not out or self.transport is None:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        if self.closed and self.transport.is_closing():
+            return
+        tls = self.tls
+        if tls is not None and tls.established:
+            data = tls.wrap(data)
+        self.transport.write(data)
+
+    # ------------------------------------------------------------------ operations
+    def _require_auth(self) -> bool:
+        if self.authorized:
+            return True
+        self._auth_violation()
+        return False
+
+    def _connect(self, op: Connect) -> None:
+        srv = self.server
+        try:
+            opts = json.loads(op.raw)
+            if not isinstance(opts, dict):
+                raise ValueError("CONNECT is not an object")
+        except ValueError:
+            # nats-server: invalid CONNECT JSON is a protocol violation; the connection is closed.
+            srv.log_error("invalid CONNECT", cid=self.cid)
+            self.close(PROTOCOL_VIOLATION)
+            return
+        if not _connect_types_ok(opts):
+            # Go's json.Unmarshal into clientOpts fails on a wrongly typed field: closed, no -ERR.
+            srv.log_error("invalid CONNECT field types", cid=self.cid)
+            self.close(PROTOCOL_VIOLATION)
+            return
+        # A CONNECT is decoded over the current options (Go json.Unmarshal into the existing struct): fields it
+        # does not carry keep their value, so a second CONNECT without "verbose" does not turn +OK back on.
+        merged = {"verbose": self.verbose, "pedantic": self.pedantic, "echo": self.echo, "headers": self.headers,
+                  "no_responders": self.no_responders, "protocol": self.protocol, "name": self.name,
+                  "lang": self.lang, "version": self.version}
+        merged.update({k: v for k, v in opts.items() if v is not None})
+        self.verbose = bool(merged.get("verbose"))
+        self.pedantic = bool(merged.get("pedantic"))
+        self.echo = merged.get("echo", True) is not False
+        self.headers = merged.get("headers") is True
+        self.no_responders = merged.get("no_responders") is True
+        self.name = str(merged.get("name") or "")
+        self.lang = str(merged.get("lang") or "")
+        self.version = str(merged.get("version") or "")
+        proto = merged.get("protocol", 0)
+        self.protocol = proto if isinstance(proto, int) else 0
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if not self.authorized:
+            user = srv.auth.check(merged)
+            if user is None:
+                self._auth_violation()
+                return
+            self.user = user
+            self.authorized = True
+            self.perms = srv.auth.permissions.get(user)
+            self.deny_delivery = bool(self.perms and self.perms.sub_deny)
+        if self.protocol not in (0, 1):
+            self.send(encoder.err("invalid client protocol"))
+            self.close(PROTOCOL_VIOLATION)
+            return
+        if self.no_responders and not self.headers:
+            self.send(encoder.err("no responders requires headers support"))
+            self.close(PROTOCOL_VIOLATION)
+            return
+        self.connected = True
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def _auth_violation(self) -> None:
+        self.server.log_error("authorization violation", cid=self.cid)
+        self.send(encoder.err("Authorization Violation"))
+        self.close(AUTH_VIOLATION)
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if not self.authorized and not self.closed:
+            self.send(encoder.err("Authentication Timeout"))
+            self.close(AUTH_TIMEOUT)
+            self.server.flush_pending()
+
+    def _pub(self, op: Pub) -> None:
+        if not self.authorized:
+            return self._auth_violation()
+        if op.hdr_len and not self.headers:
+            # HPUB without headers negotiated: nats-server closes without an -ERR.
+            self.close(PROTOCOL_VIOLATION)
+            return
+        self.in_msgs += 1
+        self.in_bytes += len(op.data)
+        subject = op.subject
+        if self.pedantic and not is_valid_literal_subject(subject):
+            # nats-server sends the error and still routes the message.
+            self.send(encoder.err("Invalid Publish Subject"))
+        if self.perms is not None and not self.perms.can_publish(subject):
+            self.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
+            return
+        if self.verbose:
+            self.send(encoder.OK)
+        self.server.route(subject, op.reply, op.hdr_len, op.data, self)
+
+    def _sub(self, op: Sub) -> None:
+        if not self.authorized:
+            return self._auth_violation()
+        if not is_valid_subject(op.subject) or (op.queue and not _valid_queue(op.queue)):
+            self.send(encoder.err("Invalid Subject"))
+            return
+        if self.perms is not None and not self.perms.can_subscribe(op.subject):
+            q = f' using queue "{op.queue}"' if op.queue else ""
+            self.send(encoder.err(f'Permissions Violation for Subscription to "{op.subject}"{q}'))
+            return
+        limit = self.server.options.max_subscriptions
+        if limit > 0 and len(self.subs) >= limit:
+            self.send(encoder.err("maximum subscriptions exceeded"))
+            return
+        if op.sid in self.subs:
+            # nats-server ignores a SUB that reuses a live sid.
+            if self.verbose:
+                self.send(encoder.OK)
+            return
+        sub = Subscription(self, op.subject, op.queue, op.sid)
+        self.subs[op.sid] = sub
+        self.server.add_subscription(sub)
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def _unsub(self, op: Unsub) -> None:
+        if not self.authorized:
+            return self._auth_violation()
+        sub = self.subs.get(op.sid)
+        if sub is not None:
+            if op.max_msgs and op.max_msgs > sub.delivered:
+                sub.max_msgs = op.max_msgs
+            else:
+                self.remove_sub(sub)
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+        self.server.remove_subscription(sub)
+
+    def _ping(self) -> None:
+        self.send(encoder.PONG)
+        self.last_in = self.server.clock.monotonic()
+        if self.connected and not self.first_pong_sent:
+            self.first_pong_sent = True
+            if self.protocol >= 1:
+                # The first PING of a protocol-1 client gets a second INFO with connect_info (processPing).
+                self.send(self.server.info_for(self, connect_info=True))
+
+    def _protocol_error(self, op: ProtocolError) -> None:
+        if op.err:
+            self.send(encoder.err(op.err))
+        reason = {
+            "maximum control line exceeded": MAX_CONTROL_LINE,
+            "Maximum Payload Violation": MAX_PAYLOAD,
+        }.get(op.err, PROTOCOL_VIOLATION if not op.err else PARSE_ERROR)
+        self.server.log_error("protocol error", cid=self.cid, error=op.err or op.detail)
+        self.close(reason)
+
+    def _trace(self, op) -> None:
+        # -V: one line per protocol operation received, like nats-server's "->> [PUB foo 5]" trace.
+        name = type(op).__name__.upper()
+        if type(op) is Pub:
+            detail = f"{op.subject} {op.reply + ' ' if op.reply else ''}{len(op.data)}"
+            name = "HPUB" if op.hdr_len else "PUB"
+        elif type(op) is Connect:
+            detail = _redact(op.raw.decode(errors="replace"))
+        else:
+            detail = " ".join(str(v) for v in op)
+        self.server.log.debug(f"{self.host}:{self.port} - cid:{self.cid} - ->> [{name} {detail}]".replace(" ]", "]"))
+
+    # ------------------------------------------------------------------ timers
+    def _ping_tick(self) -> None:
+        self._ping_timer = None
+        if self.closed:
+            return
+        srv = self.server
+        interval = srv.options.ping_interval
+        now = srv.clock.monotonic()
+        if self.pings_out + 1 > srv.options.ping_max:
+            self.send(encoder.err("Stale Connection"))
+            self.close(STALE_CONNECTION)
+            srv.flush_pending()
+            return
+        # nats-server skips its PING when the client was active within the interval.
+        if self.first_pong_sent and now - self.last_in < interval:
+            pass
+        else:
+            self.pings_out += 1
+            self._ping_sent_at = now
+            self.send(encoder.PING)
+            srv.flush_pending()
+        self._ping_timer = srv.clock.call_later(interval, self._ping_tick)
+
+    # ------------------------------------------------------------------ closing
+    def close(self, reason: str = CLIENT_CLOSED) -> None:
+        """Flush what is queued (e.g. the -ERR) and close; state is torn down at once."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+        self._teardown()
+
+    def _teardown(self) -> None:
+        self.closed = True
+        for t in (self._ping_timer, self._auth_timer, self._tls_timer):
+            if t is not None:
+                t.cancel()
+        self._ping_timer = self._auth_timer = self._tls_timer = None
+        if self.subs:
+            srv = self.server
+            for sub in list(self.subs.values()):
+                srv.remove_subscription(sub)
+            self.subs.clear()
+        self.server.client_closed(self)
+
+
+_BOOL_FIELDS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_responders", "new_account")
+_STR_FIELDS = ("auth_token", "user", "pass", "name", "lang", "version", "sig", "jwt", "nkey", "account")
+
+
+def _connect_types_ok(opts: dict) -> bool:
+    for k in _BOOL_FIELDS:
+        v = opts.get(k)
+        if v is not None and not isinstance(v, bool):
+            return False
+    for k in _STR_FIELDS:
+        v = opts.get(k)
+        if v is not None and not isinstance(v, str):
+            return False
+    p = opts.get("protocol")
+    return p is None or (isinstance(p, int) and not isinstance(p, bool))
+
+
+def _redact(connect_json: str) -> str:
+    """Never log secrets from CONNECT (nats-server removeSecretsFromTrace)."""
+    try:
+        d = json.loads(connect_json)
+    except ValueError:
+        return "[invalid]"
+    for k in ("pass", "auth_token", "sig", "jwt", "nkey"):
+        if k in d:
+            d[k] = "[REDACTED]"
+    return json.dumps(d, separators=(",", ":"))
+
+
+def _valid_queue(q: str) -> bool:
+    return bool(q) and not any(c in q for c in " \t\r\n")

@@ -1,0 +1,435 @@
+"""The server: listeners, the client table, the subject index and message fan-out (nats-server server.go/client.go).
+
+Theory of operation
+-------------------
+Every client connection feeds operations to ``route()``, which looks the subject up in the ``Sublist`` (cached),
+appends a MSG/HMSG frame to each interested connection's output list, and hands messages for internal
+subscriptions (the JetStream API, acks, flow control) to their callbacks in-line: server-side handlers are reached
+through the same subject routing as clients.  Connections that received output are remembered in ``_pending`` and
+written once when the current read has been handled (``flush_pending``), or on the next loop turn for output that
+came from a timer.
+
+``Server`` is also the embedding API::
+
+    async with Server(port=0, jetstream=True, store_dir=tmp) as srv:
+        nc = await nats.connect(srv.client_url)
+
+It runs in the caller's event loop; ``clock=ManualClock()`` lets a test drive every timer.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+import socket
+import ssl
+import sys
+from typing import Any, Callable
+
+from protocol import encoder
+from protocol.subjects import subject_matches
+
+from ..clock import Clock, LoopClock
+from ..log import get_logger
+from ..version import GO_FIELD, PROTO, VERSION
+from .auth import Auth
+from .client import SERVER_SHUTDOWN, ClientConnection
+from .sublist import Sublist
+from .subscription import Subscription
+
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def _server_id() -> str:
+    # nats-server ids are nkey public keys: 56 base32 characters starting with "N".
+    return "N" + "".join(secrets.choice(_B32) for _ in range(55))
+
+
+class Server:
+    def __init__(self, options: Any = None, *, clock: Clock | None = None, **overrides: Any) -> None:
+        from ..options import ServerOptions
+
+        if options is None:
+            overrides.setdefault("port", 0)
+            overrides.setdefault("host", "127.0.0.1")
+            options = ServerOptions(**overrides)
+        elif overrides:
+            options = options.model_copy(update=overrides)
+        self.options = options
+        self.clock: Clock = clock or LoopClock()
+        self.server_id = _server_id()
+        self.server_name = options.server_name or self.server_id
+        self.log = get_logger("skiff.server")
+        self.sublist = Sublist()
+        self.clients: dict[int, ClientConnection] = {}
+        self.closed_clients: list[dict] = []
+        self.auth = Auth(options)
+        self.tls_context: ssl.SSLContext | None = None
+        self._cid = 0
+        self._pending: list[ClientConnection] = []
+        self._flush_scheduled = False
+        self._listener: asyncio.base_events.Server | None = None
+        self.monitor = None
+        self.jetstream = None
+        self.lame_duck = False
+        self.running = False
+        self.start_ns = self.clock.time_ns()
+        self.port = 0
+        self.http_port = 0
+        self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
+        self.slow_consumers = 0
+        self.total_connections = 0
+        self._interest_watch: dict[str, list[Callable[[str, bool], None]]] = {}
+        self._internal_sid = 0
+        self._stopped = asyncio.Event() if False else None  # created in start()
+        self._info_base: dict = {}
+        self.tls_mode = ""
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> "Server":
+        opts = self.options
+        loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        if isinstance(self.clock, LoopClock):
+            self.clock._loop = loop
+        self.start_ns = self.clock.time_ns()
+        tls = getattr(opts, "tls", None)
+        if tls is not None and getattr(tls, "cert_file", None):
+            from .tls import make_server_context
+
+            self.tls_context = make_server_context(tls)
+        if opts.jetstream:
+            from ..jetstream import JetStream
+
+            self.jetstream = JetStream(self)
+            self.jetstream.start()
+        # Monitoring first: harnesses poll /varz to learn that the server is ready (issue 2).
+        if opts.http_port:
+            from ..monitor.http import MonitorServer
+            from ..monitor.provider import MonitorProvider
+
+            self.monitor = MonitorServer(opts.http_host or opts.host, opts.http_port, MonitorProvider(self))
+            await self.monitor.start()
+            self.http_port = self.monitor.port
+        tls_mode = ""
+        if self.tls_context is not None:
+            if getattr(tls, "handshake_first", False):
+                tls_mode = "first"
+            elif getattr(opts, "allow_non_tls", False):
+                tls_mode = "optional"
+            else:
+                tls_mode = "upgrade"
+        self.tls_mode = tls_mode
+        port = 0 if opts.port == -1 else opts.port
+        self._listener = await loop.create_server(
+            lambda: ClientConnection(self, tls_mode), host=opts.host, port=port, reuse_address=True, backlog=4096
+        )
+        sock = self._listener.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._build_info()
+        self.running = True
+        self.log_debug("listening", host=opts.host, port=self.port, version=VERSION, server_id=self.server_id)
+        return self
+
+    async def __aenter__(self) -> "Server":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        if self._listener is not None:
+            self._listener.close()
+        for c in list(self.clients.values()):
+            c.close(SERVER_SHUTDOWN)
+        self.flush_pending()
+        if self.jetstream is not None:
+            await self.jetstream.stop()
+        if self.monitor is not None:
+            await self.monitor.stop()
+        if self._listener is not None:
+            try:
+                await asyncio.wait_for(self._listener.wait_closed(), 2)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        self.log.info("server exiting")
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def lame_duck_mode(self) -> None:
+        """SIGUSR2: stop accepting, tell clients (INFO ldm:true), then close them over the lame-duck duration."""
+        if self.lame_duck or not self.running:
+            return
+        self.lame_duck = True
+        self.log.info("entering lame duck mode, stop accepting new clients")
+        if self._listener is not None:
+            self._listener.close()
+        info = dict(self._info_base)
+        info["ldm"] = True
+        for c in list(self.clients.values()):
+            c.send(encoder.info(info))
+        self.flush_pending()
+        opts = self.options
+        await asyncio.sleep(opts.lame_duck_grace_period)
+        clients = list(self.clients.values())
+        if clients:
+            spread = max(opts.lame_duck_duration - opts.lame_duck_grace_period, 0) / len(clients)
+            for c in clients:
+                c.close(SERVER_SHUTDOWN)
+                self.flush_pending()
+                if spread:
+                    await asyncio.sleep(min(spread, 1.0))
+        await self.shutdown()
+
+    @property
+    def client_url(self) -> str:
+        host = self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"nats://{host}:{self.port}"
+
+    # ------------------------------------------------------------------ INFO
+    def _build_info(self) -> None:
+        opts = self.options
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": VERSION,
+            "proto": PROTO,
+            "go": GO_FIELD,
+            "host": opts.host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": opts.max_payload,
+        }
+        if self.auth.required:
+            info["auth_required"] = True
+        if self.tls_context is not None:
+            if self.tls_mode == "optional":
+                info["tls_available"] = True
+            else:
+                info["tls_required"] = True
+            if getattr(opts.tls, "verify", False):
+                info["tls_verify"] = True
+        if opts.jetstream:
+            info["jetstream"] = True
+        self._info_base = info
+
+    def info_for(self, conn: ClientConnection, connect_info: bool = False) -> bytes:
+        info = dict(self._info_base)
+        info["client_id"] = conn.cid
+        info["client_ip"] = conn.host
+        if self.lame_duck:
+            info["ldm"] = True
+        if connect_info:
+            info["connect_info"] = True
+            info["remote_account"] = "$G"
+            info["acc_is_sys"] = False
+        return encoder.info(info)
+
+    def first_ping_delay(self) -> float:
+        # nats-server sends its first PING ~2s after the connection (+ up to 20% jitter), then every ping_interval.
+        return min(2.0, self.options.ping_interval) * (1 + random.random() * 0.2)
+
+    def options_tls_timeout(self) -> float:
+        tls = getattr(self.options, "tls", None)
+        return float(getattr(tls, "timeout", None) or 2.0)
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        self.total_connections += 1
+        return self._cid
+
+    # ------------------------------------------------------------------ output batching
+    def mark_pending(self, conn: ClientConnection) -> None:
+        self._pending.append(conn)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush_pending)
+
+    def flush_pending(self) -> None:
+        """Write every connection that got output since the last flush, once (nats-server flushClients)."""
+        self._flush_scheduled = False
+        js = self.jetstream
+        if js is not None and js.has_pending:
+            js.flush()  # stores hand appends to the OS, then their PubAcks are queued
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        for conn in pending:
+            conn.flush()
+
+    # ------------------------------------------------------------------ subscriptions
+    def add_subscription(self, sub: Subscription) -> None:
+        self.sublist.insert(sub)
+        if self._interest_watch:
+            self._notify_interest(sub.subject)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        if sub.closed:
+            return
+        sub.closed = True
+        self.sublist.remove(sub)
+        if self._interest_watch:
+            self._notify_interest(sub.subject)
+
+    def _notify_interest(self, pattern: str) -> None:
+        for subject, cbs in list(self._interest_watch.items()):
+            if subject_matches(pattern, subject) or pattern == subject:
+                has = self.sublist.has_interest(subject)
+                for cb in list(cbs):
+                    cb(subject, has)
+
+    def watch_interest(self, subject: str, cb: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call ``cb(subject, has_interest)`` whenever a subscription that matches ``subject`` comes or goes
+        (push consumers follow their deliver subject this way).  Returns a function that stops watching."""
+        self._interest_watch.setdefault(subject, []).append(cb)
+
+        def stop() -> None:
+            cbs = self._interest_watch.get(subject)
+            if cbs and cb in cbs:
+                cbs.remove(cb)
+                if not cbs:
+                    del self._interest_watch[subject]
+
+        return stop
+
+    def subscribe_internal(self, subject: str, callback: Callable, queue: str = "") -> Subscription:
+        """An internal subscription: ``callback(sub, subject, reply, hdr_len, data, origin)`` runs in-line when a
+        message is routed to ``subject``.  ``origin`` is the publishing ClientConnection or None."""
+        self._internal_sid += 1
+        sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback)
+        self.add_subscription(sub)
+        return sub
+
+    def unsubscribe_internal(self, sub: Subscription) -> None:
+        self.remove_subscription(sub)
+
+    def client_closed(self, conn: ClientConnection) -> None:
+        if self.clients.pop(conn.cid, None) is not None:
+            self.closed_clients.append(
+                {
+                    "cid": conn.cid,
+                    "reason": conn.close_reason,
+                    "name": conn.name,
+                    "ip": conn.host,
+                    "port": conn.port,
+                    "start": conn.start_ns,
+                    "stop": self.clock.time_ns(),
+                    "in_msgs": conn.in_msgs,
+                    "out_msgs": conn.out_msgs,
+                    "in_bytes": conn.in_bytes,
+                    "out_bytes": conn.out_bytes,
+                    "lang": conn.lang,
+                    "version": conn.version,
+                }
+            )
+            del self.closed_clients[:-100]
+            self.log_debug("client closed", cid=conn.cid, reason=conn.close_reason)
+
+    # ------------------------------------------------------------------ routing
+    def route(self, subject: str, reply: str, hdr_len: int, data: bytes, origin: ClientConnection | None) -> bool:
+        """Deliver one message to every interested subscription. Returns whether anyone got it."""
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        plain, queues = self.sublist.match(subject)
+        if not plain and not queues:
+            if reply and origin is not None and origin.no_responders:
+                self._no_responders(subject, reply, origin)
+            return False
+        subj_b = subject.encode("utf-8", "surrogateescape")
+        reply_b = reply.encode("utf-8", "surrogateescape") if reply else b""
+        delivered = False
+        for sub in plain:
+            conn = sub.conn
+            if conn is None:
+                sub.callback(sub, subject, reply, hdr_len, data, origin)
+                delivered = True
+            elif conn is origin and not conn.echo:
+                continue
+            else:
+                self._deliver(sub, conn, subj_b, reply_b, hdr_len, data)
+                delivered = True
+        for members in queues:
+            sub = self._pick(members, origin)
+            if sub is None:
+                continue
+            if sub.conn is None:
+                sub.callback(sub, subject, reply, hdr_len, data, origin)
+            else:
+                self._deliver(sub, sub.conn, subj_b, reply_b, hdr_len, data)
+            delivered = True
+        return delivered
+
+    @staticmethod
+    def _pick(members: list[Subscription], origin: ClientConnection | None) -> Subscription | None:
+        n = len(members)
+        sub = members[random.randrange(n)] if n > 1 else members[0]
+        if sub.conn is not None and sub.conn is origin and not origin.echo:
+            others = [m for m in members if m.conn is not origin]
+            return random.choice(others) if others else None
+        return sub
+
+    def _deliver(self, sub: Subscription, conn: ClientConnection, subj_b: bytes, reply_b: bytes, hdr_len: int, data: bytes) -> None:
+        if conn.closed:
+            return
+        if conn.deny_delivery and conn.perms.deliver_denied(subj_b.decode("utf-8", "surrogateescape")):
+            return
+        if hdr_len and not conn.headers:
+            data = data[hdr_len:]  # a client without header support gets the payload only
+            hdr_len = 0
+        n = len(data)
+        if hdr_len:
+            if reply_b:
+                head = b"HMSG %s %s %s %d %d\r\n" % (subj_b, sub.sid_b, reply_b, hdr_len, n)
+            else:
+                head = b"HMSG %s %s %d %d\r\n" % (subj_b, sub.sid_b, hdr_len, n)
+        elif reply_b:
+            head = b"MSG %s %s %s %d\r\n" % (subj_b, sub.sid_b, reply_b, n)
+        else:
+            head = b"MSG %s %s %d\r\n" % (subj_b, sub.sid_b, n)
+        out = conn.out
+        if not out:
+            self.mark_pending(conn)
+        out.append(head)
+        out.append(data)
+        out.append(b"\r\n")
+        conn.out_msgs += 1
+        conn.out_bytes += n
+        self.out_msgs += 1
+        self.out_bytes += n
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            conn.remove_sub(sub)
+
+    def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
+        """Status 503 to the requester's own reply subscription (nats-server sendNoRespondersMsg? ADR-37 notes)."""
+        plain, queues = self.sublist.match(reply)
+        for sub in plain + [m for g in queues for m in g]:
+            if sub.conn is origin:
+                hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
+                self._deliver(sub, origin, reply.encode("utf-8", "surrogateescape"), b"", len(hdr), hdr)
+                return
+
+    def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
+        """Publish from inside the server (API replies, advisories, deliveries)."""
+        return self.route(subject, reply, len(hdr), hdr + data if hdr else data, None)
+
+    # ------------------------------------------------------------------ logging helpers
+    def log_debug(self, event: str, **kw) -> None:
+        if self.options.debug or self.options.trace:
+            self.log.debug(event, **kw)
+
+    def log_error(self, event: str, **kw) -> None:
+        self.log.error(event, **kw)
+
+    def log_warning(self, event: str, **kw) -> None:
+        self.log.warning(event, **kw)

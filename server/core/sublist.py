@@ -1,0 +1,190 @@
+"""The subject index (nats-server sublist.go): subscriptions by subject, with wildcards and a match cache.
+
+A trie with one level per token; each node keeps its plain subscriptions, its queue subscriptions by group name,
+and children for literal tokens, ``*`` and ``>``.  ``match(subject)`` returns ``(plain, queues)`` where ``queues``
+is a list of member lists, one per queue group.  Results are cached per literal subject; an insert or remove drops
+only the cache entries it can change (for a literal subscription just its own subject), so adding a reply inbox does
+not flush the cache of a busy publisher.
+"""
+from __future__ import annotations
+
+from ..core.subscription import Subscription
+
+CACHE_MAX = 4096
+_EMPTY: tuple[list, list] = ([], [])
+
+
+class _Node:
+    __slots__ = ("children", "pwc", "fwc", "plain", "queues")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.pwc: _Node | None = None
+        self.fwc: _Node | None = None
+        self.plain: list[Subscription] = []
+        self.queues: dict[str, list[Subscription]] = {}
+
+    def empty(self) -> bool:
+        return not (self.children or self.pwc or self.fwc or self.plain or self.queues)
+
+
+class Sublist:
+    __slots__ = ("_root", "_cache", "count", "inserts", "removes", "matches", "cache_hits")
+
+    def __init__(self) -> None:
+        self._root = _Node()
+        self._cache: dict[str, tuple[list, list]] = {}
+        self.count = 0
+        self.inserts = self.removes = self.matches = self.cache_hits = 0
+
+    def insert(self, sub: Subscription) -> None:
+        node = self._root
+        for tok in sub.subject.split("."):
+            if tok == "*":
+                if node.pwc is None:
+                    node.pwc = _Node()
+                node = node.pwc
+            elif tok == ">":
+                if node.fwc is None:
+                    node.fwc = _Node()
+                node = node.fwc
+            else:
+                nxt = node.children.get(tok)
+                if nxt is None:
+                    nxt = node.children[tok] = _Node()
+                node = nxt
+        if sub.queue:
+            node.queues.setdefault(sub.queue, []).append(sub)
+        else:
+            node.plain.append(sub)
+        self.count += 1
+        self.inserts += 1
+        self._invalidate(sub.subject)
+
+    def remove(self, sub: Subscription) -> bool:
+        path: list[tuple[_Node, str]] = []
+        node = self._root
+        for tok in sub.subject.split("."):
+            path.append((node, tok))
+            nxt = node.pwc if tok == "*" else node.fwc if tok == ">" else node.children.get(tok)
+            if nxt is None:
+                return False
+            node = nxt
+        if sub.queue:
+            members = node.queues.get(sub.queue)
+            if not members or sub not in members:
+                return False
+            members.remove(sub)
+            if not members:
+                del node.queues[sub.queue]
+        else:
+            try:
+                node.plain.remove(sub)
+            except ValueError:
+                return False
+        # Prune empty nodes so long-running servers with churning inboxes do not grow.
+        for parent, tok in reversed(path):
+            if not node.empty():
+                break
+            if tok == "*":
+                parent.pwc = None
+            elif tok == ">":
+                parent.fwc = None
+            else:
+                del parent.children[tok]
+            node = parent
+        self.count -= 1
+        self.removes += 1
+        self._invalidate(sub.subject)
+        return True
+
+    def _invalidate(self, subject: str) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if "*" not in subject and ">" not in subject:
+            cache.pop(subject, None)
+            return
+        from protocol.subjects import subject_matches
+
+        for key in [k for k in cache if subject_matches(subject, k)]:
+            del cache[key]
+
+    def match(self, subject: str) -> tuple[list[Subscription], list[list[Subscription]]]:
+        """Subscriptions interested in literal ``subject``: (plain subs, [members of each queue group])."""
+        self.matches += 1
+        hit = self._cache.get(subject)
+        if hit is not None:
+            self.cache_hits += 1
+            return hit
+        tokens = subject.split(".")
+        if "" in tokens:
+            return _EMPTY  # nats-server matches nothing for a subject with an empty token ("foo..bar")
+        plain: list[Subscription] = []
+        qmap: dict[str, list[Subscription]] = {}
+        _collect(self._root, tokens, 0, plain, qmap)
+        result = (plain, list(qmap.values())) if (plain or qmap) else _EMPTY
+        cache = self._cache
+        if len(cache) >= CACHE_MAX:
+            # Drop an arbitrary quarter, as nats-server prunes its cache in bulk.
+            for key in list(cache)[: CACHE_MAX // 4]:
+                del cache[key]
+        cache[subject] = result
+        return result
+
+    def has_interest(self, subject: str) -> bool:
+        plain, queues = self.match(subject)
+        return bool(plain or queues)
+
+    def all_subscriptions(self) -> list[Subscription]:
+        out: list[Subscription] = []
+        stack = [self._root]
+        while stack:
+            n = stack.pop()
+            out.extend(n.plain)
+            for members in n.queues.values():
+                out.extend(members)
+            stack.extend(n.children.values())
+            if n.pwc:
+                stack.append(n.pwc)
+            if n.fwc:
+                stack.append(n.fwc)
+        return out
+
+    def stats(self) -> dict:
+        return {
+            "num_subscriptions": self.count,
+            "num_cache": len(self._cache),
+            "num_inserts": self.inserts,
+            "num_removes": self.removes,
+            "num_matches": self.matches,
+            "cache_hit_rate": (self.cache_hits / self.matches) if self.matches else 0.0,
+            "max_fanout": 0,
+            "avg_fanout": 0.0,
+        }
+
+
+def _collect(node: _Node, tokens: list[str], i: int, plain: list, qmap: dict) -> None:
+    n = len(tokens)
+    while True:
+        if node.fwc is not None and i < n:
+            _add(node.fwc, plain, qmap)
+        if i == n:
+            _add(node, plain, qmap)
+            return
+        if node.pwc is not None:
+            _collect(node.pwc, tokens, i + 1, plain, qmap)
+        nxt = node.children.get(tokens[i])
+        if nxt is None:
+            return
+        node = nxt
+        i += 1
+
+
+def _add(node: _Node, plain: list, qmap: dict) -> None:
+    if node.plain:
+        plain.extend(node.plain)
+    for name, members in node.queues.items():
+        # nats-server merges queue members by group name across all matching nodes (addNodeToResults),
+        # so `q` on `foo.*` and `q` on `foo.bar` form one group.
+        qmap.setdefault(name, []).extend(members)

@@ -1,0 +1,139 @@
+"""The sans-IO parser: every operation, every input split at every byte, and malformed input (nats-server parser.go)."""
+import pytest
+
+from protocol.parser import (
+    ERR_MAX_CONTROL_LINE,
+    ERR_MAX_PAYLOAD,
+    ERR_UNKNOWN_OP,
+    OK,
+    PING,
+    PONG,
+    Connect,
+    Err,
+    Info,
+    Parser,
+    ProtocolError,
+    Pub,
+    Sub,
+    Unsub,
+)
+
+# (input, expected operations): one table, run whole and split at every byte.
+CASES = [
+    (b"PING\r\n", [PING]),
+    (b"PONG\r\n", [PONG]),
+    (b"ping\r\npong\r\n", [PING, PONG]),
+    (b"PING\n", [PING]),  # bare LF is tolerated
+    (b"PINGgarbage\r\n", [PING]),  # nats-server ignores bytes after PING up to the newline
+    (b"+OK\r\n", [OK]),
+    (b'CONNECT {"verbose":false}\r\n', [Connect(b'{"verbose":false}')]),
+    (b"CONNECT\t{}\r\n", [Connect(b"{}")]),
+    (b"INFO {}\r\n", [Info(b"{}")]),
+    (b"PUB foo 5\r\nhello\r\n", [Pub("foo", "", 0, b"hello")]),
+    (b"pub foo 0\r\n\r\n", [Pub("foo", "", 0, b"")]),
+    (b"PUB foo bar 2\r\nhi\r\n", [Pub("foo", "bar", 0, b"hi")]),
+    (b"PUB  foo\t\tbar   2\r\nhi\r\n", [Pub("foo", "bar", 0, b"hi")]),
+    (b"PUB foo 4\r\n\r\n\r\n\r\n", [Pub("foo", "", 0, b"\r\n\r\n")]),
+    (b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [Pub("foo", "", 12, b"NATS/1.0\r\n\r\nhi")]),
+    (b"HPUB foo r 12 12\r\nNATS/1.0\r\n\r\n\r\n", [Pub("foo", "r", 12, b"NATS/1.0\r\n\r\n")]),
+    (b"SUB foo 1\r\n", [Sub("foo", "", "1")]),
+    (b"SUB foo.* q 22\r\n", [Sub("foo.*", "q", "22")]),
+    (b"UNSUB 1\r\n", [Unsub("1", 0)]),
+    (b"UNSUB 1 10\r\n", [Unsub("1", 10)]),
+    (b"UNSUB 1 x\r\n", [Unsub("1", 0)]),  # a max that does not parse: unsubscribe now
+    (b'CONNECT{"a":1}\r\n', [Connect(b'{"a":1}')]),  # no separator needed after CONNECT
+    (b"CONNECT\r\n", [Connect(b"")]),
+    (
+        b"SUB a 1\r\nPUB a 1\r\nx\r\nPING\r\nUNSUB 1\r\n",
+        [Sub("a", "", "1"), Pub("a", "", 0, b"x"), PING, Unsub("1", 0)],
+    ),
+    (b"PUB \xc3\xa9t\xc3\xa9 1\r\nx\r\n", [Pub("\u00e9t\u00e9", "", 0, b"x")]),
+]
+
+
+@pytest.mark.parametrize("data,expected", CASES)
+def test_whole(data, expected):
+    assert Parser().feed(data) == expected
+
+
+@pytest.mark.parametrize("data,expected", CASES)
+def test_split_at_every_byte(data, expected):
+    for i in range(len(data) + 1):
+        p = Parser()
+        assert p.feed(data[:i]) + p.feed(data[i:]) == expected, i
+
+
+@pytest.mark.parametrize("data,expected", CASES)
+def test_byte_at_a_time(data, expected):
+    p = Parser()
+    ops = []
+    for b in data:
+        ops += p.feed(bytes([b]))
+    assert ops == expected
+
+
+# (input, -ERR text ("" = closed silently)): nats-server's answers to malformed input.
+MALFORMED = [
+    (b"XPUB foo 1\r\n", ERR_UNKNOWN_OP),
+    (b"MSG foo 1 1\r\nx\r\n", ERR_UNKNOWN_OP),  # clients may not send MSG
+    (b"\r\n", ERR_UNKNOWN_OP),  # an empty line
+    (b"PUB\r\n", ERR_UNKNOWN_OP),  # op word must be followed by a space or tab
+    (b"PUBX foo 1\r\n", ERR_UNKNOWN_OP),
+    (b"PUB foo 2\r\nhi\n", ERR_UNKNOWN_OP),  # payload must end with CRLF
+    (b"PUB foo 2\r\nhix\r\n", ERR_UNKNOWN_OP),
+    (b"PUB foo\r\n", ""),  # wrong argument count: closed without -ERR
+    (b"PUB foo bar baz 1\r\n", ""),
+    (b"PUB foo -1\r\n", ""),
+    (b"PUB foo abc\r\n", ""),
+    (b"PUB foo 99999999999999999999\r\n", ""),
+    (b"HPUB foo 10 5\r\n", ""),  # header larger than total
+    (b"HPUB foo 5\r\n", ""),
+    (b"SUB foo\r\n", ""),
+    (b"SUB a b c d\r\n", ""),
+    (b"UNSUB\r\n", ERR_UNKNOWN_OP),
+    (b"UNSUB 1 2 3\r\n", ""),
+    (b"PUB foo 2000000\r\n", ERR_MAX_PAYLOAD),
+    (b"PUB " + b"a" * 5000 + b" 1\r\n", ERR_MAX_CONTROL_LINE),
+    (b"PUB " + b"a" * 5000, ERR_MAX_CONTROL_LINE),  # caught before the line is complete
+]
+
+
+@pytest.mark.parametrize("data,err", MALFORMED)
+def test_malformed(data, err):
+    ops = Parser().feed(data)
+    assert ops and type(ops[-1]) is ProtocolError, ops
+    assert ops[-1].err == err
+
+
+def test_unknown_op_detected_before_newline():
+    # nats-server fails on the first byte that cannot continue an op name.
+    assert Parser().feed(b"XY")[-1].err == ERR_UNKNOWN_OP
+    assert Parser().feed(b"PU") == []
+
+
+def test_nothing_after_an_error():
+    p = Parser()
+    assert p.feed(b"XX\r\n")[-1].err == ERR_UNKNOWN_OP
+    assert p.feed(b"PING\r\n") == []
+
+
+def test_client_err_is_last_op():
+    p = Parser()
+    assert p.feed(b"-ERR 'boom'\r\nPING\r\n") == [Err(b"'boom'")]
+
+
+def test_ping_garbage_is_not_buffered():
+    p = Parser()
+    assert p.feed(b"PING" + b"x" * 100000) == []
+    assert p._buf == b""
+    assert p.feed(b"\r\nPONG\r\n") == [PING, PONG]
+
+
+def test_large_payload_in_many_reads():
+    payload = bytes(range(256)) * 4000
+    data = b"PUB big %d\r\n" % len(payload) + payload + b"\r\n"
+    p = Parser(max_payload=len(payload))
+    ops = []
+    for i in range(0, len(data), 1000):
+        ops += p.feed(data[i : i + 1000])
+    assert ops == [Pub("big", "", 0, payload)]
