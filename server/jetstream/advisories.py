@@ -1,0 +1,65 @@
+"""JetStream advisories: ``$JS.EVENT.ADVISORY.*`` events, published only when someone listens.
+
+Theory of operation
+-------------------
+An advisory is a JSON document with the ``TypedEvent`` envelope (``type``, ``id``, ``timestamp``) followed by the
+event's own fields, in nats-server's struct order (jetstream_events.go).  nats-server's ``publishAdvisory`` drops
+the event when the account has no interest in the subject; :func:`publish_advisory` does the same check first, so
+an advisory nobody listens to costs one sublist lookup and no JSON.  ``id`` is a NUID-style 22-character base62
+string; ``timestamp`` comes from the server clock.
+
+The stream advisories live here; consumer advisories use :func:`publish_advisory` and :func:`envelope` too.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from protocol.jsapi.timefmt import format_time
+
+from . import jsonout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.server import Server
+
+_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
+STREAM_CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.{stream}"
+STREAM_UPDATED = "$JS.EVENT.ADVISORY.STREAM.UPDATED.{stream}"
+STREAM_DELETED = "$JS.EVENT.ADVISORY.STREAM.DELETED.{stream}"
+
+ACTION_CREATE = "create"
+ACTION_MODIFY = "modify"
+ACTION_DELETE = "delete"
+
+
+def nuid() -> str:
+    return "".join(secrets.choice(_B62) for _ in range(22))
+
+
+def envelope(server: "Server", type_: str) -> dict[str, Any]:
+    return {"type": type_, "id": nuid(), "timestamp": format_time(server.clock.time_ns())}
+
+
+def publish_advisory(server: "Server", subject: str, event: dict[str, Any]) -> bool:
+    """Publish ``event`` on ``subject`` if anyone is subscribed; returns whether it was sent."""
+    if not server.sublist.has_interest(subject):
+        return False
+    domain = server.options.jetstream_domain
+    if domain and "domain" not in event:
+        event["domain"] = domain
+    server.publish(subject, jsonout.dumpb(event))
+    return True
+
+
+def stream_action(server: "Server", stream: str, action: str) -> None:
+    """nats-server JSStreamActionAdvisory: created / updated (``modify``) / deleted."""
+    subject = {ACTION_CREATE: STREAM_CREATED, ACTION_MODIFY: STREAM_UPDATED, ACTION_DELETE: STREAM_DELETED}[action]
+    subject = subject.format(stream=stream)
+    if not server.sublist.has_interest(subject):
+        return
+    ev = envelope(server, STREAM_ACTION_TYPE)
+    ev["stream"] = stream
+    ev["action"] = action
+    publish_advisory(server, subject, ev)

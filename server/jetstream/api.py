@@ -1,0 +1,164 @@
+"""The ``$JS.API`` router: one internal subscription on ``$JS.API.>``, dispatching on subject tokens.
+
+Theory of operation
+-------------------
+nats-server registers each API subject pattern (``$JS.API.STREAM.INFO.*`` ...) in a sublist and answers only
+requests that match one; anything else under ``$JS.API.>`` gets no reply at all (verified against 2.15.1:
+``$JS.API.FOO`` and ``$JS.API.STREAM.INFO.S.x`` time out).  :class:`ApiRouter` keeps the same table as data: a
+:class:`Route` per pattern with its handler, its reply ``type`` and the extra fields an error reply of that type
+carries (paged replies keep ``total/offset/limit`` even on errors, ``stream_names`` adds ``streams: null`` ...).
+
+A handler takes an :class:`ApiRequest` and returns a dict (the reply without ``type``), an
+:class:`~protocol.errors.ApiError`, or None (no reply, as nats-server does in a few places).  The router adds
+``type``, encodes Go-style JSON, publishes to the reply subject and keeps nats-server's API statistics: ``total``
+counts answered requests, ``errors`` the error replies (``trackAPI`` / ``trackAPIErr``), both after the reply is
+built (so ``$JS.API.INFO`` does not count itself).
+
+Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
+``API_LEVEL`` (or not a number) is 10185.  Consumer routes are added by ``api_consumers.register(router)`` when
+that module exists.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+from protocol import headers
+from protocol.errors import ApiError
+from protocol.jsapi.subjects import TYPE_PREFIX
+
+from ..version import API_LEVEL
+from . import jsonout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import JetStream
+
+API_PREFIX = "$JS.API."
+REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
+
+
+class ApiRequest(NamedTuple):
+    subject: str
+    tokens: list[str]
+    reply: str
+    hdr: bytes
+    body: bytes
+    origin: Any
+
+
+Handler = Callable[[ApiRequest], "dict | ApiError | None"]
+
+
+@dataclass
+class Route:
+    pattern: tuple[str, ...]
+    handler: Handler
+    type: str
+    error_extra: dict = field(default_factory=dict)
+    count_success: bool = True  # STREAM.MSG.GET answers outside nats-server's API accounting
+
+    def matches(self, tokens: list[str]) -> bool:
+        pat = self.pattern
+        if pat[-1] == ">":
+            if len(tokens) < len(pat):
+                return False
+            pat = pat[:-1]
+        elif len(tokens) != len(pat):
+            return False
+        for p, t in zip(pat, tokens):
+            if p != "*" and p != t:
+                return False
+        return True
+
+
+class ApiRouter:
+    def __init__(self, js: "JetStream") -> None:
+        self.js = js
+        self.server = js.server
+        self.total = 0
+        self.errors = 0
+        self._routes: dict[str, list[Route]] = {}
+        self._subs: list = []
+
+    def register(self, pattern: str, handler: Handler, reply_type: str, error_extra: dict | None = None,
+                 count_success: bool = True) -> Route:
+        """Add ``$JS.API.<pattern>`` (``*`` one token, trailing ``>`` the rest).  ``reply_type`` is the short
+        name (``stream_info_response``)."""
+        toks = tuple(pattern.split("."))
+        route = Route(toks, handler, TYPE_PREFIX + reply_type, dict(error_extra or {}), count_success)
+        self._routes.setdefault(toks[0], []).append(route)
+        return route
+
+    def start(self) -> None:
+        srv = self.server
+        self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch))
+        domain = srv.options.jetstream_domain
+        if domain:
+            self._subs.append(srv.subscribe_internal(f"$JS.{domain}.API.>", self._dispatch_domain))
+
+    def stop(self) -> None:
+        for sub in self._subs:
+            self.server.unsubscribe_internal(sub)
+        self._subs = []
+
+    def _dispatch_domain(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        toks = subject.split(".", 3)
+        self._dispatch(sub, API_PREFIX + (toks[3] if len(toks) > 3 else ""), reply, hdr_len, data, origin)
+
+    def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        tokens = subject.split(".")[2:]
+        if not tokens:
+            return
+        route = None
+        for r in self._routes.get(tokens[0], ()):
+            if r.matches(tokens):
+                route = r
+                break
+        if route is None:
+            return
+        hdr = bytes(data[:hdr_len]) if hdr_len else b""
+        body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
+        req = ApiRequest(subject, tokens, reply, hdr, body, origin)
+        if hdr and _api_level_too_high(hdr):
+            self.reply_error(req, route, ApiError.of("JSRequiredApiLevelErr"))
+            return
+        try:
+            res = route.handler(req)
+        except ApiError as e:
+            res = e
+        except Exception as e:  # a handler bug must never take the server down
+            self.server.log_error("JetStream API handler failed", subject=subject, error=repr(e))
+            res = ApiError.of("JSStreamGeneralErrorF", err=str(e) or type(e).__name__)
+        if res is None:
+            return
+        if isinstance(res, ApiError):
+            self.reply_error(req, route, res)
+        else:
+            self.reply_ok(req, route, res)
+
+    def reply_ok(self, req: ApiRequest, route: Route, body: dict) -> None:
+        out = {"type": route.type}
+        out.update(body)
+        if route.count_success:
+            self.total += 1
+        if req.reply:
+            self.server.publish(req.reply, jsonout.dumpb(out))
+
+    def reply_error(self, req: ApiRequest, route: Route, err: ApiError) -> None:
+        out: dict = {"type": route.type, "error": err.to_dict()}
+        out.update(route.error_extra)
+        self.total += 1
+        self.errors += 1
+        if req.reply:
+            self.server.publish(req.reply, jsonout.dumpb(out))
+
+
+def _api_level_too_high(hdr: bytes) -> bool:
+    """nats-server errorOnRequiredApiLevel: a value that is not a number also fails."""
+    v = headers.get(hdr, REQUIRED_API_LEVEL_HDR)
+    if not v:
+        return False
+    try:
+        return int(v) > API_LEVEL
+    except ValueError:
+        return True

@@ -1,0 +1,346 @@
+"""Handlers for ``$JS.API.INFO`` and ``$JS.API.STREAM.*`` (nats-server jetstream_api.go), in its check order.
+
+Theory of operation
+-------------------
+Each handler reproduces the sequence of checks of its nats-server counterpart, because a client sees only the first
+error: body parsing (strict JSON, unknown fields are 10025 unless ``jetstream: {strict: false}``), name checks,
+``checkStreamCfg`` (:func:`protocol.jsapi.stream_config.normalize_stream_config`), replicas, existing stream,
+limits, subject overlap.  Bodies of NAMES/LIST/INFO/PURGE are decoded only when they start with ``{`` or ``[``
+(``isJSONObjectOrArray``): any other body is ignored, as nats-server does.
+
+Replies are dicts in Go field order; :func:`stream_info` builds the StreamInfo object shared by CREATE, UPDATE,
+INFO and LIST (LIST omits ``cluster`` and the dynamic ``_nats.*`` metadata, CREATE omits ``cluster``, INFO carries
+``cluster: {"leader": <server name>}`` like a standalone nats-server).  Skiff reports its own version and API level
+(server/version.py) in ``_nats.ver`` / ``_nats.level``.
+"""
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING
+
+from protocol.errors import ApiError
+from protocol.jsapi import requests as rq
+from protocol.jsapi._subjects import subjects_collide
+from protocol.jsapi.stream_config import (
+    StreamConfig, check_stream_create, check_stream_update, configs_equal, normalize_stream_config,
+    parse_stream_config_request, set_static_stream_metadata, with_dynamic_metadata,
+)
+from protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
+from protocol.jsapi.timefmt import format_time
+
+from ..version import API_LEVEL, VERSION
+from . import jsonout
+from .api import ApiRequest, ApiRouter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import JetStream
+    from .stream import Stream
+
+PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
+
+
+def register(router: ApiRouter) -> None:
+    js = router.js
+    h = StreamApi(js)
+    router.register("INFO", h.account_info, "account_info_response")
+    router.register("STREAM.CREATE.*", h.create, "stream_create_response")
+    router.register("STREAM.UPDATE.*", h.update, "stream_update_response")
+    router.register("STREAM.NAMES", h.names, "stream_names_response", {**PAGED_ERR, "streams": None})
+    router.register("STREAM.LIST", h.list, "stream_list_response", {**PAGED_ERR, "streams": []})
+    router.register("STREAM.INFO.*", h.info, "stream_info_response", PAGED_ERR)
+    router.register("STREAM.DELETE.*", h.delete, "stream_delete_response")
+    router.register("STREAM.PURGE.*", h.purge, "stream_purge_response", {"purged": 0})
+    router.register("STREAM.MSG.GET.*", h.msg_get, "stream_msg_get_response", count_success=False)
+    router.register("STREAM.MSG.DELETE.*", h.msg_delete, "stream_msg_delete_response")
+    # Standalone server: leader/peer operations need clustering (10010).
+    cluster = lambda req: ApiError.of("JSClusterRequiredErr")  # noqa: E731
+    router.register("STREAM.LEADER.STEPDOWN.*", cluster, "stream_leader_stepdown_response")
+    router.register("STREAM.PEER.REMOVE.*", cluster, "stream_remove_peer_response")
+
+
+def is_json_object_or_array(body: bytes) -> bool:
+    s = body.lstrip(b" \t\r\n")
+    return s[:1] in (b"{", b"[")
+
+
+def stream_info(js: "JetStream", stream: "Stream", *, dynamic_meta: bool = True, cluster: bool = False,
+                deleted_details: bool = False) -> dict:
+    cfg = stream.config
+    if dynamic_meta:
+        cfg = with_dynamic_metadata(cfg, VERSION, API_LEVEL)
+    out: dict = {
+        "config": jsonout.Raw(cfg.to_json()),
+        "created": jsonout.time_json(stream.created),
+        "state": stream.state_json(deleted_details),
+    }
+    domain = js.server.options.jetstream_domain
+    if domain:
+        out["domain"] = domain
+    if cluster:
+        ci: dict = {}
+        cname = getattr(js.server.options, "cluster_name", "") or ""
+        if cname:
+            ci["name"] = cname
+        ci["leader"] = js.server.server_name
+        out["cluster"] = ci
+    out["ts"] = format_time(js.server.clock.time_ns())
+    return out
+
+
+class StreamApi:
+    def __init__(self, js: "JetStream") -> None:
+        self.js = js
+
+    @property
+    def strict(self) -> bool:
+        return bool(getattr(self.js.server.options, "jetstream_strict", True))
+
+    def _parse(self, model, body: bytes):
+        return rq.parse_request(model, body, strict=self.strict)
+
+    # ------------------------------------------------------------------ account
+    def account_info(self, req: ApiRequest) -> dict:
+        return self.js.account_info()
+
+    # ------------------------------------------------------------------ create / update
+    def create(self, req: ApiRequest) -> dict | ApiError:
+        js = self.js
+        creq = parse_stream_config_request(req.body, strict=self.strict)
+        if isinstance(creq, ApiError):
+            return creq
+        cfg = set_static_stream_metadata(creq.config())
+        name = req.tokens[2]
+        err = check_stream_create(name, cfg)
+        if err is not None:
+            return err
+        if js.max_streams > 0 and len(js.streams) >= js.max_streams and name not in js.streams:
+            return ApiError.of("JSMaximumStreamsLimitErr")
+        ncfg = normalize_stream_config(cfg, pedantic=creq.pedantic, limits=js.stream_limits(cfg),
+                                       lookup_stream=js.lookup_config)
+        if isinstance(ncfg, ApiError):
+            return ncfg
+        if ncfg.num_replicas > 1:
+            return ApiError.of("JSStreamReplicasNotSupportedErr")
+        existing = js.streams.get(ncfg.name)
+        if existing is not None:
+            if not configs_equal(ncfg, existing.config):
+                return ApiError.of("JSStreamNameExistErr")
+            stream = existing
+        else:
+            err = js.check_stream_limits(ncfg)
+            if err is not None:
+                return err
+            if js.subjects_overlap(ncfg.subjects or [], None):
+                return ApiError.of("JSStreamSubjectOverlapErr")
+            try:
+                stream = js.add_stream(ncfg)
+            except ApiError as e:
+                return e
+            except Exception as e:  # the store could not be created (disk, path)
+                js.server.log_warning("Stream create failed", stream=name, error=str(e))
+                return ApiError.of("JSStreamCreateErrF", err=str(e))
+        out = stream_info(js, stream)
+        out["did_create"] = True
+        return out
+
+    def update(self, req: ApiRequest) -> dict | ApiError:
+        js = self.js
+        ureq = parse_stream_config_request(req.body, strict=self.strict)
+        if isinstance(ureq, ApiError):
+            return ureq
+        new = ureq.config()
+        ncfg = normalize_stream_config(new, pedantic=ureq.pedantic, limits=js.stream_limits(new),
+                                       lookup_stream=js.lookup_config)
+        if isinstance(ncfg, ApiError):
+            return ncfg
+        name = req.tokens[2]
+        if name != ncfg.name:
+            return ApiError.of("JSStreamMismatchErr")
+        stream = js.streams.get(name)
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        new = set_static_stream_metadata(new)
+        cfg = check_stream_update(stream.config, new, pedantic=ureq.pedantic, limits=js.stream_limits(new),
+                                  lookup_stream=js.lookup_config)
+        if isinstance(cfg, ApiError):
+            return cfg
+        if js.subjects_overlap(cfg.subjects or [], stream):
+            return ApiError.of("JSStreamSubjectOverlapErr")
+        err = js.check_stream_limits(cfg, exclude=stream)
+        if err is not None:
+            return err
+        try:
+            js.update_stream(stream, cfg)
+        except Exception as e:
+            return ApiError.unless("JSStreamUpdateErrF", e, err=str(e))
+        return stream_info(js, stream)
+
+    # ------------------------------------------------------------------ names / list / info
+    def _paged_filter(self, req: ApiRequest, model) -> tuple[int, str] | ApiError:
+        offset, flt = 0, ""
+        if is_json_object_or_array(req.body):
+            r = self._parse(model, req.body)
+            if isinstance(r, ApiError):
+                return r
+            offset = max(r.offset, 0)
+            flt = r.subject
+        return offset, flt
+
+    def _filtered(self, flt: str) -> list["Stream"]:
+        streams = list(self.js.streams.values())
+        if flt:
+            streams = [s for s in streams if any(subjects_collide(flt, x) for x in s.config.subjects or [])]
+        streams.sort(key=lambda s: s.name)
+        return streams
+
+    def names(self, req: ApiRequest) -> dict | ApiError:
+        r = self._paged_filter(req, rq.JSApiStreamNamesRequest)
+        if isinstance(r, ApiError):
+            return r
+        offset, flt = r
+        streams = self._filtered(flt)
+        offset = min(offset, len(streams))
+        names = [s.name for s in streams[offset:offset + NAMES_LIMIT]]
+        return {"total": len(streams), "offset": offset, "limit": NAMES_LIMIT, "streams": names or None}
+
+    def list(self, req: ApiRequest) -> dict | ApiError:
+        r = self._paged_filter(req, rq.JSApiStreamListRequest)
+        if isinstance(r, ApiError):
+            return r
+        offset, flt = r
+        streams = self._filtered(flt)
+        offset = min(offset, len(streams))
+        infos = [stream_info(self.js, s, dynamic_meta=False) for s in streams[offset:offset + LIST_LIMIT]]
+        return {"total": len(streams), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
+
+    def info(self, req: ApiRequest) -> dict | ApiError:
+        details, subjects, offset = False, "", 0
+        if is_json_object_or_array(req.body):
+            r = self._parse(rq.JSApiStreamInfoRequest, req.body)
+            if isinstance(r, ApiError):
+                return r
+            details, subjects, offset = r.deleted_details, r.subjects_filter, max(r.offset, 0)
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        info = stream_info(self.js, stream, cluster=True, deleted_details=details)
+        paged = {"total": 0, "offset": 0, "limit": 0}
+        if subjects:
+            totals = stream.store.subjects_totals(subjects)
+            if totals:
+                # nats-server reports the requested offset even when it is past the end.
+                paged = {"total": len(totals), "offset": offset, "limit": MAX_SUBJECT_DETAILS}
+                if offset == 0 and len(totals) <= MAX_SUBJECT_DETAILS:
+                    page = totals
+                else:
+                    keys = sorted(totals)
+                    start = min(offset, len(keys))
+                    page = {k: totals[k] for k in keys[start:start + MAX_SUBJECT_DETAILS]}
+                if page:
+                    _insert_subjects(info["state"], page)
+        return {**paged, **info}
+
+    # ------------------------------------------------------------------ delete / purge
+    def delete(self, req: ApiRequest) -> dict | ApiError:
+        if not rq.is_empty_request(req.body):
+            return ApiError.of("JSNotEmptyRequestErr")
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        try:
+            self.js.delete_stream(stream)
+        except Exception as e:
+            return ApiError.unless("JSStreamDeleteErrF", e, err=str(e))
+        return {"success": True}
+
+    def purge(self, req: ApiRequest) -> dict | ApiError:
+        preq = None
+        if is_json_object_or_array(req.body):
+            preq = self._parse(rq.JSApiStreamPurgeRequest, req.body)
+            if isinstance(preq, ApiError):
+                return preq
+            if preq.seq > 0 and preq.keep > 0:
+                return ApiError.of("JSBadRequestErr")
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        if stream.config.sealed:
+            return ApiError.of("JSStreamSealedErr")
+        if stream.config.deny_purge:
+            return ApiError.of("JSStreamPurgeFailedF", err="stream purge not permitted")
+        if preq is None:
+            n = stream.purge()
+        else:
+            n = stream.purge(preq.filter or None, preq.seq, preq.keep)
+        return {"success": True, "purged": n}
+
+    # ------------------------------------------------------------------ messages
+    def msg_get(self, req: ApiRequest) -> dict | ApiError:
+        name = req.tokens[3]
+        if rq.is_empty_request(req.body):
+            return ApiError.of("JSBadRequestErr")
+        r = self._parse(rq.JSApiMsgGetRequest, req.body)
+        if isinstance(r, ApiError):
+            return r
+        if r.batch > 0 or r.max_bytes > 0:
+            return ApiError.of("JSBadRequestErr")
+        st = r.start_time
+        if ((r.seq > 0 and r.last_by_subj) or (r.seq == 0 and not r.last_by_subj and not r.next_by_subj and st is None)
+                or (r.seq > 0 and st is not None) or (st is not None and r.last_by_subj)
+                or (r.last_by_subj and r.next_by_subj)):
+            return ApiError.of("JSBadRequestErr")
+        stream = self.js.streams.get(name)
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        store = stream.store
+        seq = store.get_seq_from_time(st.unix_ns) if st is not None else r.seq
+        if seq > 0 and not r.next_by_subj:
+            sm = store.load_msg(seq)
+        elif r.next_by_subj:
+            sm, _ = store.load_next_msg(r.next_by_subj, seq)
+        else:
+            sm = store.load_last_msg(r.last_by_subj)
+        if sm is None:
+            return ApiError.of("JSNoMessageFoundErr")
+        m: dict = {"subject": sm.subject, "seq": sm.seq}
+        if sm.hdr and not r.no_hdr:
+            m["hdrs"] = base64.b64encode(sm.hdr).decode()
+        if sm.data:
+            m["data"] = base64.b64encode(sm.data).decode()
+        m["time"] = format_time(sm.ts)
+        return {"message": m}
+
+    def msg_delete(self, req: ApiRequest) -> dict | ApiError:
+        name = req.tokens[3]
+        if rq.is_empty_request(req.body):
+            return ApiError.of("JSBadRequestErr")
+        r = self._parse(rq.JSApiMsgDeleteRequest, req.body)
+        if isinstance(r, ApiError):
+            return r
+        stream = self.js.streams.get(name)
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        if stream.config.sealed:
+            return ApiError.of("JSStreamSealedErr")
+        if stream.config.deny_delete:
+            return ApiError.of("JSStreamMsgDeleteFailedF", err="message delete not permitted")
+        if not stream.remove_msg(r.seq, erase=not r.no_erase):
+            return ApiError.of("JSSequenceNotFoundErrF", seq=r.seq)
+        return {"success": True}
+
+
+def _insert_subjects(state: dict, page: dict[str, int]) -> None:
+    """Put ``subjects`` after ``num_subjects`` (Go's StreamState field order) in a state dict."""
+    items = list(state.items())
+    state.clear()
+    placed = False
+    for k, v in items:
+        if not placed and k in ("num_deleted", "deleted", "lost", "consumer_count"):
+            state["subjects"] = dict(sorted(page.items()))
+            placed = True
+        state[k] = v
+    if not placed:
+        state["subjects"] = dict(sorted(page.items()))
+
+
+__all__ = ["register", "stream_info", "StreamConfig"]

@@ -1,0 +1,74 @@
+"""Nats-Msg-Id de-duplication inside a stream's ``duplicate_window`` (nats-server stream.go ddmap/ddarr).
+
+Theory of operation
+-------------------
+Every stored message that carried ``Nats-Msg-Id`` is remembered as ``id -> (seq, ts)`` and appended to a FIFO in
+arrival order.  An id is a duplicate while ``now - ts < window`` (nats-server ``purgeMsgIds`` drops entries with
+``now - ts >= window``).  Instead of nats-server's timer we prune lazily from the head of the FIFO whenever the
+window is consulted or extended: the result is the same for every observer, and time comes from the server clock
+only, so a test that moves a ``ManualClock`` sees ids expire exactly at the window.  ``window == 0`` disables
+tracking (nats-server ``storeMsgIdLocked``: "Zero means disabled").
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+
+class DedupeWindow:
+    __slots__ = ("window", "_now", "_ids", "_fifo")
+
+    def __init__(self, window_ns: int, now: Callable[[], int]) -> None:
+        self.window = window_ns
+        self._now = now
+        self._ids: dict[str, tuple[int, int]] = {}
+        self._fifo: deque[tuple[str, int, int]] = deque()
+
+    def __len__(self) -> int:
+        self._prune()
+        return len(self._ids)
+
+    def _prune(self) -> None:
+        fifo = self._fifo
+        if not fifo:
+            return
+        limit = self._now() - self.window
+        ids = self._ids
+        while fifo and fifo[0][2] <= limit:
+            msg_id, seq, ts = fifo.popleft()
+            cur = ids.get(msg_id)
+            if cur is not None and cur[0] == seq:
+                del ids[msg_id]
+
+    def check(self, msg_id: str) -> int:
+        """The sequence a live duplicate was stored at, or 0."""
+        if not msg_id or not self._ids:
+            return 0
+        self._prune()
+        hit = self._ids.get(msg_id)
+        return hit[0] if hit else 0
+
+    def store(self, msg_id: str, seq: int, ts: int) -> None:
+        if self.window <= 0 or not msg_id:
+            return
+        self._prune()
+        self._ids[msg_id] = (seq, ts)
+        self._fifo.append((msg_id, seq, ts))
+
+    def forget_seqs(self, seqs: set[int]) -> None:
+        """Drop ids of messages that were not stored after all (a failed flush rolled them back)."""
+        if not seqs or not self._ids:
+            return
+        for msg_id, (seq, _ts) in list(self._ids.items()):
+            if seq in seqs:
+                del self._ids[msg_id]
+
+    def set_window(self, window_ns: int) -> None:
+        self.window = window_ns
+        if window_ns <= 0:
+            self._ids.clear()
+            self._fifo.clear()
+
+    def clear(self) -> None:
+        self._ids.clear()
+        self._fifo.clear()

@@ -1,0 +1,230 @@
+"""Direct Get (ADR-31): raw stored messages answered by the stream itself, not through the JSON API.
+
+Theory of operation
+-------------------
+A stream with ``allow_direct`` queue-subscribes (group ``_sys_``, as nats-server does so that mirrors may join) to
+``$JS.API.DIRECT.GET.<stream>`` (JSON body) and ``$JS.API.DIRECT.GET.<stream>.>`` (the subject after the stream
+name is the key for "last message on subject", body empty or ``{}``-like).  Without ``allow_direct`` nobody
+subscribes, so a requester gets no-responders.
+
+A hit is the stored message, published to the reply inbox with no reply subject, its original headers plus
+``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp`` (RFC3339Nano, UTC); ``no_hdr`` sends the
+payload with no headers at all.  Batches (``batch``, ``multi_last``) add ``Nats-Num-Pending`` and
+``Nats-Last-Sequence`` (the previous sequence sent, 0 first) and end with ``NATS/1.0 204 EOB`` carrying the same two
+headers (+ ``Nats-UpTo-Sequence`` for multi_last).  Failures are status-only messages: ``404 Message Not Found``,
+``404 No Results``, ``408 Empty Request`` / ``Malformed Request`` / ``Bad Request``, ``413 Too Many Results``,
+``412 Required Api Level``.  All of this follows nats-server stream.go processDirectGet* / getDirectRequest.
+
+Headers are added with nats-server's ``genHeader`` (append ``Key: value`` before the final CRLF, existing keys kept).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.jsapi.gojson import GoDecodeError
+from protocol.jsapi.requests import JSApiMsgGetRequest
+from protocol.jsapi.timefmt import format_time
+from storage.errors import TooManyResultsError
+
+from .api import _api_level_too_high
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stream import Stream
+
+DIRECT_GET = "$JS.API.DIRECT.GET.{stream}"
+DIRECT_GET_LAST = "$JS.API.DIRECT.GET.{stream}.>"
+QUEUE = "_sys_"
+MAX_MULTI = 1024  # maxAllowedResponses in getDirectMulti
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # the server's max_pending when the request sets no max_bytes
+
+ST_EMPTY = b"NATS/1.0 408 Empty Request\r\n\r\n"
+ST_MALFORMED = b"NATS/1.0 408 Malformed Request\r\n\r\n"
+ST_BAD = b"NATS/1.0 408 Bad Request\r\n\r\n"
+ST_NOT_FOUND = b"NATS/1.0 404 Message Not Found\r\n\r\n"
+ST_NO_RESULTS = b"NATS/1.0 404 No Results\r\n\r\n"
+ST_TOO_MANY = b"NATS/1.0 413 Too Many Results\r\n\r\n"
+ST_API_LEVEL = b"NATS/1.0 412 Required Api Level\r\n\r\n"
+
+
+def subscribe_direct(stream: "Stream") -> list:
+    srv = stream.server
+    g = DirectGet(stream)
+    return [
+        srv.subscribe_internal(DIRECT_GET.format(stream=stream.name), g.on_request, queue=QUEUE),
+        srv.subscribe_internal(DIRECT_GET_LAST.format(stream=stream.name), g.on_last_by_subject, queue=QUEUE),
+    ]
+
+
+def gen_header(hdr: bytes, key: str, value: str) -> bytes:
+    """nats-server genHeader: append a header line to an existing block (no replacement)."""
+    line = f"{key}: {value}\r\n".encode("utf-8", "surrogateescape")
+    if not hdr:
+        return b"NATS/1.0\r\n" + line + b"\r\n"
+    return hdr[:-2] + line + b"\r\n"
+
+
+def _parse(body: bytes) -> JSApiMsgGetRequest | None:
+    """json.Unmarshal (lenient: unknown fields ignored); None when malformed."""
+    try:
+        return JSApiMsgGetRequest.from_json(body, strict=False)
+    except (GoDecodeError, ValueError):
+        return None
+
+
+class DirectGet:
+    def __init__(self, stream: "Stream") -> None:
+        self.stream = stream
+
+    def _send(self, reply: str, hdr: bytes, data: bytes = b"") -> None:
+        self.stream.server.publish(reply, data, hdr=hdr)
+
+    # ------------------------------------------------------------------ the two subscriptions
+    def on_request(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        if not reply:
+            return
+        hdr, body = bytes(data[:hdr_len]), bytes(data[hdr_len:])
+        if hdr and _api_level_too_high(hdr):
+            return self._send(reply, ST_API_LEVEL)
+        if not body:
+            return self._send(reply, ST_EMPTY)
+        req = _parse(body)
+        if req is None:
+            return self._send(reply, ST_MALFORMED)
+        if req.seq == 0 and not req.last_by_subj and not req.next_by_subj and not req.multi_last and req.start_time is None:
+            return self._send(reply, ST_EMPTY)
+        if ((req.seq > 0 and req.last_by_subj) or (req.seq > 0 and req.start_time is not None)
+                or (req.start_time is not None and req.last_by_subj) or (req.last_by_subj and req.next_by_subj)
+                or (req.last_by_subj and req.batch > 0) or (req.last_by_subj and req.multi_last)
+                or (req.next_by_subj and req.multi_last) or (req.up_to_seq > 0 and req.up_to_time is not None)):
+            return self._send(reply, ST_BAD)
+        self.get(req, reply)
+
+    def on_last_by_subject(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        if not reply:
+            return
+        hdr, body = bytes(data[:hdr_len]), bytes(data[hdr_len:])
+        if hdr and _api_level_too_high(hdr):
+            return self._send(reply, ST_API_LEVEL)
+        req = JSApiMsgGetRequest()
+        if body:
+            parsed = _parse(body)
+            if parsed is None:
+                return self._send(reply, ST_MALFORMED)
+            req = parsed
+        parts = subject.split(".", 5)
+        key = parts[5] if len(parts) > 5 else ""
+        if not key:
+            return self._send(reply, ST_BAD)
+        if (req.last_by_subj or req.next_by_subj or req.multi_last or req.seq or req.batch
+                or req.start_time is not None or req.up_to_seq or req.up_to_time is not None):
+            return self._send(reply, ST_BAD)
+        req = req.model_copy(update={"last_by_subj": key})
+        self.get(req, reply)
+
+    # ------------------------------------------------------------------ getDirectRequest
+    def get(self, req: JSApiMsgGetRequest, reply: str) -> None:
+        if req.multi_last:
+            return self.get_multi(req, reply)
+        st = self.stream
+        store, name = st.store, st.name
+        seq = store.get_seq_from_time(req.start_time.unix_ns) if req.start_time is not None else req.seq
+        batch = req.batch
+        is_batch = batch > 0
+        np = 0
+        if is_batch:
+            np = store.num_pending(seq, req.next_by_subj or "")
+        else:
+            batch = 1
+        mb = req.max_bytes or DEFAULT_MAX_BYTES
+        sent_bytes = 0
+        lseq = 0
+        for i in range(batch):
+            if seq > 0 and not req.next_by_subj:
+                if i == 0 and not is_batch:
+                    sm = store.load_msg(seq)
+                else:
+                    sm, _ = store.load_next_msg("", seq)
+                    if sm is not None:
+                        seq = sm.seq
+                seq += 1
+            elif req.next_by_subj:
+                sm, _ = store.load_next_msg(req.next_by_subj, seq)
+                if sm is not None:
+                    seq = sm.seq
+                seq += 1
+            else:
+                sm = store.load_last_msg(req.last_by_subj)
+            if sm is None:
+                if batch > 1 and i > 0:
+                    break
+                return self._send(reply, ST_NOT_FOUND)
+            ts = format_time(sm.ts)
+            hdr = b""
+            if not req.no_hdr:
+                hdr = sm.hdr
+                hdr = gen_header(hdr, "Nats-Stream", name)
+                hdr = gen_header(hdr, "Nats-Subject", sm.subject)
+                hdr = gen_header(hdr, "Nats-Sequence", str(sm.seq))
+                hdr = gen_header(hdr, "Nats-Time-Stamp", ts)
+                if is_batch:
+                    if np > 0:
+                        np -= 1
+                    hdr = gen_header(hdr, "Nats-Num-Pending", str(np))
+                    hdr = gen_header(hdr, "Nats-Last-Sequence", str(lseq))
+            lseq = sm.seq
+            self._send(reply, hdr, sm.data)
+            sent_bytes += len(sm.subject) + len(sm.hdr) + len(sm.data)
+            if sent_bytes >= mb:
+                break
+        if is_batch:
+            # nats-server recounts when the stream moved on; the store is consistent here, so count now.
+            np = store.num_pending(seq, req.next_by_subj or "") if seq <= store.last_seq else 0
+            self._send(reply, b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n" % (np, lseq))
+
+    def get_multi(self, req: JSApiMsgGetRequest, reply: str) -> None:
+        st = self.stream
+        store, name = st.store, st.name
+        mb = req.max_bytes or DEFAULT_MAX_BYTES
+        up_to = req.up_to_seq
+        if req.up_to_time is not None:
+            up_to = store.get_seq_from_time(req.up_to_time.unix_ns)
+            if up_to <= store.first_seq:
+                return self._send(reply, ST_NO_RESULTS)
+            up_to -= 1
+        if up_to == 0:
+            up_to = store.last_seq
+        try:
+            seqs = store.multi_last_seqs(req.multi_last, up_to, MAX_MULTI)
+        except TooManyResultsError:
+            return self._send(reply, ST_TOO_MANY)
+        if not seqs:
+            return self._send(reply, ST_NO_RESULTS)
+        np = len(seqs)
+        lseq = 0
+        sent = sent_bytes = 0
+        for seq in seqs:
+            if np > 0:
+                np -= 1
+            if seq < req.seq:
+                continue
+            sm = store.load_msg(seq)
+            if sm is None:
+                return self._send(reply, ST_NOT_FOUND)
+            hdr = sm.hdr
+            hdr = gen_header(hdr, "Nats-Stream", name)
+            hdr = gen_header(hdr, "Nats-Subject", sm.subject)
+            hdr = gen_header(hdr, "Nats-Sequence", str(sm.seq))
+            hdr = gen_header(hdr, "Nats-Time-Stamp", format_time(sm.ts))
+            hdr = gen_header(hdr, "Nats-Num-Pending", str(np))
+            hdr = gen_header(hdr, "Nats-Last-Sequence", str(lseq))
+            lseq = sm.seq
+            self._send(reply, hdr, sm.data)
+            sent_bytes += len(sm.subject) + len(sm.hdr) + len(sm.data)
+            if sent_bytes >= mb:
+                break
+            sent += 1
+            if req.batch > 0 and sent >= req.batch:
+                break
+        self._send(reply, b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n"
+                          b"Nats-UpTo-Sequence: %d\r\n\r\n" % (np, lseq, up_to))
+

@@ -1,0 +1,313 @@
+"""The JetStream engine: the stream registry, recovery at start, flush/PubAcks, limits, and the stats docs.
+
+Theory of operation
+-------------------
+``start()`` makes ``<store_dir>/jetstream``, reopens every stream found under ``$G/streams/`` (:meth:`recover`),
+then subscribes the API router on ``$JS.API.>``.  A stream whose metadata or store cannot be read is logged loudly
+and skipped: it never stops the server.
+
+The server calls ``flush()`` once per event-loop turn (before it writes client output) when ``has_pending`` is set,
+so appends from one read are handed to the OS together and their PubAcks go out only after that (DESIGN.md); the
+mechanics live in :mod:`.durability`.
+
+Streams are created and deleted only here (``add_stream`` / ``delete_stream`` / ``update_stream``), which also
+persist the metadata and send the stream advisories.  Consumers hang off ``Stream.consumers`` (see stream.py); the
+engine counts them for ``$JS.API.INFO``, ``/jsz`` and ``/varz``.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from protocol.errors import ApiError
+from protocol.jsapi.stream_config import StreamConfig, StreamLimits
+from protocol.jsapi._subjects import subjects_collide
+from protocol.jsapi.timefmt import format_time
+from storage.layout import StoreRoot
+
+from ..version import API_LEVEL
+from . import advisories, persist
+from .api import ApiRouter
+from .durability import Durability
+from .stream import Stream
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.server import Server
+
+
+class JetStream:
+    def __init__(self, server: "Server") -> None:
+        self.server = server
+        opts = server.options
+        base = opts.store_dir or os.path.join(os.getcwd(), "data")
+        self.store_dir = os.path.join(os.path.abspath(base), "jetstream")
+        self.root = StoreRoot(os.path.abspath(base))
+        self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
+        self.max_storage = opts.max_file_store if opts.max_file_store and opts.max_file_store > 0 else _default_disk(self.store_dir)
+        self.max_streams = 0  # account limit; 0 / -1 = unlimited (the global account has none)
+        self.has_pending = False
+        self.streams: dict[str, Stream] = {}
+        self.router = ApiRouter(self)
+        sync_interval = float(opts.sync_interval or 120)
+        self.sync_always = bool(getattr(opts, "sync_always", False))
+        self.durability = Durability(self, sync_always=self.sync_always, sync_interval=sync_interval)
+        self.recovery_errors: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ life cycle
+    @property
+    def api_total(self) -> int:
+        return self.router.total
+
+    @property
+    def api_errors(self) -> int:
+        return self.router.errors
+
+    def start(self) -> None:
+        os.makedirs(self.store_dir, exist_ok=True)
+        from . import api_streams
+
+        api_streams.register(self.router)
+        try:
+            from . import api_consumers  # type: ignore[attr-defined]
+        except ImportError:
+            api_consumers = None
+        if api_consumers is not None:
+            api_consumers.register(self.router)
+        self.recover()
+        self.router.start()
+        self.durability.start()
+
+    async def stop(self) -> None:
+        self.router.stop()
+        await self.durability.stop()
+        for stream in list(self.streams.values()):
+            try:
+                stream.stop()
+            except Exception as e:
+                self.server.log_error("JetStream stream stop failed", stream=stream.name, error=str(e))
+
+    def flush(self) -> None:
+        self.durability.flush()
+
+    def healthy(self) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ streams
+    def store_config(self, cfg: StreamConfig):
+        return persist.store_config(cfg, sync_interval_ns=int(self.durability.sync_interval * 1e9),
+                                    sync_always=self.sync_always)
+
+    def _open(self, cfg: StreamConfig, created: int) -> Stream:
+        store = persist.open_store(cfg, self.root, self.server.clock.time_ns, self.store_config(cfg))
+        path = None if cfg.storage == "memory" else str(self.root.stream_dir(cfg.name))
+        return Stream(self, cfg, created, store, path)
+
+    def add_stream(self, cfg: StreamConfig) -> Stream:
+        created = self.server.clock.time_ns()
+        if not persist.safe_name(cfg.name):
+            raise ApiError.of("JSStreamInvalidConfigF", err="stream name is required and can not contain '.', '*', '>', '\\', '/'")
+        if cfg.storage != "memory":
+            self.root.delete_stream(cfg.name)  # leftovers of a stream whose directory could not be removed
+            persist.write_stream_meta(self.root, cfg, created)
+        try:
+            stream = self._open(cfg, created)
+        except Exception:
+            if cfg.storage != "memory":
+                self.root.delete_stream(cfg.name)
+            raise
+        self.streams[cfg.name] = stream
+        stream.start()
+        advisories.stream_action(self.server, cfg.name, advisories.ACTION_CREATE)
+        return stream
+
+    def update_stream(self, stream: Stream, cfg: StreamConfig) -> None:
+        if stream.path is not None:
+            persist.write_stream_meta(self.root, cfg, stream.created)
+        stream.update_config(cfg)
+        advisories.stream_action(self.server, stream.name, advisories.ACTION_MODIFY)
+
+    def delete_stream(self, stream: Stream) -> None:
+        self.streams.pop(stream.name, None)
+        self.durability.forget(stream)
+        stream.stop(delete=True)
+        if stream.path is not None:
+            self.root.delete_stream(stream.name)
+        advisories.stream_action(self.server, stream.name, advisories.ACTION_DELETE)
+
+    def lookup_config(self, name: str) -> StreamConfig | None:
+        s = self.streams.get(name)
+        return s.config if s is not None else None
+
+    def subjects_overlap(self, subjects: list[str], own: Stream | None) -> bool:
+        """nats-server jsAccount.subjectsOverlap: any subject colliding with another stream's subjects."""
+        for s in self.streams.values():
+            if s is own:
+                continue
+            for a in s.config.subjects or []:
+                for b in subjects:
+                    if subjects_collide(a, b):
+                        return True
+        return False
+
+    def stream_limits(self, cfg: StreamConfig) -> StreamLimits:
+        return StreamLimits()
+
+    def _reserved(self, storage: str, exclude: Stream | None = None) -> int:
+        return sum(s.config.max_bytes for s in self.streams.values()
+                   if s is not exclude and s.config.storage == storage and s.config.max_bytes > 0)
+
+    def check_stream_limits(self, cfg: StreamConfig, exclude: Stream | None = None) -> ApiError | None:
+        """checkBytesLimits against the server's max_memory_store / max_file_store reservations."""
+        add = cfg.max_bytes if cfg.max_bytes > 0 else 1
+        if cfg.storage == "memory":
+            if add > self.max_memory - self._reserved("memory", exclude):
+                return ApiError.of("JSMemoryResourcesExceededErr")
+        elif add > self.max_storage - self._reserved("file", exclude):
+            return ApiError.of("JSStorageResourcesExceededErr")
+        return None
+
+    def check_resources(self, stream: Stream, size: int) -> ApiError | None:
+        """jetStream.limitsExceeded for a publish: the server-wide store limit is already used up (10023)."""
+        storage = stream.config.storage
+        used = sum(s.store.bytes for s in self.streams.values() if s.config.storage == storage)
+        limit = self.max_memory if storage == "memory" else self.max_storage
+        if used >= limit:
+            return ApiError.of("JSInsufficientResourcesErr")
+        return None
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> None:
+        for name in self.root.list_streams():
+            path = str(self.root.streams_dir / name)
+            try:
+                cfg, created = persist.read_stream_meta(self.root, name)
+                if cfg.name != name or not persist.safe_name(name):
+                    raise ValueError(f"metadata names stream {cfg.name!r}, directory is {name!r}")
+                if cfg.storage == "memory":
+                    raise ValueError("memory stream metadata in the file store")
+                if self.subjects_overlap(cfg.subjects or [], None):
+                    raise ValueError("stream subjects overlap with an already recovered stream")
+                stream = self._open(cfg, created)
+            except FileNotFoundError:
+                self.server.log_warning("JetStream stream directory without metadata, skipped", path=path)
+                continue
+            except Exception as e:
+                self.recovery_errors[name] = str(e)
+                self.server.log_error("JETSTREAM STREAM COULD NOT BE RECOVERED, SKIPPED", stream=name, path=path,
+                                      error=f"{type(e).__name__}: {e}")
+                continue
+            self.streams[name] = stream
+            try:
+                stream.rebuild_dedupe()
+            except Exception as e:  # dedupe is best effort; the messages are what matters
+                self.server.log_warning("JetStream dedupe rebuild failed", stream=name, error=str(e))
+            stream.start()
+            st = stream.store
+            self.server.log.info("Restored stream", stream=name, messages=st.msgs, bytes=st.bytes)
+
+    # ------------------------------------------------------------------ stats
+    def totals(self) -> dict:
+        mem = sto = msgs = byts = cons = 0
+        for s in self.streams.values():
+            b = s.store.bytes
+            if s.config.storage == "memory":
+                mem += b
+            else:
+                sto += b
+            msgs += s.store.msgs
+            byts += b
+            cons += len(s.consumers)
+        return {"streams": len(self.streams), "consumers": cons, "messages": msgs, "bytes": byts,
+                "memory": mem, "storage": sto}
+
+    def account_info(self) -> dict:
+        t = self.totals()
+        out: dict = {
+            "memory": t["memory"],
+            "storage": t["storage"],
+            "reserved_memory": self._reserved("memory"),
+            "reserved_storage": self._reserved("file"),
+            "streams": t["streams"],
+            "consumers": t["consumers"],
+            "limits": {
+                "max_memory": -1,
+                "max_storage": -1,
+                "max_streams": self.max_streams if self.max_streams > 0 else -1,
+                "max_consumers": -1,
+                "max_ack_pending": -1,
+                "memory_max_stream_bytes": -1,
+                "storage_max_stream_bytes": -1,
+                "max_bytes_required": False,
+            },
+        }
+        domain = self.server.options.jetstream_domain
+        if domain:
+            out["domain"] = domain
+        out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
+        return out
+
+    def config_doc(self) -> dict:
+        opts = self.server.options
+        return {
+            "max_memory": self.max_memory,
+            "max_storage": self.max_storage,
+            "store_dir": self.store_dir,
+            "sync_interval": int((opts.sync_interval or 120) * 1e9),
+            **({"sync_always": True} if self.sync_always else {}),
+            "strict": bool(getattr(opts, "jetstream_strict", True)),
+        }
+
+    def varz(self) -> dict:
+        t = self.totals()
+        return {
+            "config": self.config_doc(),
+            "stats": {
+                "memory": t["memory"],
+                "storage": t["storage"],
+                "reserved_memory": self._reserved("memory"),
+                "reserved_storage": self._reserved("file"),
+                "accounts": 1,
+                "ha_assets": 0,
+                "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
+            },
+            "limits": {"default_max_consumers": 1000},
+        }
+
+    def jsz(self, params: dict) -> dict:
+        t = self.totals()
+        s = self.server
+        return {
+            "memory": t["memory"],
+            "storage": t["storage"],
+            "reserved_memory": self._reserved("memory"),
+            "reserved_storage": self._reserved("file"),
+            "accounts": 1,
+            "ha_assets": 0,
+            "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
+            "server_id": s.server_id,
+            "now": format_time(s.clock.time_ns()),
+            "config": self.config_doc(),
+            "limits": {"default_max_consumers": 1000},
+            "streams": t["streams"],
+            "consumers": t["consumers"],
+            "messages": t["messages"],
+            "bytes": t["bytes"],
+            "total": 1,
+        }
+
+
+def _default_mem() -> int:
+    # nats-server: 75% of system memory.
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.75)
+    except (ValueError, OSError):
+        return 1 << 32
+
+
+def _default_disk(path: str) -> int:
+    # nats-server: 75% of the free space where the store lives (1 TB when unknown).
+    try:
+        st = os.statvfs(os.path.dirname(path) if not os.path.exists(path) else path)
+        return int(st.f_bavail * st.f_frsize * 0.75)
+    except OSError:
+        return 1 << 40

@@ -1,0 +1,143 @@
+"""The header checks a stream applies to a publish before storing it (nats-server stream.go processJetStreamMsg).
+
+Theory of operation
+-------------------
+:func:`check_headers` runs the consistency checks in nats-server's order and returns either the
+:class:`~protocol.errors.ApiError` for the error PubAck, :data:`DUPLICATE` with the original sequence, or a
+:class:`Checked` with what the store path needs (msg id, rollup kind).  The order matters because a client sees only
+the first failure:
+
+    Nats-Expected-Stream (10060) -> Nats-TTL on a stream without allow_msg_ttl (10166)
+    -> Nats-Expected-Last-Subject-Sequence[-Subject] (10071 / 10193) -> Nats-Expected-Last-Sequence (10071)
+    -> Nats-Msg-Id duplicate (duplicate ack, not an error) -> Nats-Expected-Last-Msg-Id (10070)
+    -> Nats-Rollup (10111 "rollup not permitted" / "rollup value invalid")
+
+Size checks, TTL validity (10165) and the store's own limits come after, in :mod:`.stream`.
+
+Numbers are read with Go's ``parseInt64`` (digits only, else -1), so a malformed expectation is a mismatch.
+Header lookups use :func:`protocol.headers.get`, nats-server's ``getHeader`` semantics.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from protocol import headers
+from protocol.errors import ApiError
+from protocol.jsapi.gojson import go_quote
+from protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stream import Stream
+
+MSG_ID = "Nats-Msg-Id"
+EXPECTED_STREAM = "Nats-Expected-Stream"
+EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SUBJ_SEQ_SUBJ = "Nats-Expected-Last-Subject-Sequence-Subject"
+EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+ROLLUP = "Nats-Rollup"
+MSG_TTL = "Nats-TTL"
+MARKER_REASON = "Nats-Marker-Reason"
+KV_OPERATION = "KV-Operation"
+
+ROLLUP_SUB = "sub"
+ROLLUP_ALL = "all"
+
+
+class Checked(NamedTuple):
+    msg_id: str
+    rollup: str  # "", "sub" or "all"
+
+
+class Duplicate(NamedTuple):
+    seq: int
+
+
+def parse_int64(text: str | None) -> int:
+    """Go's parseInt64: a non-negative decimal of digits only, else -1."""
+    if not text or not text.isascii() or not text.isdigit():
+        return -1
+    return int(text)
+
+
+def parse_message_ttl(text: str) -> int | ApiError:
+    """nats-server parseMessageTTL: seconds (>0), -1 for ``never``, 0 for none; 10165 for invalid values."""
+    if text.lower() == "never":
+        return -1
+    try:
+        dur = parse_go_duration(text)
+    except DurationParseError:
+        t = parse_int64(text)
+        if t < 0:
+            return ApiError.of("JSMessageTTLInvalidErr")
+        return t
+    if dur < SECOND:
+        return ApiError.of("JSMessageTTLInvalidErr")
+    return dur // SECOND
+
+
+def message_ttl(hdr: bytes) -> int | ApiError:
+    """getMessageTTL: 0 when the header is absent."""
+    v = headers.get(hdr, MSG_TTL)
+    if not v:
+        return 0
+    return parse_message_ttl(v)
+
+
+def is_subject_delete_marker(hdr: bytes) -> bool:
+    """sdm.go isSubjectDeleteMarker: a marker (Nats-Marker-Reason) or a KV purge (KV-Operation: PURGE)."""
+    if not hdr:
+        return False
+    return bool(headers.get(hdr, MARKER_REASON)) or headers.get(hdr, KV_OPERATION) == "PURGE"
+
+
+def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Duplicate | ApiError:
+    cfg = stream.config
+    get = headers.get
+
+    sname = get(hdr, EXPECTED_STREAM)
+    if sname and sname != cfg.name:
+        return ApiError.of("JSStreamNotMatchErr")
+
+    ttl = message_ttl(hdr)
+    if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl:
+        return ApiError.of("JSMessageTTLDisabledErr")
+
+    raw = get(hdr, EXPECTED_LAST_SUBJ_SEQ)
+    if raw is not None and raw != "":
+        want = parse_int64(raw)
+        seq_subj = get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ) or subject
+        last = stream.store.load_last_msg(seq_subj)
+        fseq = last.seq if last is not None else 0
+        if fseq != want:
+            return ApiError.of("JSStreamWrongLastSequenceErrF", seq=fseq)
+    elif get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ):
+        return ApiError.of("JSStreamExpectedLastSeqPerSubjectInvalid")
+
+    raw = get(hdr, EXPECTED_LAST_SEQ)
+    if raw is not None and raw != "":
+        want = parse_int64(raw)
+        # Go compares uint64(parseInt64(v)): -1 becomes 2^64-1 and never matches.
+        if want != stream.last_seq:
+            return ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq)
+
+    msg_id = get(hdr, MSG_ID) or ""
+    if msg_id:
+        dup = stream.dedupe.check(msg_id)
+        if dup:
+            return Duplicate(dup)
+
+    lmsg_id = get(hdr, EXPECTED_LAST_MSG_ID)
+    if lmsg_id and lmsg_id != stream.last_msg_id:
+        return ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id)
+
+    rollup = get(hdr, ROLLUP)
+    kind = ""
+    if rollup:
+        rollup = rollup.lower()
+        if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+            return ApiError.of("JSStreamRollupFailedF", err="rollup not permitted")
+        if rollup not in (ROLLUP_SUB, ROLLUP_ALL):
+            return ApiError.of("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
+        kind = rollup
+    return Checked(msg_id, kind)

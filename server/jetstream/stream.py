@@ -1,0 +1,369 @@
+"""One stream: its config, its store, the internal subscriptions on its subjects, and the publish path.
+
+Theory of operation
+-------------------
+A stream subscribes (internal subscriptions, one per configured subject) to what it captures, so any PUB/HPUB the
+server routes there reaches :meth:`Stream.process` in-line, on the event loop, with or without a reply subject
+(nats-server ``processInboundJetStreamMsg`` -> ``processJetStreamMsg``).  ``process`` runs to completion without
+awaiting: header checks (:mod:`.publish_checks`), size checks, interest retention, TTL, ``store.store_msg``,
+dedupe bookkeeping, roll-ups, then the PubAck is *queued* with the engine's :class:`~.durability.Durability`, which
+sends it once the store has handed the write to the OS (and fsynced, with ``sync_always``).  Error acks are sent at
+once through the same queue so that acks keep their order.
+
+Hooks for consumers (the consumer side of JetStream is built on these; this module knows nothing about consumers):
+
+``consumers``        name -> consumer object; ``state.consumer_count`` is its length.
+``interest``         ``Callable[[subject], bool]`` or None.  Interest retention stores a message only if it returns
+                     True (nats-server: no consumers / no matching filter -> the sequence is consumed, not stored,
+                     and the publisher still gets a normal PubAck).
+``on_new_message``   callbacks ``(seq, subject)`` after a message is stored (after the ack was queued).
+``on_removed``       callbacks ``(seq, subject)`` for every message removed one by one (limits, age, TTL, MSG.DELETE,
+                     a rolled-back write); ``on_purged`` callbacks ``()`` after bulk removals (purge, roll-up).
+``on_deleted``       callbacks ``()`` when the stream is deleted (consumers stop).
+``remove_msg(seq)``  for interest/workqueue retention: remove a message every consumer is done with.
+
+Age and TTL expiry: one clock timer per stream, armed for ``store.next_expiry()``; when it fires, ``store.expire``
+removes what is due and, with ``subject_delete_marker_ttl``, a marker is stored where the removal emptied a subject
+(ADR-43: ``Nats-Marker-Reason: MaxAge``, ``Nats-TTL``, ``Nats-Rollup: sub``).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from protocol import headers
+from protocol.errors import ApiError
+from protocol.jsapi.stream_config import StreamConfig
+from protocol.jsapi.timefmt import SECOND, format_go_duration
+from protocol.subjects import subject_matches
+from storage.base import StreamStore
+from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
+
+from . import jsonout
+from .dedupe import DedupeWindow
+from .publish_checks import (
+    MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Checked, Duplicate, check_headers, is_subject_delete_marker, message_ttl,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import JetStream
+
+MAX_HEADER_SIZE = 65535  # math.MaxUint16 in processJetStreamMsg
+MARKER_REASON_MAXAGE = "MaxAge"
+
+
+class Stream:
+    def __init__(self, js: "JetStream", config: StreamConfig, created_ns: int, store: StreamStore,
+                 path: str | None) -> None:
+        self.js = js
+        self.server = js.server
+        self.clock = js.server.clock
+        self.config = config
+        self.name = config.name
+        self.created = created_ns
+        self.store = store
+        self.path = path
+        self.dedupe = DedupeWindow(config.duplicate_window, self.clock.time_ns)
+        self.last_msg_id = ""
+        self.closed = False
+        # Consumer hooks (see module docstring).
+        self.consumers: dict[str, Any] = {}
+        self.interest: Callable[[str], bool] | None = None
+        self.on_new_message: list[Callable[[int, str], None]] = []
+        self.on_removed: list[Callable[[int, str], None]] = []
+        self.on_purged: list[Callable[[], None]] = []
+        self.on_deleted: list[Callable[[], None]] = []
+        self._subs: list = []
+        self._direct_subs: list = []
+        self._expiry_timer = None
+        self._expiry_at = 0
+        self._pub_ack_prefix = self._ack_prefix()
+        store.on_remove = self._store_removed
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        srv = self.server
+        for subject in self.config.subjects or []:
+            self._subs.append(srv.subscribe_internal(subject, self._inbound))
+        self._update_direct()
+        self._arm_expiry()
+
+    def _update_direct(self) -> None:
+        from .direct_get import subscribe_direct
+
+        if self.config.allow_direct and not self._direct_subs:
+            self._direct_subs = subscribe_direct(self)
+        elif not self.config.allow_direct and self._direct_subs:
+            for sub in self._direct_subs:
+                self.server.unsubscribe_internal(sub)
+            self._direct_subs = []
+
+    def stop(self, delete: bool = False) -> None:
+        """Unsubscribe, cancel timers and stop (or delete) the store.  Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        for sub in self._subs + self._direct_subs:
+            self.server.unsubscribe_internal(sub)
+        self._subs, self._direct_subs = [], []
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        if delete:
+            for cb in list(self.on_deleted):
+                cb()
+            self.store.on_remove = None
+            self.store.delete()
+        else:
+            self.store.stop()
+
+    def update_config(self, config: StreamConfig) -> None:
+        """Apply an already checked config (nats-server ``stream.update``): subjects, limits, direct get, dedupe."""
+        old = self.config
+        self.config = config
+        if list(old.subjects or []) != list(config.subjects or []):
+            for sub in self._subs:
+                self.server.unsubscribe_internal(sub)
+            self._subs = [self.server.subscribe_internal(s, self._inbound) for s in config.subjects or []]
+        self._update_direct()
+        self.dedupe.set_window(config.duplicate_window)
+        self._pub_ack_prefix = self._ack_prefix()
+        self.store.update_config(self.js.store_config(config))
+        self._arm_expiry(force=True)
+
+    def _ack_prefix(self) -> bytes:
+        domain = self.server.options.jetstream_domain
+        if domain:
+            return ('{"stream":' + jsonout.dumps(self.name) + ',"domain":' + jsonout.dumps(domain) + ',"seq":').encode()
+        return ('{"stream":' + jsonout.dumps(self.name) + ',"seq":').encode()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def last_seq(self) -> int:
+        return self.store.last_seq
+
+    def state_json(self, deleted_details: bool = False) -> dict:
+        st = self.store.state(deleted_details=deleted_details)
+        out: dict = {
+            "messages": st.messages,
+            "bytes": st.bytes,
+            "first_seq": st.first_seq,
+            "first_ts": jsonout.time_json(st.first_ts),
+            "last_seq": st.last_seq,
+            "last_ts": jsonout.time_json(st.last_ts),
+        }
+        if st.num_subjects:
+            out["num_subjects"] = st.num_subjects
+        if st.num_deleted:
+            out["num_deleted"] = st.num_deleted
+        if deleted_details and st.deleted:
+            out["deleted"] = list(st.deleted)
+        if st.lost is not None and (st.lost.msgs or st.lost.bytes):
+            out["lost"] = {"msgs": list(st.lost.msgs) or None, "bytes": st.lost.bytes}
+        out["consumer_count"] = len(self.consumers)
+        return out
+
+    # ------------------------------------------------------------------ publishing
+    def _inbound(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        if hdr_len:
+            hdr = bytes(data[:hdr_len])
+            msg = bytes(data[hdr_len:])
+            if hdr[8:9] == b" ":  # removeHeaderStatusIfPresent: a status line is not stored
+                hdr = _strip_status(hdr)
+        else:
+            hdr, msg = b"", bytes(data)
+        self.process(subject, reply, hdr, msg)
+
+    def process(self, subject: str, reply: str, hdr: bytes, msg: bytes) -> int:
+        """Store one published message; returns its sequence, or 0 when it was not stored."""
+        if self.closed:
+            return 0
+        cfg = self.config
+        can_respond = bool(reply) and not cfg.no_ack
+        if cfg.sealed:
+            return self._nak(reply, can_respond, ApiError.of("JSStreamSealedErr"))
+        checked = Checked("", "")
+        if hdr:
+            res = check_headers(self, subject, hdr)
+            if isinstance(res, ApiError):
+                return self._nak(reply, can_respond, res)
+            if isinstance(res, Duplicate):
+                if can_respond:
+                    self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
+                return 0
+            checked = res
+        mms = cfg.max_msg_size
+        if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
+            return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+        if len(hdr) > MAX_HEADER_SIZE:
+            return self._nak(reply, can_respond, ApiError.of("JSStreamHeaderExceedsMaximumErr"))
+        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
+        if err is not None:
+            return self._nak(reply, can_respond, err)
+
+        store = self.store
+        now = self.clock.time_ns()
+        allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+        if cfg.retention == "interest" and not (self.consumers and self.interest is not None and self.interest(subject)):
+            # No interest: the sequence is used up, nothing is stored, the publisher gets a normal ack.
+            seq = store.skip_msg(ts=now)
+            self.last_msg_id = checked.msg_id
+            self.dedupe.store(checked.msg_id, seq, now)
+            if allow_rollup and checked.rollup:
+                self._rollup(subject, checked.rollup, 0)
+            self.js.durability.stored(self, seq, reply if can_respond else "")
+            return seq
+
+        ttl = 0
+        if hdr:
+            ttl = message_ttl(hdr)
+            if isinstance(ttl, ApiError):
+                return self._nak(reply, can_respond, ttl)
+            sdm = cfg.subject_delete_marker_ttl
+            if ttl > 0 and sdm > 0 and cfg.max_msgs_per_subject != 1 and ttl < sdm // SECOND:
+                # Markers must outlive the message they stand for: raise the TTL and rewrite the header.
+                ttl = sdm // SECOND
+                hdr = headers.set_values(hdr, {MSG_TTL: str(ttl)})
+        try:
+            seq = store.store_msg(subject, hdr, msg, now, ttl)
+        except (DiscardNewError, MsgTooLargeError) as e:
+            return self._nak(reply, can_respond, ApiError.of("JSStreamStoreFailedF", err=str(e)))
+        except StoreClosedError:
+            return 0
+        except StoreError as e:  # nats-server logs store failures and does not answer
+            self.server.log_error("JetStream failed to store a msg", stream=self.name, error=str(e))
+            return 0
+        self.last_msg_id = checked.msg_id
+        if checked.msg_id:
+            self.dedupe.store(checked.msg_id, seq, now)
+        if allow_rollup and checked.rollup:
+            self._rollup(subject, checked.rollup, 1)
+        self.js.durability.stored(self, seq, reply if can_respond else "")
+        if cfg.max_age or ttl:
+            if self._expiry_timer is None or (ttl > 0 and now + ttl * SECOND < self._expiry_at):
+                self._arm_expiry(force=True)
+        for cb in self.on_new_message:
+            cb(seq, subject)
+        return seq
+
+    def ack_payload(self, seq: int) -> bytes:
+        return self._pub_ack_prefix + b"%d}" % seq
+
+    def error_ack(self, err: ApiError) -> bytes:
+        return jsonout.dumpb({"error": err.to_dict(), "stream": self.name, "seq": 0, **self._domain()})
+
+    def _domain(self) -> dict:
+        d = self.server.options.jetstream_domain
+        return {"domain": d} if d else {}
+
+    def _nak(self, reply: str, can_respond: bool, err: ApiError) -> int:
+        if can_respond:
+            self.js.durability.send(reply, self.error_ack(err))
+        return 0
+
+    def _rollup(self, subject: str, kind: str, keep: int) -> None:
+        if kind == ROLLUP_SUB:
+            self.purge(subject, 0, keep)
+        elif kind == ROLLUP_ALL:
+            self.purge(None, 0, keep)
+
+    # ------------------------------------------------------------------ removal
+    def _store_removed(self, seq: int, subject: str) -> None:
+        for cb in self.on_removed:
+            cb(seq, subject)
+
+    def purge(self, subject: str | None = None, seq: int = 0, keep: int = 0) -> int:
+        n = self.store.purge(subject or None, seq, keep)
+        self.js.durability.dirty(self)
+        if n:
+            for cb in list(self.on_purged):
+                cb()
+        return n
+
+    def remove_msg(self, seq: int, erase: bool = False) -> bool:
+        ok = self.store.erase_msg(seq) if erase else self.store.remove_msg(seq)
+        if ok:
+            self.js.durability.dirty(self)
+        return ok
+
+    def write_failed(self, err: StoreWriteError) -> None:
+        """A flush failed and the store rolled back: forget what the lost messages left behind."""
+        lost = set(err.seqs)
+        self.dedupe.forget_seqs(lost)
+        if lost:
+            self.last_msg_id = ""
+            for seq in sorted(lost):
+                for cb in self.on_removed:
+                    cb(seq, "")
+
+    # ------------------------------------------------------------------ expiry (max_age, Nats-TTL)
+    def _arm_expiry(self, force: bool = False) -> None:
+        if self.closed:
+            return
+        if self._expiry_timer is not None:
+            if not force:
+                return
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        nxt = self.store.next_expiry()
+        if nxt is None:
+            return
+        delay = max((nxt - self.clock.time_ns()) / 1e9, 0.0)
+        self._expiry_at = nxt
+        self._expiry_timer = self.clock.call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        self._expiry_timer = None
+        if self.closed:
+            return
+        now = self.clock.time_ns()
+        expired = self.store.expire(now)
+        if expired:
+            self.js.durability.dirty(self)
+            sdm = self.config.subject_delete_marker_ttl
+            if sdm > 0:
+                marker = headers.build(
+                    [("Nats-Marker-Reason", MARKER_REASON_MAXAGE),
+                     (MSG_TTL, format_go_duration((sdm // SECOND) * SECOND)),
+                     ("Nats-Rollup", ROLLUP_SUB)]
+                )
+                for e in expired:
+                    if e.last_of_subject and not is_subject_delete_marker(e.hdr):
+                        self.process(e.subject, "", marker, b"")
+        nxt = self.store.next_expiry()
+        if nxt is None:
+            return
+        # Wall and loop clocks drift a little: never spin on an expiry that is not quite due yet.
+        delay = max((nxt - self.clock.time_ns()) / 1e9, 0.001)
+        self._expiry_at = nxt
+        self._expiry_timer = self.clock.call_later(delay, self._expire)
+
+    # ------------------------------------------------------------------ recovery
+    def rebuild_dedupe(self) -> None:
+        """After a restart: re-learn Nats-Msg-Id values stored inside the window (nats-server rebuildDedupe)."""
+        window = self.config.duplicate_window
+        store = self.store
+        if store.msgs == 0:
+            return
+        last = store.load_last_msg("")
+        if last is not None and last.hdr:
+            self.last_msg_id = headers.get(last.hdr, MSG_ID) or ""
+        if window <= 0:
+            return
+        seq = store.get_seq_from_time(self.clock.time_ns() - window)
+        while True:
+            m, _ = store.load_next_msg("", seq)
+            if m is None:
+                break
+            if m.hdr:
+                msg_id = headers.get(m.hdr, MSG_ID)
+                if msg_id:
+                    self.dedupe.store(msg_id, m.seq, m.ts)
+            seq = m.seq + 1
+
+    def captures(self, subject: str) -> bool:
+        return any(subject_matches(s, subject) for s in self.config.subjects or [])
+
+
+def _strip_status(hdr: bytes) -> bytes:
+    end = hdr.find(b"\r\n")
+    return b"NATS/1.0" + hdr[end:] if end > 0 else hdr
