@@ -39,7 +39,7 @@ class MemoryStreamStore(IndexedStore):
         return MemChunk(first)
 
     def _chunk_full(self, chunk: Chunk, size: int) -> bool:
-        return len(chunk.live) >= CHUNK_SLOTS
+        return len(chunk.codes) >= CHUNK_SLOTS << 2
 
     def _write_msg(self, chunk: MemChunk, seq: int, ss: SubjState, hdr: bytes, data: bytes, ts: int, ttl: int) -> None:  # type: ignore[override]
         # bytes() copies memoryviews/bytearrays handed in by the parser; a no-op for bytes.
@@ -52,7 +52,7 @@ class MemoryStreamStore(IndexedStore):
         p = chunk.payloads[i]
         if p is None:
             return None
-        ss = self._sid_state[chunk.sids[i]]
+        ss = self._subject_at(chunk, i)
         return StoredMsg(ss.subject, seq, chunk.ts[i], p[0], p[1])  # type: ignore[union-attr]
 
     def _record_removal(self, chunk: MemChunk, i: int, seq: int, secure: bool) -> None:  # type: ignore[override]
@@ -62,7 +62,7 @@ class MemoryStreamStore(IndexedStore):
         n = super()._bulk_remove_below(seq)
         if self._chunks and self._chunks[0].first < seq:
             c = self._chunks[0]
-            hi = min(len(c.live), seq - c.first)
+            hi = min(len(c.codes) >> 2, seq - c.first)
             c.payloads[:hi] = [None] * hi  # type: ignore[attr-defined]
         return n
 

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A ``Block`` is an engine chunk (one slot per sequence: live flag, subject id, timestamp, accounted size) plus
+A ``Block`` is an engine chunk (one slot per sequence: subject code, timestamp, accounted size) plus
 what the file store needs: the record offset of every slot, the write state of the file (``size`` = logical
 length including the unflushed tail ``pend``, ``flushed`` = handed to the OS, ``synced`` = fsynced), and the
 control records it holds (``tombs``, ``floors``) so a block can be deleted without resurrecting anything.
@@ -23,9 +23,10 @@ from array import array
 from typing import Any, Callable
 
 from storage import meta
-from storage.engine import DELETED, Chunk
+from storage.seqindex import Chunk, code_ints
 
 SUMMARY_VERSION = 1
+LOCAL_DELETED = 0xFFFFFFFF  # local subject index of a removed slot in a summary
 
 
 class Block(Chunk):
@@ -71,9 +72,9 @@ def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
     lsids = array("I")
     append = lsids.append
     first = b.first
-    for j, s in enumerate(b.sids):
-        if s == DELETED:
-            append(DELETED)
+    for j, s in enumerate(code_ints(b.codes)):
+        if s == 0:
+            append(LOCAL_DELETED)
             continue
         li = local.get(s)
         if li is None:
@@ -91,7 +92,6 @@ def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
         "first": b.first,
         "covered": b.flushed,
         "tail": b.tail,
-        "live": bytes(b.live),
         "sids": lsids.tobytes(),
         "ts": b.ts.tobytes(),
         "sizes": b.sizes.tobytes(),
@@ -123,7 +123,7 @@ def decode_summary(raw: bytes, path: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("v") != SUMMARY_VERSION:
         raise ValueError("unknown summary version")
     swap = doc["bo"] != sys.byteorder
-    n = len(doc["live"])
+    n = len(doc["ts"]) // 8
     doc["sids"] = _arr("I", doc["sids"], swap)
     doc["ts"] = _arr("q", doc["ts"], swap)
     doc["sizes"] = _arr("I", doc["sizes"], swap)

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from storage.config import NANOS
-from storage.engine import DELETED, FILL_GAP_MAX
+from storage.engine import FILL_GAP_MAX
+from storage.seqindex import DELETED, LIVE
 from storage.filestore.block import (
     KIND_BLOCK,
     KIND_ERASED,
@@ -42,7 +43,7 @@ from storage.filestore.block import (
     file_msg_size,
     scan,
 )
-from storage.filestore.index import Block, decode_summary
+from storage.filestore.index import LOCAL_DELETED, Block, decode_summary
 
 if TYPE_CHECKING:
     from storage.filestore.store import FileStreamStore
@@ -123,8 +124,8 @@ class Recovery:
         if self.blocks and b.first < self.blocks[-1].end:
             # Overlapping blocks cannot be produced by this store; keep the older data, drop the newer slots.
             log.error("block overlaps its predecessor, ignoring its messages", block=path)
-            b.live = bytearray()
-            b.sids, b.ts, b.sizes, b.offsets = array("I"), array("q"), array("I"), array("I")
+            b.codes = bytearray()
+            b.ts, b.sizes, b.offsets = array("q"), array("I"), array("I")
             b.first = self.blocks[-1].end
             b.nlive = 0
         b.size = b.flushed = b.synced = size
@@ -158,9 +159,8 @@ class Recovery:
     def _apply_summary(self, b: Block, doc: dict) -> None:
         fs = self.fs
         b.first = doc["first"]
-        b.live = bytearray(doc["live"])
         b.ts, b.sizes, b.offsets = doc["ts"], doc["sizes"], doc["offsets"]
-        gmap = {DELETED: DELETED}
+        gmap = {LOCAL_DELETED: DELETED}
         for li, (subj, st) in enumerate(zip(doc["subjects"], doc["stats"])):
             ss = fs._fss.get(subj) or fs._new_subject(subj)
             n, first, last = st
@@ -169,9 +169,9 @@ class Recovery:
             if last > ss.last:
                 ss.last = last
             ss.msgs += n
-            gmap[li] = ss.sid
-        b.sids = array("I", map(gmap.__getitem__, doc["sids"]))
-        b.nlive = b.live.count(1)
+            gmap[li] = ss.code
+        b.codes = bytearray(b"".join(map(gmap.__getitem__, doc["sids"])))
+        b.nlive = b.codes.count(LIVE)
         fs._msgs += b.nlive
         fs._bytes += sum(b.sizes)
         b.ttls = {k: v for k, v in doc["ttls"]} or None
@@ -194,7 +194,7 @@ class Recovery:
         expected = b.end if have_summary else self.prev_hi + 1
         after_bad = False
         size = base + len(data)
-        live, sids, tss, sizes, offsets = b.live, b.sids, b.ts, b.sizes, b.offsets
+        codes, tss, sizes, offsets = b.codes, b.ts, b.sizes, b.offsets
         fss = fs._fss
         for r in scan(data):
             if type(r) is Bad:
@@ -234,13 +234,12 @@ class Recovery:
                 gap = seq - b.end
                 if gap:
                     if after_bad and seq > expected:
-                        self._lose(b, range(max(expected, b.end if b.live else expected), seq))
-                    if gap > 16 * FILL_GAP_MAX and not live:
+                        self._lose(b, range(expected, seq))
+                    if gap > 16 * FILL_GAP_MAX and not codes:
                         b.first = seq
                     else:
                         last_ts = tss[-1] if tss else r.ts
-                        live.extend(bytes(gap))
-                        sids.extend(array("I", [DELETED]) * gap)
+                        codes.extend(bytes(gap << 2))
                         tss.extend(array("q", [last_ts]) * gap)
                         sizes.extend(array("I", [0]) * gap)
                         offsets.extend(array("I", [0]) * gap)
@@ -250,9 +249,8 @@ class Recovery:
                 if r.ttl:
                     if b.ttls is None:
                         b.ttls = {}
-                    b.ttls[len(live)] = r.ttl
-                live.append(1)
-                sids.append(ss.sid)
+                    b.ttls[len(codes) >> 2] = r.ttl
+                codes += ss.code
                 tss.append(r.ts)
                 sizes.append(size_acc)
                 offsets.append(base + r.pos)
@@ -345,7 +343,7 @@ class Recovery:
         for b in fs._chunks:
             if b.ttls:
                 for slot, ttl in b.ttls.items():
-                    if slot < len(b.live) and b.live[slot]:
+                    if slot < b.nslots() and b.live(slot):
                         seq = b.first + slot
                         if ttl > 0:
                             fs._ttl_heap.append((b.ts[slot] + ttl * NANOS, seq))

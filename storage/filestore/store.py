@@ -176,7 +176,7 @@ class FileStreamStore(IndexedStore):
         if ttl:
             if b.ttls is None:
                 b.ttls = {}
-            b.ttls[len(b.live)] = ttl
+            b.ttls[len(b.codes) >> 2] = ttl
         self._batch_seqs.append(seq)
 
     def _fill_gap(self, b: Block, n: int) -> None:  # type: ignore[override]
@@ -281,7 +281,7 @@ class FileStreamStore(IndexedStore):
         if r is None or r[0] != seq:
             self._lost_on_read(b, i, seq)
             return None
-        ss = self._sid_state[b.sids[i]]
+        ss = self._subject_at(b, i)
         return StoredMsg(ss.subject, seq, r[1], r[4], r[5])  # type: ignore[union-attr]
 
     def _lost_on_read(self, b: Block, i: int, seq: int) -> None:
@@ -393,7 +393,7 @@ class FileStreamStore(IndexedStore):
         if b.flushed != b.size or b.flushed == 0:
             return
         try:
-            meta.write_atomic(b.idx_path, encode_summary(b, lambda sid: self._sid_state[sid].subject), durable=False)  # type: ignore[union-attr]
+            meta.write_atomic(b.idx_path, encode_summary(b, lambda icode: self._by_code[icode].subject), durable=False)  # type: ignore[union-attr]
             b.dirty = False
             b.summary_covered = b.flushed
         except OSError as e:

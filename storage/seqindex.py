@@ -1,0 +1,347 @@
+"""The sequence index both stores share: chunks of per-sequence slots and the interned subject table.
+
+Theory of operation
+-------------------
+Messages are numbered by sequence.  The index is a list of *chunks*; a chunk covers the contiguous sequences
+``[first, end)`` and keeps one slot per sequence in flat arrays (nats-server keeps a map entry per message;
+a Python object per message would cost ~150 bytes, these slots cost 16):
+
+    codes  bytearray, 4 bytes per slot: the subject *code* of the message, or 00 00 00 00 once removed
+    ts     array('q')  store timestamp (ns), kept after removal so the array stays sorted for time lookups
+    sizes  array('I')  accounted size (nats-server's formula for the store type), 0 once removed
+
+A subject code is ``FF d1 d2 d3`` with digits d < 255 (16.5 million live subjects at most).  0xFF appears
+only as the first byte of a code, so every byte-string search in ``codes`` is aligned by construction:
+``codes.find(code, 4*i)`` is "next message on this subject from slot i", ``codes.count(code, ...)`` counts
+them, ``codes.find(0xFF, 4*i)`` is "next live message", all at C (memchr) speed with no per-slot Python work.
+
+A slot is found with one bisect over the chunks' first sequences.  Chunks may leave gaps between them (big
+skips, chunks dropped when they empty); a sequence in no chunk is simply not there.  The memory store adds
+a payload list to its chunks; the file store's chunks are its block files and add record offsets.
+
+Subjects are interned: ``_fss`` maps subject -> ``SubjState`` (msgs, first, last, code); ``_by_code`` maps the
+code (as an int) back.  As in nats-server's memstore, a subject's first/last become stale when that message
+is removed and are recomputed lazily (``_fix``).  Wildcard filters resolve to a set of codes, cached per filter
+and kept up to date as subjects come and go.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+from collections import Counter
+from itertools import compress, count, islice
+from typing import Iterator
+
+from storage.errors import StoreError
+from storage.subjects import is_all, is_literal, match
+
+DELETED = b"\x00\x00\x00\x00"  # the code of a removed (or never stored) slot
+LIVE = 0xFF  # first byte of every live slot's code
+MAX_SUBJECTS = 255 ** 3
+_WC_CACHE_MAX = 64
+_STALE_FIRST, _STALE_LAST = 1, 2
+_unpack_code = struct.Struct("<I").unpack_from
+NO_COUNTS: Counter[int] = Counter()  # sentinel: this chunk does not cache per-subject counts
+_SWAP = sys.byteorder != "little"
+
+
+def code_bytes(n: int) -> bytes:
+    """The 4-byte code of subject number ``n``."""
+    return bytes((LIVE, n % 255, (n // 255) % 255, n // 65025))
+
+
+def code_ints(raw: bytes | bytearray | memoryview) -> array:
+    """Codes as little-endian unsigned ints (0 for removed slots), for set-membership scans."""
+    a = array("I")
+    a.frombytes(raw)
+    if _SWAP:
+        a.byteswap()
+    return a
+
+
+class Chunk:
+    """Slots for sequences ``first .. end-1``; see the module docstring.
+
+    ``counts`` caches messages per subject code in this chunk (computed on first use by a pending count,
+    then kept up to date on append/remove); ``NO_COUNTS`` marks a chunk with too many distinct subjects
+    for the cache to pay off, where counts fall back to scanning the codes.
+    """
+
+    __slots__ = ("first", "codes", "ts", "sizes", "nlive", "counts")
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.codes = bytearray()
+        self.ts = array("q")
+        self.sizes = array("I")
+        self.nlive = 0
+        self.counts: Counter[int] | None = None
+
+    def subject_counts(self) -> Counter[int] | None:
+        cnt = self.counts
+        if cnt is None:
+            cnt = Counter(code_ints(self.codes))
+            cnt.pop(0, None)
+            if len(cnt) > (len(self.codes) >> 5) + 16:
+                cnt = NO_COUNTS
+            self.counts = cnt
+        return None if cnt is NO_COUNTS else cnt
+
+    @property
+    def end(self) -> int:
+        """One past the last sequence this chunk has a slot for."""
+        return self.first + (len(self.codes) >> 2)
+
+    def nslots(self) -> int:
+        return len(self.codes) >> 2
+
+    def live(self, i: int) -> bool:
+        return self.codes[i << 2] == LIVE
+
+    def index_bytes(self) -> int:
+        return len(self.codes) + 8 * len(self.ts) + 4 * len(self.sizes)
+
+
+class SubjState:
+    """Per-subject state; ``stale`` marks first/last as needing recomputation after a removal."""
+
+    __slots__ = ("subject", "icode", "code", "enc", "msgs", "first", "last", "stale")
+
+    def __init__(self, subject: str, n: int) -> None:
+        self.subject = subject
+        self.code = code_bytes(n)
+        self.icode = _unpack_code(self.code)[0]
+        self.enc = subject.encode()
+        self.msgs = 0
+        self.first = 0
+        self.last = 0
+        self.stale = 0
+
+
+class SeqIndex:
+    """Index state and the slot/subject primitives; ``IndexedStore`` builds the store on top."""
+
+    def _reset_index(self) -> None:
+        self._chunks: list[Chunk] = []
+        self._firsts: list[int] = []
+        self._first_seq = 0
+        self._last_seq = 0
+        self._last_ts = 0
+        self._msgs = 0
+        self._bytes = 0
+        self._fss: dict[str, SubjState] = {}
+        self._by_code: dict[int, SubjState] = {}
+        self._next_code = 0
+        self._free_codes: list[int] = []
+        self._wc_cache: dict[str, set[int]] = {}
+        self._ttl_heap: list[tuple[int, int]] = []
+        self._ttl_never: set[int] = set()
+
+    # ================================================================================================ subjects
+    def _new_subject(self, subject: str) -> SubjState:
+        if self._free_codes:
+            n = self._free_codes.pop()
+        else:
+            n = self._next_code
+            if n >= MAX_SUBJECTS:
+                raise StoreError("too many subjects in one stream")
+            self._next_code = n + 1
+        ss = SubjState(subject, n)
+        self._by_code[ss.icode] = ss
+        self._fss[subject] = ss
+        for f, codes in self._wc_cache.items():
+            if match(subject, f):
+                codes.add(ss.icode)
+        return ss
+
+    def _drop_subject(self, ss: SubjState) -> None:
+        del self._fss[ss.subject]
+        del self._by_code[ss.icode]
+        c = ss.code
+        self._free_codes.append(c[1] + 255 * c[2] + 65025 * c[3])
+        for codes in self._wc_cache.values():
+            codes.discard(ss.icode)
+
+    def _subject_at(self, c: Chunk, i: int) -> SubjState | None:
+        return self._by_code.get(_unpack_code(c.codes, i << 2)[0])
+
+    def _match_codes(self, filter_: str) -> set[int]:
+        codes = self._wc_cache.get(filter_)
+        if codes is None:
+            codes = {ss.icode for subj, ss in self._fss.items() if match(subj, filter_)}
+            if len(self._wc_cache) >= _WC_CACHE_MAX:
+                self._wc_cache.clear()
+            self._wc_cache[filter_] = codes
+        return codes
+
+    def _match_states(self, filter_: str) -> list[SubjState]:
+        if is_all(filter_):
+            return list(self._fss.values())
+        if is_literal(filter_):
+            ss = self._fss.get(filter_)
+            return [ss] if ss is not None else []
+        by = self._by_code
+        return [by[c] for c in self._match_codes(filter_)]
+
+    def _fix(self, ss: SubjState) -> SubjState:
+        """Recompute a stale first/last of a subject (nats-server recalculateForSubj)."""
+        if ss.stale:
+            if ss.stale & _STALE_FIRST:
+                ss.first = self._next_code_at(ss.code, ss.first + 1, ss.last) or ss.last
+            if ss.stale & _STALE_LAST:
+                ss.last = self._prev_code_at(ss.code, ss.last - 1, ss.first) or ss.first
+            ss.stale = 0
+        return ss
+
+    # ================================================================================================ slots
+    def _locate(self, seq: int) -> tuple[Chunk | None, int]:
+        chunks = self._chunks
+        if not chunks:
+            return None, 0
+        c = chunks[-1]
+        if seq < c.first:
+            k = bisect_right(self._firsts, seq) - 1
+            if k < 0:
+                return None, 0
+            c = chunks[k]
+        i = seq - c.first
+        if 0 <= i < len(c.codes) >> 2:
+            return c, i
+        return None, 0
+
+    def _is_live(self, seq: int) -> bool:
+        c, i = self._locate(seq)
+        return c is not None and c.codes[i << 2] == LIVE
+
+    def _chunks_from(self, seq: int) -> Iterator[Chunk]:
+        k = bisect_right(self._firsts, seq) - 1
+        return islice(self._chunks, max(k, 0), None)
+
+    def _find(self, needle: int | bytes, seq: int, end: int) -> int:
+        """First sequence in [seq, end] whose slot code starts with / equals ``needle``, or 0."""
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first) << 2
+            hi = min(len(c.codes), (end - c.first + 1) << 2)
+            if lo < hi:
+                j = c.codes.find(needle, lo, hi)
+                if j >= 0:
+                    return c.first + (j >> 2)
+        return 0
+
+    def _rfind(self, needle: int | bytes, seq: int, floor: int) -> int:
+        """Last sequence in [floor, seq] whose slot code starts with / equals ``needle``, or 0."""
+        k = bisect_right(self._firsts, seq) - 1
+        chunks = self._chunks
+        while k >= 0:
+            c = chunks[k]
+            if c.end <= floor:
+                break
+            lo = max(0, floor - c.first) << 2
+            hi = min(len(c.codes), (seq - c.first + 1) << 2)
+            if lo < hi:
+                j = c.codes.rfind(needle, lo, hi)
+                if j >= 0:
+                    return c.first + (j >> 2)
+            k -= 1
+        return 0
+
+    def _count(self, needle: int | bytes, seq: int, end: int) -> int:
+        n = 0
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first) << 2
+            hi = min(len(c.codes), (end - c.first + 1) << 2)
+            if lo < hi:
+                n += c.codes.count(needle, lo, hi)
+        return n
+
+    def _count_subject(self, ss: SubjState, seq: int, end: int) -> int:
+        """Messages of subject ``ss`` in [seq, end]: whole chunks from their counts, partial ones scanned."""
+        n = 0
+        code, icode = ss.code, ss.icode
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first) << 2
+            hi = min(len(c.codes), (end - c.first + 1) << 2)
+            if lo < hi:
+                cnt = c.subject_counts() if lo == 0 and hi == len(c.codes) else None
+                n += cnt.get(icode, 0) if cnt is not None else c.codes.count(code, lo, hi)
+        return n
+
+    def _next_live(self, seq: int) -> int:
+        return self._find(LIVE, seq, self._last_seq)
+
+    def _prev_live(self, seq: int) -> int:
+        return self._rfind(LIVE, seq, 0)
+
+    def _next_code_at(self, code: bytes, seq: int, end: int) -> int:
+        return self._find(code, seq, end)
+
+    def _prev_code_at(self, code: bytes, seq: int, floor: int) -> int:
+        return self._rfind(code, seq, floor)
+
+    def _count_live(self, seq: int, end: int) -> int:
+        n = 0
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first) << 2
+            hi = min(len(c.codes), (end - c.first + 1) << 2)
+            if lo == 0 and hi == len(c.codes):
+                n += c.nlive
+            elif lo < hi:
+                n += c.codes.count(LIVE, lo, hi)
+        return n
+
+    def _scan_set(self, codes: set[int], seq: int, end: int) -> int:
+        """First sequence in [seq, end] whose subject code is in ``codes`` (C-level iteration)."""
+        contains = codes.__contains__
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first)
+            hi = min(len(c.codes) >> 2, end - c.first + 1)
+            if lo < hi:
+                for j in compress(count(lo), map(contains, code_ints(c.codes[lo << 2:hi << 2]))):
+                    return c.first + j
+        return 0
+
+    def _scan_set_back(self, codes: set[int], seq: int, floor: int) -> int:
+        contains = codes.__contains__
+        k = bisect_right(self._firsts, seq) - 1
+        while k >= 0:
+            c = self._chunks[k]
+            if c.end <= floor:
+                break
+            lo = max(0, floor - c.first)
+            hi = min(len(c.codes) >> 2, seq - c.first + 1)
+            if lo < hi:
+                ints = code_ints(c.codes[lo << 2:hi << 2])
+                ints.reverse()
+                for j in compress(range(hi - 1, lo - 1, -1), map(contains, ints)):
+                    return c.first + j
+            k -= 1
+        return 0
+
+    def _count_set(self, codes: set[int], seq: int, end: int) -> int:
+        contains = codes.__contains__
+        n = 0
+        for c in self._chunks_from(seq):
+            if c.first > end:
+                break
+            lo = max(0, seq - c.first)
+            hi = min(len(c.codes) >> 2, end - c.first + 1)
+            if lo < hi:
+                cnt = c.subject_counts() if lo == 0 and hi == len(c.codes) >> 2 else None
+                if cnt is not None:
+                    n += sum(map(cnt.__getitem__, codes)) if len(codes) < len(cnt) else \
+                        sum(v for k, v in cnt.items() if k in codes)
+                else:
+                    n += sum(map(contains, code_ints(c.codes[lo << 2:hi << 2])))
+        return n
