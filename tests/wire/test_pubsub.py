@@ -541,3 +541,52 @@ def test_reply_subject_is_passed_verbatim(shared_server, raw, subj):
     c.send(b"SUB " + s + b" 1\r\nPUB " + s + b" a.*.> 1\r\nx\r\n")
     assert flush(c) == b"MSG " + s + b" 1 a.*.> 1\r\nx\r\n"
 
+
+
+def test_random_chunking_of_a_long_stream(shared_server, raw, subj):
+    # One connection, one sid per subject, so the server's output order is fixed; the input is cut into random
+    # chunks (seeded) so every parser state meets a segment boundary somewhere.
+    import random
+
+    rng = random.Random(4222)
+    c = raw.handshake(shared_server, headers=True)
+    s = subj.encode()
+    ops, expected = [b"SUB " + s + b".> 1\r\n"], []
+    for i in range(300):
+        subject = s + b".%d" % (i % 7)
+        payload = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 5, 100, 3000])))
+        reply = rng.choice([b"", b"r.%d" % i])
+        rp = reply + b" " if reply else b""
+        if i % 3 == 0:
+            hdr = b"NATS/1.0\r\nI: %d\r\n\r\n" % i
+            n, t = len(hdr), len(hdr) + len(payload)
+            ops.append(b"HPUB " + subject + b" " + rp + b"%d %d\r\n" % (n, t) + hdr + payload + b"\r\n")
+            expected.append(b"HMSG " + subject + b" 1 " + rp + b"%d %d\r\n" % (n, t) + hdr + payload + b"\r\n")
+        else:
+            ops.append(b"PUB " + subject + b" " + rp + b"%d\r\n" % len(payload) + payload + b"\r\n")
+            expected.append(b"MSG " + subject + b" 1 " + rp + b"%d\r\n" % len(payload) + payload + b"\r\n")
+        if i % 50 == 0:
+            ops.append(b"PING\r\n")
+            expected.append(PONG)
+    stream = b"".join(ops) + b"PING\r\n"
+    pos = 0
+    while pos < len(stream):
+        n = rng.choice([1, 2, 3, 7, 64, 1000, 5000])
+        c.send(stream[pos:pos + n])
+        pos += n
+    want = b"".join(expected) + PONG
+    assert c.read_exactly(len(want), timeout=5) == want
+
+
+def test_verbose_ok_for_hpub(shared_server, raw, subj):
+    c = raw.handshake(shared_server, headers=True, verbose=True)
+    s = subj.encode()
+    c.send(b"HPUB " + s + b" 12 12\r\nNATS/1.0\r\n\r\n\r\n")
+    c.expect(b"+OK\r\n")
+
+
+def test_unsub_of_one_queue_member_leaves_the_other(shared_server, raw, subj):
+    c = raw.handshake(shared_server)
+    s = subj.encode()
+    c.send(b"SUB " + s + b" q 1\r\nSUB " + s + b" q 2\r\nUNSUB 1\r\n" + (b"PUB " + s + b" 1\r\nx\r\n") * 20)
+    assert flush(c) == (b"MSG " + s + b" 2 1\r\nx\r\n") * 20
