@@ -21,8 +21,8 @@ A recursive-descent parser over :class:`~server.conf.scanner.Scanner` that follo
 
 Every value comes back as a :class:`~server.conf.values.Token` carrying its file, line and column; errors are
 :class:`~server.conf.errors.ConfigError` naming ``file:line:col``.  Deliberate differences from nats-server are
-where it has undefined behaviour or a plain bug: a key with no value inside a map, an unknown size suffix and a
-stray ``}`` are errors; include cycles are detected instead of overflowing the stack; ``[1, 2]`` is accepted.
+where it has undefined behaviour or a plain bug: a key with no value inside a map and an unknown size suffix
+are errors; include cycles are detected instead of overflowing the stack; ``[1, 2]`` is accepted.
 """
 from __future__ import annotations
 
@@ -96,21 +96,21 @@ class Parser:
                 depth += 1
                 continue
             if c == "}":
-                line, col = sc.line, sc.col
-                sc.advance()
                 if depth > 0:
+                    sc.advance()
                     depth -= 1
                     continue
-                sc.skip_space()
-                if sc.peek() == EOF:
+                if not sc.text[sc.pos + 1 :].strip():
                     return  # a trailing '}' is allowed (JSON-like files)
-                raise sc.error("Unexpected '}' at the top level", line, col)
+                # Otherwise nats-server reads it as the first character of a key ("}port"); so do we.
             if sc.at_comment():
                 sc.skip_comment()
                 continue
             if c == "/":
                 raise sc.error("Unexpected '/' (comments start with '#' or '//')")
             key, line, col, is_include = self._key(in_map=False)
+            if sc.peek() == EOF and not key:
+                return
             if is_include:
                 self._include(root, line, col)
             else:
@@ -125,6 +125,10 @@ class Parser:
     def _top_value_end(self, depth: int) -> int:
         sc = self.sc
         sc.skip_ws()
+        while sc.peek() == "/" and sc.peek(1) != "/":
+            # nats-server's lexTopValueEnd falls through from a lone '/' to its white-space case
+            sc.advance()
+            sc.skip_ws()
         c = sc.peek()
         if sc.at_comment():
             sc.skip_comment()
@@ -152,6 +156,8 @@ class Parser:
             raise sc.error("Unexpected array end ']' processing map.")
         if c in ('"', "'"):
             sc.advance()
+            if not in_map and sc.peek() == EOF:
+                return "", line, col, False  # nats-server ends the file quietly at a lone trailing quote
             eof = "Unexpected EOF processing quoted map key." if in_map else "Unexpected EOF."
             return sc.read_until_quote(c, eof), line, col, False
         start = sc.pos
@@ -188,7 +194,11 @@ class Parser:
             return Token(self._array(), self.file, line, col)
         if c == "{":
             sc.advance()
-            return Token(self._map(), self.file, line, col)
+            outer, sc.in_array = sc.in_array, False
+            try:
+                return Token(self._map(), self.file, line, col)
+            finally:
+                sc.in_array = outer
         return self._scalar(sc.scalar())
 
     def _scalar(self, s: Scalar) -> Token:
@@ -233,7 +243,11 @@ class Parser:
                 break
             if c == EOF:
                 raise sc.error("Unexpected EOF processing array.")
-            items.append(self._value())
+            outer, sc.in_array = sc.in_array, True
+            try:
+                items.append(self._value())
+            finally:
+                sc.in_array = outer
             if self._item_end("]", "array"):
                 break
         self.ctxs.pop()
@@ -284,7 +298,8 @@ class Parser:
         if c == closer:
             sc.advance()
             return True
-        if c in NL or c == "," or (c == ";" and what == "map"):
+        # A lone '/' ends an item too: nats-server's lexer falls through from its comment case.
+        if c in NL or c in (",", "/") or (c == ";" and what == "map"):
             sc.advance()
             return False
         shown = "EOF" if c == EOF else c

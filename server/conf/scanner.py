@@ -15,7 +15,8 @@ nats-server's lexer (``conf/lex.go``) and hands back ``Scalar(kind, text, line, 
   suffix ``k kb ki kib ... e eb``), a float with one ``.``, an address string with two (``127.0.0.1:4222``),
   a Zulu date ``2016-05-04T18:53:41Z``, and otherwise an unquoted string (``4222abc``, ``10ms``).
   nats-server's lexer does not let ``]`` end a number, so it rejects ``[1, 2]`` ("Expected an array value
-  terminator"); Skiff lets ``]`` end a number and reads ``[1, 2]`` as two integers.
+  terminator"); Skiff lets ``]`` end a number inside an array and reads ``[1, 2]`` as two integers (elsewhere
+  ``2]`` stays the string nats-server makes of it).
 * ``(`` starts a raw block that ends at a ``)`` alone on its line.
 """
 from __future__ import annotations
@@ -30,8 +31,9 @@ WS = (" ", "\t")
 KEY_SEPARATORS = ("=", ":")
 DIGITS = "0123456789"
 NUMBER_SUFFIXES = "kKmMgGtTpPeE"
-# What may follow an integer (nats-server lexNumberOrDateOrStringOrIP, plus ']': see the module docstring).
-NUMBER_END = (EOF, "\n", "\r", "}", "]", ";", ",", " ", "\t")
+# What may follow an integer (nats-server lexNumberOrDateOrStringOrIP); inside arrays ']' too (module docstring).
+NUMBER_END = (EOF, "\n", "\r", "}", ";", ",", " ", "\t")
+NUMBER_END_IN_ARRAY = NUMBER_END + ("]",)
 STRING_END = (EOF, "\n", "\r", ";", ",", "]", "}", " ", "\t")
 
 STRING, BOOL, INTEGER, FLOAT, DATETIME, VARIABLE = "string", "bool", "integer", "float", "datetime", "variable"
@@ -56,6 +58,7 @@ class Scanner:
         self.pos = 0
         self.line = 1
         self.line_start = 0
+        self.in_array = False  # set by the parser while it reads an array item
 
     # -- cursor ---------------------------------------------------------------------------------------------
 
@@ -239,7 +242,7 @@ class Scanner:
         if c != EOF and c in NUMBER_SUFFIXES:
             self.advance()
             return self._suffixed(start, line, col)
-        if c in NUMBER_END:
+        if c in self._number_end():
             return Scalar(INTEGER, self.text[start : self.pos], line, col)
         # Anything else turns the whole value into an unquoted string ("4222abc"); the character that
         # decided it is taken as it is, as nats-server's lexer does.
@@ -267,10 +270,12 @@ class Scanner:
         """After digits and a size letter: ``b``/``i`` letters may follow (``1MB``, ``4KiB``)."""
         while self.peek() != EOF and self.peek() in "bBiI":
             self.advance()
-        c = self.peek()
-        if c in NUMBER_END or c in DIGITS:
+        if self.peek() in self._number_end():
             return Scalar(INTEGER, self.text[start : self.pos], line, col)
-        return self._unquoted(start, [], line, col)  # "10ms", "1Mx": a string
+        return self._unquoted(start, [], line, col)  # "10ms", "1Mx", "1e5": a string (as nats-server 2.15)
+
+    def _number_end(self) -> tuple[str, ...]:
+        return NUMBER_END_IN_ARRAY if self.in_array else NUMBER_END
 
     def _fraction(self, start: int, line: int, col: int) -> Scalar:
         """After digits and a '.': a float, or an address (``127.0.0.1:4222``) when a second '.' comes."""

@@ -125,6 +125,18 @@ VALID = [
      {"p": "$2a$11$3kIDaCxw.Glsl1.u5nKa6eUnNDLV5HV9tIuUp7EHhMt6Nm9myW1aS"}),
     # 'include' is a key when a separator follows it directly
     ("include: 1", {"include": 1}),
+    # a '}' that starts a top-level line starts a key, as in nats-server
+    ("}a: 1", {"}a": 1}),
+    # a size letter followed by a digit makes a string (nats-server 2.15)
+    ("n: 1e5", {"n": "1e5"}),
+    ("n: 2k5", {"n": "2k5"}),
+    ("n: 1e", {"n": 10**18}),
+    # ']' ends a number only inside an array
+    ("a: 2]", {"a": "2]"}),
+    # a lone '/' after a value: white space at the top level, a separator in maps and arrays (nats-server)
+    ("a: 1 / \nb: 2", {"a": 1, "b": 2}),
+    ("m { a: 1 / b: 2 }", {"m": {"a": 1, "b": 2}}),
+    ("a: [1 / 2]", {"a": [1, 2]}),
 ]
 
 
@@ -162,7 +174,7 @@ INVALID = [
     ("a: 99999999999999999999", (1, 4), "out of the range"),
     ("a: $NOT_DEFINED_ANYWHERE_XYZ", (1, 4), "can not be found"),
     ("m { v: 1 }\na: $v", (2, 4), "can not be found"),  # block scope: inner keys are not visible outside
-    ("a: 1\n}\nb: 2", (2, 1), "Unexpected '}'"),
+    ("a: 1\n}\nb: 2", (3, 4), "top-level value to end"),  # as nats-server: key "}" with value "b:"
     ("a: 1\n/ b", (2, 1), "Unexpected '/'"),
     ("include [x]", (1, 9), "start of an array"),
     ("include 5", (1, 9), "start of a number"),
