@@ -114,6 +114,8 @@ class Recovery:
         if doc is not None:
             self._apply_summary(b, doc)
             start = doc["covered"]
+            if self.pending_lost is not None:
+                self._resolve_pending(b.first)
         if start < size:
             with open(path, "rb") as f:
                 f.seek(start)
