@@ -159,6 +159,8 @@ class ServerOptions(_Model):
     no_system_account: bool = False
     # -- TLS
     tls: TLSOptions | None = None
+    allow_non_tls: bool = False  # TLS offered (INFO tls_available) but plain-text clients accepted
+    proxy_protocol: bool = False
     # -- lifecycle
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD

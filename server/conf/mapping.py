@@ -33,9 +33,9 @@ UNSUPPORTED = {
     "operator", "operators", "roots", "root", "root_operators", "root_operator",
     "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
     "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "default_sentinel",
-    "prof_block_rate", "feature_flags", "default_js_domain", "proxies", "proxy_protocol", "remote_syslog",
+    "prof_block_rate", "feature_flags", "default_js_domain", "proxies", "remote_syslog",
     "syslog", "connect_error_reports", "reconnect_error_reports", "logfile_max_num", "log_max_num",
-    "no_fast_producer_stall", "allow_non_tls",
+    "no_fast_producer_stall",
 }
 
 MAX_INT32 = 2**31 - 1
@@ -252,6 +252,8 @@ class _Mapper:
                     s["system_account"] = self.expect(tok, str, k)
                 elif k in ("no_system_account", "no_system", "no_sys_acc"):
                     s["no_system_account"] = self.expect(tok, bool, k)
+                elif k in ("allow_non_tls", "proxy_protocol"):
+                    s[k] = self.expect(tok, bool, k)
                 elif k == "no_header_support":
                     s["no_header_support"] = self.expect(tok, bool, k)
                 elif k == "max_closed_clients":

@@ -97,6 +97,7 @@ MAPPING = [
     ("server_tags: a", {"server_tags": ["a"]}),
     ("server_metadata: { region: eu }", {"server_metadata": {"region": "eu"}}),
     ("no_header_support: true", {"no_header_support": True}),
+    ("allow_non_tls: true", {"allow_non_tls": True}),
     ("max_closed_clients: 5", {"max_closed_clients": 5}),
     ("system_account: SYS\naccounts { SYS { users: [{user: s, password: s}] } }", {"system_account": "SYS"}),
     ("cluster { port: 6222 }\nleafnodes { port: 7422 }", {"ignored_config_keys": ["cluster", "leafnodes"]}),
