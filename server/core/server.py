@@ -32,7 +32,7 @@ from protocol.subjects import subject_matches
 
 from ..clock import Clock, LoopClock
 from ..log import get_logger
-from ..version import GO_FIELD, PROTO, VERSION
+from ..version import API_LEVEL, GO_FIELD, PROTO, VERSION
 from .auth import Auth
 from .client import SERVER_SHUTDOWN, ClientConnection
 from .sublist import Sublist
@@ -226,12 +226,12 @@ class Server:
         info = dict(self._info_base)
         info["client_id"] = conn.cid
         info["client_ip"] = conn.host
+        info["api_lvl"] = API_LEVEL
         if self.lame_duck:
             info["ldm"] = True
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = "$G"
-            info["acc_is_sys"] = False
         return encoder.info(info)
 
     def first_ping_delay(self) -> float:
