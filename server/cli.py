@@ -13,8 +13,9 @@ nats-server.  ``-DV`` sets debug and trace; any ``--tls*`` flag replaces the fil
 ``--tls=false`` turns TLS off.
 
 Failures, as nats-server reports them:
-* a flag that does not exist, a missing or unparsable value: the error on stderr, the usage on stdout, exit 0
-  (nats-server's usage function exits 0, even after a flag error; ``UsageError.exit_code``);
+* a flag that does not exist, a missing or unparsable value: the error on stderr, the usage on stdout, exit 1.
+  nats-server exits 0 here (its usage function always does); Skiff exits 1 on purpose so that a harness with a
+  mistyped flag fails loudly (docs/parity.md; ``UsageError.exit_code``);
 * anything else (a bad configuration file, an unknown command word): ``skiff: <error>`` on stderr, exit 1.
 """
 from __future__ import annotations
@@ -200,9 +201,9 @@ TLS_FLAGS = {"tls", "tlsverify", "tlscert", "tlskey", "tlscacert"}
 
 
 class UsageError(Exception):
-    """A flag Go's flag package would reject: message on stderr, usage on stdout, exit 0 (as nats-server)."""
+    """A flag Go's flag package would reject: message on stderr, usage on stdout, exit 1 (nats-server: 0)."""
 
-    exit_code = 0
+    exit_code = 1
 
 
 class CommandError(Exception):

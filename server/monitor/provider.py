@@ -41,10 +41,14 @@ def _uptime(ns: int) -> str:
 
 
 def _int(params: dict, key: str, default: int) -> int:
-    try:
-        return int(params.get(key, default))
-    except (TypeError, ValueError):
+    """A numeric query parameter; a bad one is a 400 with nats-server's text (the HTTP layer maps ValueError)."""
+    raw = params.get(key)
+    if raw is None or raw == "":
         return default
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"Error decoding int for '{key}': strconv.Atoi: parsing \"{raw}\": invalid syntax") from None
 
 
 def _flag(params: dict, key: str) -> bool:
@@ -57,6 +61,10 @@ class MonitorProvider:
         self.server = server
         self.http_req_stats: dict[str, int] = {}
         self._cpu_last = (os.times(), server.clock.monotonic())
+
+    def identity(self) -> dict:
+        s = self.server
+        return {"server_id": s.server_id, "server_name": s.server_name, "now": format_time(s.clock.time_ns())}
 
     def count(self, path: str) -> None:
         self.http_req_stats[path] = self.http_req_stats.get(path, 0) + 1
