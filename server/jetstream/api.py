@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
 
 API_PREFIX = "$JS.API."
+# Subject prefixes (string prefixes, as nats-server compares them) its API subscription does not cover.
+_OUTSIDE_API = ("$JS.API.DIRECT.GET", "$JS.API.CONSUMER.MSG.NEXT.")
 REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
 
 
@@ -115,6 +117,8 @@ class ApiRouter:
                 route = r
                 break
         if route is None:
+            if reply and origin is not None and subject.startswith(_OUTSIDE_API):
+                self._no_responders(sub, subject, reply, origin)
             return
         hdr = bytes(data[:hdr_len]) if hdr_len else b""
         body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
@@ -135,6 +139,19 @@ class ApiRouter:
             self.reply_error(req, route, res)
         else:
             self.reply_ok(req, route, res)
+
+    def _no_responders(self, sub, subject: str, reply: str, origin) -> None:
+        """``DIRECT.GET`` and ``CONSUMER.MSG.NEXT`` are answered by the streams and consumers themselves, not by
+        nats-server's API import: with nobody else subscribed the requester gets a 503 no-responders status
+        (verified against 2.15.1), where any other unknown ``$JS.API`` subject just times out."""
+        if not origin.no_responders:
+            return
+        plain, queues = self.server.sublist.match(subject)
+        if queues or any(s is not sub for s in plain):
+            return
+        send = getattr(self.server, "_no_responders", None)
+        if send is not None:
+            send(subject, reply, origin)
 
     def reply_ok(self, req: ApiRequest, route: Route, body: dict) -> None:
         out = {"type": route.type}
