@@ -96,7 +96,7 @@ def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], 
     per = {k: {"runs": [], "errors": [], "peak_rss_kib": None, "error": s.error, "server": s.describe()}
            for k, s in servers.items()}
     try:
-        setup_timeout = 180 + ctx.prefill / 500
+        setup_timeout = 3 * ctx.slack + ctx.prefill / 500
         for k, s in servers.items():
             if per[k]["error"]:
                 continue
@@ -138,7 +138,7 @@ def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], 
         for k, s in servers.items():
             if s.alive():
                 for argv in w.teardown(ctx, s):
-                    commands.run(argv, 120)
+                    commands.run(argv, ctx.client_timeout)
     finally:
         for s in servers.values():
             pool.release(s, fresh)

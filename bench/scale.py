@@ -47,18 +47,19 @@ def _settled_rss(server: BenchServer, settle: float = 1.0) -> int:
 
 def connections(ctx: Context, server: BenchServer) -> dict:
     n = ctx.conns
-    before = _settled_rss(server, 0.3)
-    argv = ctx.c("conns", None, server, "--count", n, "--concurrency", 256, "--timeout", 120 + n / 50)
+    before = _settled_rss(server, 0.1 if ctx.quick else 0.5)
+    limit = 2 * ctx.slack + n / 50
+    argv = ctx.c("conns", None, server, "--count", n, "--concurrency", 256, "--timeout", limit)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        line = _read_line(proc, timeout=120 + n / 50)
+        line = _read_line(proc, timeout=limit + 1)
         doc = commands.last_json_line(line or "")
         if not doc or not doc.get("ok"):
             rest, err = proc.communicate(input="", timeout=10)
             doc = commands.last_json_line((line or "") + rest)
             raise ScaleError((doc or {}).get("error") or f"connection flood failed: {err.strip()[-200:]}")
-        after = _settled_rss(server, 1.0)
+        after = _settled_rss(server, 0.3 if ctx.quick else 1.0)
         proc.communicate(input="close\n", timeout=60)
     finally:
         if proc.poll() is None:
@@ -82,19 +83,20 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str | None:
 def consumers(ctx: Context, server: BenchServer) -> dict:
     n = ctx.consumers
     stream = "BENCHSCALE"
-    _checked(ctx.c("js", "create", server, "--stream", stream, "--count", n), 60)
+    _checked(ctx.c("js", "create", server, "--stream", stream, "--count", n), ctx.client_timeout)
     try:
-        before = _settled_rss(server, 0.3)
+        before = _settled_rss(server, 0.1 if ctx.quick else 0.5)
+        limit = 3 * ctx.slack + n / 10
         created = _checked(ctx.c("js", "consumers", server, "--stream", stream, "--count", n, "--threads", 4,
-                                 "--timeout", 300 + n / 10), 300 + n / 10)
-        after = _settled_rss(server, 1.0)
-        info = _checked(ctx.c("js", "info", server, "--stream", stream), 60)
+                                 "--timeout", limit), limit + 1)
+        after = _settled_rss(server, 0.3 if ctx.quick else 1.0)
+        info = _checked(ctx.c("js", "info", server, "--stream", stream), ctx.client_timeout)
         if info.get("consumers") != n:
             raise ScaleError(f"stream reports {info.get('consumers')} consumers, expected {n}")
         pub = _checked(ctx.c("js", "apub", server, "--stream", stream, "--fresh", 0, "--window", 256,
-                             "--duration", ctx.duration), ctx.duration * 6 + 60)
+                             "--duration", ctx.duration), ctx.client_timeout)
     finally:
-        commands.run(ctx.c("js", "delete", server, "--stream", stream), 120)
+        commands.run(ctx.c("js", "delete", server, "--stream", stream), ctx.client_timeout)
     return {"consumers": n, "create_s": created["elapsed"], "create_rate": created["rate"],
             "rss_before_kib": before, "rss_after_kib": after, "rss_per_consumer_kib": (after - before) / n,
             "pub_rate_idle": pub["rate"]}
@@ -103,17 +105,19 @@ def consumers(ctx: Context, server: BenchServer) -> dict:
 def restart(ctx: Context, server: BenchServer) -> dict:
     n = ctx.restart_msgs
     stream = "BENCHBIG"
+    limit = 3 * ctx.slack + n / 500
     fill = _checked(ctx.c("js", "apub", server, "--stream", stream, "--count", n, "--window", 1000,
-                          "--timeout", 300 + n / 500), 300 + n / 500)
+                          "--timeout", limit), limit + 1)
     out = {"messages": n, "fill_rate": fill["rate"]}
+    limit = 3 * ctx.slack + n / 2000
     for kill, key in ((False, "restart_clean_s"), (True, "restart_kill_s")):
         if kill:
             server.kill()
         else:
-            server.stop(timeout=120)
-        if not server.start(timeout=600):
+            server.stop(timeout=limit)
+        if not server.start(timeout=limit):
             raise ScaleError(f"did not come back after {'kill -9' if kill else 'a clean stop'}: {server.error}")
-        seen = wait_stream_ready(server, stream, n, timeout=600)
+        seen = wait_stream_ready(server, stream, n, timeout=limit)
         out[key] = seen - server.started_at
     return out
 
@@ -175,13 +179,13 @@ def scale_workloads() -> list[Workload]:
         Workload("scale.conns", "scale", "idle connections: time to open them all, server RSS per connection",
                  (Row("{conns} connections: time to open", "open_s", "s", False),
                   Row("RSS per idle connection ({conns})", "rss_per_conn_kib", kib, False, Target("<=", 1.0))),
-                 procedure=connections, single_run=True),
+                 procedure=connections, single_run=True, fresh=True),
         Workload("scale.consumers", "scale", "durable pull consumers on one stream: creation time, RSS each, "
                  "async publish rate with them all idle",
                  (Row("{consumers} consumers: creation time", "create_s", "s", False),
                   Row("RSS per consumer ({consumers})", "rss_per_consumer_kib", kib, False),
                   Row("JS async publish, {consumers} idle consumers", "pub_rate_idle", "msg/s", True)),
-                 procedure=consumers, single_run=True),
+                 procedure=consumers, single_run=True, fresh=True),
         Workload("scale.restart", "scale", "stream of many messages: restart time after a clean stop and after "
                  "kill -9 (until STREAM.INFO reports every message)",
                  (Row("{restart_msgs} msgs: fill (async publish)", "fill_rate", "msg/s", True),

@@ -71,9 +71,20 @@ class Context:
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(quick=quick, **base)
 
+    @property
+    def slack(self) -> float:
+        """Allowance on top of the expected time before a client is declared hung."""
+        return 10.0 if self.quick else 60.0
+
+    @property
+    def client_timeout(self) -> float:
+        return self.duration * 6 + self.slack
+
     def c(self, program: str, mode: str | None, server: BenchServer, *args) -> list[str]:
+        """A C load generator's command line.  Its own watchdog (--timeout, which also bounds how long it waits
+        for any one answer) fires before the orchestrator's hard timeout; later --timeout arguments win."""
         argv = [str(self.bins[program])] + ([mode] if mode else [])
-        return argv + ["--url", server.url] + [str(a) for a in args]
+        return argv + ["--url", server.url, "--timeout", f"{self.client_timeout - 1:g}"] + [str(a) for a in args]
 
     def py(self, mode: str, server: BenchServer, *args) -> list[str]:
         return [self.python, str(HERE / "natspy_client.py"), mode, "--url", server.url] + [str(a) for a in args]
@@ -95,7 +106,7 @@ class Workload:
     profile: str = "default"
     fresh: bool = False  # needs servers of its own (it restarts them)
     single_run: bool = False  # scale workloads: one run per server
-    timeout: Callable[[Context], float] = lambda ctx: ctx.duration * 6 + 60
+    timeout: Callable[[Context], float] = lambda ctx: ctx.client_timeout
 
 
 def rate(label: str, target: Target | None = None, unit: str = "msg/s", key: str = "rate") -> Row:
@@ -114,7 +125,7 @@ def _prefill(stream: str) -> Callable[[Context, BenchServer], list[list[str]]]:
 
 
 def _prefill_timeout(ctx: Context) -> float:
-    return 120 + ctx.prefill / 1000  # at least ~1k msg/s
+    return 2 * ctx.slack + ctx.prefill / 1000  # at least ~1k msg/s
 
 
 def _drop_stream(stream: str) -> Callable[[Context, BenchServer], list[list[str]]]:
@@ -130,7 +141,12 @@ def _kv_drop(ctx: Context, s: BenchServer) -> list[list[str]]:
 
 
 def _consume_timeout(ctx: Context) -> float:
-    return ctx.duration * 6 + 60 + ctx.prefill / 2000
+    return ctx.client_timeout + ctx.prefill / 2000
+
+
+def _consume(mode: str, stream: str, *extra) -> Command:
+    return lambda ctx, s: ctx.c("js", mode, s, "--stream", stream, "--count", ctx.prefill, "--duration",
+                                ctx.duration, "--timeout", _consume_timeout(ctx) - 1, *extra)
 
 
 def core_workloads() -> list[Workload]:
@@ -186,20 +202,17 @@ def jetstream_workloads() -> list[Workload]:
         Workload("js.fetch", "jetstream", "pull consumer: fetch batches of 100 + ack each, prefilled stream",
                  (rate("JS pull fetch + ack", Target(">=", 0.5)),),
                  setup=_prefill("BENCHF"),
-                 client=lambda ctx, s: ctx.c("js", "fetch", s, "--stream", "BENCHF", "--count", ctx.prefill,
-                                             "--batch", 100, "--duration", ctx.duration),
+                 client=_consume("fetch", "BENCHF", "--batch", 100),
                  teardown=_drop_stream("BENCHF"), timeout=_consume_timeout),
         Workload("js.push", "jetstream", "push consumer, explicit ack (library acks each), prefilled stream",
                  (rate("JS push consumer"),),
                  setup=_prefill("BENCHU"),
-                 client=lambda ctx, s: ctx.c("js", "push", s, "--stream", "BENCHU", "--count", ctx.prefill,
-                                             "--duration", ctx.duration),
+                 client=_consume("push", "BENCHU"),
                  teardown=_drop_stream("BENCHU"), timeout=_consume_timeout),
         Workload("js.ordered", "jetstream", "ordered consumer (no acks, flow control), prefilled stream",
                  (rate("JS ordered consumer"),),
                  setup=_prefill("BENCHO"),
-                 client=lambda ctx, s: ctx.c("js", "ordered", s, "--stream", "BENCHO", "--count", ctx.prefill,
-                                             "--duration", ctx.duration),
+                 client=_consume("ordered", "BENCHO"),
                  teardown=_drop_stream("BENCHO"), timeout=_consume_timeout),
         Workload("js.kv.put", "jetstream", "KV put, random keys, 128 B values, one client",
                  (rate("KV put", unit="op/s"), latency("KV put p50")),

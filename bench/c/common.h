@@ -220,6 +220,16 @@ static inline double pct_us(samples_t *s, double p) {
 
 static inline void samples_sort(samples_t *s) { qsort(s->v, s->n, sizeof(int64_t), cmp_i64); }
 
+/* How long to wait for one server answer (API request, stalled publish window, fetch), in ms: a quarter of the
+ * program's --timeout, between 2 s and 30 s, so a server that never answers shows as an error well before the
+ * watchdog or the orchestrator's hard timeout. */
+static inline int64_t wait_ms(void) {
+    double w = A.timeout * 250.0;
+    if (w < 2000) w = 2000;
+    if (w > 30000) w = 30000;
+    return (int64_t)w;
+}
+
 static inline double safe_rate(double n, double secs) { return secs > 0 ? n / secs : 0.0; }
 
 #endif

@@ -37,7 +37,7 @@ static long publish_loop(natsConnection *nc, const char *subj, double *elapsed) 
         if (A.count && n >= A.count) break;
         if ((n & 1023) == 0 && now_s() >= deadline) break;
     }
-    check(natsConnection_FlushTimeout(nc, (int64_t)(30000 + A.duration * 1000)), "flush after publish");
+    check(natsConnection_FlushTimeout(nc, 2 * wait_ms() + (int64_t)(A.duration * 1000)), "flush after publish");
     *elapsed = now_s() - t0;
     free(data);
     return n;

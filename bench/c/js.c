@@ -16,8 +16,8 @@
  *   js delete                                     delete stream S
  *
  * Consumers read at most --count messages of what the stream holds (all of it with --count 0) and stop when they
- * have it, when nothing arrived for 5 s, or at --duration x 4 + 10 s; the rate is messages over the time from the
- * subscription to the last message.
+ * have it, when nothing arrived for a while (see wait_ms), or at --duration x 4 + 10 s; the rate is messages over
+ * the time from the subscription to the last message.
  */
 #include "common.h"
 
@@ -35,9 +35,9 @@ static void js_connect(int64_t max_pending) {
     jsOptions o;
     nc = connect_to("bench-js", false);
     jsOptions_Init(&o);
-    o.Wait = 30000;
+    o.Wait = wait_ms();
     if (max_pending > 0) o.PublishAsync.MaxPending = max_pending;
-    o.PublishAsync.StallWait = 30000;
+    o.PublishAsync.StallWait = wait_ms();
     check(natsConnection_JetStream(&js, nc, &o), "jetstream context");
 }
 
@@ -118,9 +118,9 @@ static void run_apub(void) {
     jsOptions o;
     nc = connect_to("bench-js", false);
     jsOptions_Init(&o);
-    o.Wait = 30000;
+    o.Wait = wait_ms();
     o.PublishAsync.MaxPending = A.window;
-    o.PublishAsync.StallWait = 30000;
+    o.PublishAsync.StallWait = wait_ms();
     o.PublishAsync.AckHandler = on_puback;
     check(natsConnection_JetStream(&js, nc, &o), "jetstream context");
     if (A.fresh) stream_create();
@@ -138,7 +138,7 @@ static void run_apub(void) {
     }
     jsPubOptions po;
     jsPubOptions_Init(&po);
-    po.MaxWait = 60000;
+    po.MaxWait = 2 * wait_ms();
     natsStatus s = js_PublishAsyncComplete(js, &po);
     double el = now_s() - t0;
     if (atomic_load(&ack_errors) > 0) fail("%ld publish errors, first: %s", atomic_load(&ack_errors), ack_err_text);
@@ -195,7 +195,7 @@ static void run_fetch(void) {
         natsMsgList list = {0};
         int want = A.batch;
         if (target - n < want) want = (int)(target - n);
-        natsStatus s = natsSubscription_Fetch(&list, sub, want, 5000, &jerr);
+        natsStatus s = natsSubscription_Fetch(&list, sub, want, wait_ms(), &jerr);
         if (s == NATS_TIMEOUT) break;
         check_js(s, jerr, "fetch");
         for (int i = 0; i < list.Count; i++) {
@@ -234,7 +234,7 @@ static void run_push(bool ordered) {
         double t = now_s();
         if (r >= target) break;
         if (r != seen) { seen = r; idle_since = t; }
-        if (t - idle_since > 5.0 || t > cap) break;
+        if (t - idle_since > wait_ms() / 1000.0 || t > cap) break;
         nats_Sleep(1);
     }
     long r = atomic_load(&got);
@@ -317,7 +317,7 @@ static void *creator_main(void *arg) {
     jsCtx *cj = NULL;
     jsOptions o;
     jsOptions_Init(&o);
-    o.Wait = 30000;
+    o.Wait = wait_ms();
     if (natsConnection_JetStream(&cj, cn, &o) != NATS_OK) {
         snprintf(c->err, sizeof c->err, "jetstream context");
         return NULL;

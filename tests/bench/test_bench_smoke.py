@@ -1,0 +1,91 @@
+"""The benchmark's smoke run: ``python -m bench --quick`` with tiny sizes must produce a table with figures from
+both servers for every workload, so the benchmark (C load generators, orchestrator, report) never rots.
+
+It runs every workload once per server for a fraction of a second (well under a minute in all).  It skips only
+when the NATS C client cannot be installed (no libnats-dev / gcc and no way to apt-get them); any other failure,
+including a workload that errors on Skiff, fails the test with the cells that say why.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.build import BuildError, ensure_built
+from bench.workloads import Context, all_workloads
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE_ARGS = ["--quick", "--duration", "0.25", "--prefill", "2000", "--conns", "100", "--consumers", "50",
+              "--restart-msgs", "2000"]
+
+
+@pytest.fixture(scope="module")
+def bench_results(tmp_path_factory) -> tuple[dict, str]:
+    try:
+        ensure_built()
+    except BuildError as e:
+        pytest.skip(f"benchmark load generators unavailable: {e}")
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench", *SMOKE_ARGS, "--json", str(out)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the quick benchmark overstayed 120 s:\n{(e.stderr or b'')[-3000:]!r}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_table_has_both_servers_and_every_workload(bench_results):
+    results, table = bench_results
+    header = table.splitlines()[0]
+    assert "Skiff" in header and "nats-server" in header and "ratio" in header
+    ran = [w["name"] for w in results["workloads"]]
+    assert ran == [w.name for w in all_workloads()]
+    for w in results["workloads"]:
+        for row in w["rows"]:
+            assert row["label"] in table
+
+
+def test_nats_server_figures_in_every_row(bench_results):
+    """The harness itself works: the reference server gives a figure for every row."""
+    results, _ = bench_results
+    missing = [(w["name"], r["label"], r["errors"].get("nats-server")) for w in results["workloads"]
+               for r in w["rows"] if r["values"].get("nats-server") is None]
+    assert not missing, _lines(missing)
+
+
+def test_skiff_figures_and_ratio_in_every_row(bench_results):
+    results, _ = bench_results
+    missing = [(w["name"], r["label"], r["errors"].get("skiff")) for w in results["workloads"]
+               for r in w["rows"] if r["values"].get("skiff") is None or r["ratio"] is None]
+    assert not missing, _lines(missing)
+
+
+def test_peak_rss_of_both_servers_reported(bench_results):
+    results, _ = bench_results
+    for w in results["workloads"]:
+        for kind in ("skiff", "nats-server"):
+            if w["servers"][kind]["runs"]:
+                assert w["servers"][kind]["peak_rss_kib"] > 0, (w["name"], kind)
+
+
+def test_targets_printed_beside_ratios(bench_results):
+    results, table = bench_results
+    targets = {r["label"]: r["target"] for w in results["workloads"] for r in w["rows"] if r["target"]}
+    assert targets["publish 128 B"] == ">= 0.25x"
+    assert targets["JS async publish, sync always"] == ">= 5x"
+    for label, target in targets.items():
+        line = next(line for line in table.splitlines() if line.startswith(label))
+        assert target in line
+
+
+def _lines(missing: list[tuple]) -> str:
+    return "rows without a figure:\n" + "\n".join(f"  {name}: {label}: error: {err}" for name, label, err in missing)
+
+
+def test_quick_context_is_small():
+    ctx = Context.make(True)
+    assert ctx.duration <= 2 and ctx.runs == 1 and ctx.conns <= 1000 and ctx.restart_msgs <= 100_000
