@@ -61,8 +61,12 @@ class IndexedStore(Queries, StreamStore):
         self._lost_bytes = 0
 
     # ================================================================================================ backend
+    #: Accounted message size = len(subject) + len(hdr) + len(data) + one of these (without / with headers).
+    _size_base = 0
+    _size_base_hdr = 0
+
     def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
-        raise NotImplementedError
+        return slen + hlen + dlen + (self._size_base_hdr if hlen else self._size_base)
 
     def _new_chunk(self, first: int) -> Chunk:
         return Chunk(first)
@@ -123,8 +127,13 @@ class IndexedStore(Queries, StreamStore):
     def _append(self, seq: int, subject: str, ss: SubjState | None, hdr: bytes, data: bytes, ts: int, ttl: int) -> SubjState:
         if ss is None:
             ss = self._new_subject(subject)
-        size = self._msg_size(len(ss.enc), len(hdr), len(data))
-        c = self._chunk_for_append(seq, size)
+        hlen = len(hdr)
+        # The accounted size, nats-server's formula for the store type (see _msg_size).
+        size = len(ss.enc) + hlen + len(data) + (self._size_base_hdr if hlen else self._size_base)
+        chunks = self._chunks
+        c = chunks[-1] if chunks else None
+        if c is None or c.first + (len(c.codes) >> 2) != seq or self._chunk_full(c, size):
+            c = self._chunk_for_append(seq, size)
         self._write_msg(c, seq, ss, hdr, data, ts, ttl)
         c.codes += ss.code
         cnt = c.counts

@@ -32,8 +32,9 @@ class MemoryStreamStore(IndexedStore):
             self._reset_to(self.config.first_seq)
 
     # -- backend hooks ---------------------------------------------------------------------------------------
-    def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
-        return slen + hlen + dlen + 16
+    # nats-server memStoreMsgSize: len(subj) + len(hdr) + len(msg) + 16.
+    _size_base = 16
+    _size_base_hdr = 16
 
     def _new_chunk(self, first: int) -> Chunk:
         return MemChunk(first)

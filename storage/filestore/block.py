@@ -98,19 +98,10 @@ def encode_erased(seq: int, ts: int, rlen: int) -> bytes:
     return rec + _pack_crc(_crc32(rec))
 
 
-class Rec(NamedTuple):
-    """A record found by ``scan``; ``subj``/``count`` are filled for MSG/SKIP records only."""
-
-    kind: int
-    pos: int
-    rlen: int
-    seq: int
-    ts: int
-    ttl: int
-    slen: int
-    hlen: int
-    subj: bytes
-    count: int
+# A good record found by ``scan`` is a plain tuple (cheaper than a NamedTuple on the recovery hot path):
+#   (kind, pos, rlen, seq, ts, ttl, slen, hlen, extra)
+# where ``extra`` is the subject (bytes) of a MSG record, the count of a SKIP record, else None.
+Rec = tuple
 
 
 class Bad(NamedTuple):
@@ -143,8 +134,9 @@ def _check(buf: memoryview | bytes, pos: int, end: int) -> tuple | None:
     return h
 
 
-def scan(data: bytes, start: int = 0) -> Iterator[Rec | Bad]:
-    """Walk the records of a block image from ``start``, yielding ``Rec`` for good ones and ``Bad`` ranges."""
+def scan(data: bytes, start: int = 0) -> Iterator[tuple | Bad]:
+    """Walk the records of a block image from ``start``, yielding record tuples (see ``Rec``) for good ones
+    and ``Bad`` for byte ranges that hold no valid record."""
     mv = memoryview(data)
     end = len(data)
     pos = start
@@ -157,13 +149,13 @@ def scan(data: bytes, start: int = 0) -> Iterator[Rec | Bad]:
             if (magic == MAGIC and kind in _KINDS and OVERHEAD + slen + hlen <= rlen <= MAX_RECORD
                     and pos + rlen <= end
                     and _crc32(mv[pos:pos + rlen - 4]) == crc_at(mv, pos + rlen - 4)[0]):
-                subj = b""
-                cnt = 0
                 if kind == KIND_MSG:
-                    subj = bytes(mv[pos + HEAD_SIZE:pos + HEAD_SIZE + slen])
+                    extra = data[pos + HEAD_SIZE:pos + HEAD_SIZE + slen]
                 elif kind == KIND_SKIP and rlen >= OVERHEAD + 8:
-                    cnt = U64.unpack_from(mv, pos + HEAD_SIZE)[0]
-                yield Rec(kind, pos, rlen, seq, ts, ttl, slen, hlen, subj, cnt)
+                    extra = U64.unpack_from(mv, pos + HEAD_SIZE)[0]
+                else:
+                    extra = None
+                yield (kind, pos, rlen, seq, ts, ttl, slen, hlen, extra)
                 pos += rlen
                 continue
         # Something is wrong at pos.  Classify, then resync on the next magic that starts a valid record.

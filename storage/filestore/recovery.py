@@ -30,7 +30,7 @@ import structlog
 
 from storage.config import NANOS
 from storage.engine import FILL_GAP_MAX
-from storage.seqindex import DELETED, LIVE
+from storage.seqindex import DELETED, LIVE, SubjState
 from storage.filestore.block import (
     KIND_BLOCK,
     KIND_ERASED,
@@ -40,7 +40,6 @@ from storage.filestore.block import (
     KIND_TOMBSTONE,
     OVERHEAD,
     Bad,
-    file_msg_size,
     scan,
 )
 from storage.filestore.index import LOCAL_DELETED, Block, decode_summary
@@ -190,14 +189,22 @@ class Recovery:
 
     # ------------------------------------------------------------------------------------------------------
     def _scan_into(self, b: Block, data: bytes, base: int, is_last: bool, have_summary: bool) -> int:
-        """Scan ``data`` (the block file from offset ``base``) into ``b``; returns the block's final size."""
+        """Scan ``data`` (the block file from offset ``base``) into ``b``; returns the block's final size.
+
+        The loop is the cost of a restart without index (one iteration per record), hence the locals.
+        """
         fs = self.fs
         first_known = have_summary
+        end = b.end if have_summary else 0  # next slot's sequence
         expected = b.end if have_summary else self.prev_hi + 1
         after_bad = False
         size = base + len(data)
         codes, tss, sizes, offsets = b.codes, b.ts, b.sizes, b.offsets
+        ts_append, sizes_append, off_append = tss.append, sizes.append, offsets.append
         fss = fs._fss
+        by_bytes: dict[bytes, SubjState] = {}
+        hi, hi_ts = b.hi, b.hi_ts
+        n_msgs = n_bytes = 0
         for r in scan(data):
             if type(r) is Bad:
                 if r.torn and is_last:
@@ -218,54 +225,57 @@ class Recovery:
                     if is_last:
                         if r.kind == KIND_MSG and r.seq == expected:
                             self._lose(b, [expected])
-                            b.hi = max(b.hi, expected)
+                            hi = max(hi, expected)
                             expected += 1
                     else:
                         self.pending_lost = (b, expected)
                 continue
-            kind, seq = r.kind, r.seq
+            kind, pos, rlen, seq, ts, ttl, slen, hlen, extra = r
             if kind == KIND_MSG:
                 if not first_known:
-                    b.first = seq
+                    b.first = end = seq
                     first_known = True
-                if seq < b.end:
-                    log.error("out-of-order record ignored", block=b.path, seq=seq, offset=base + r.pos)
-                    continue
-                if self.pending_lost is not None:
-                    self._resolve_pending(seq)
-                gap = seq - b.end
-                if gap:
+                if seq != end:
+                    if seq < end:
+                        log.error("out-of-order record ignored", block=b.path, seq=seq, offset=base + pos)
+                        continue
+                    if self.pending_lost is not None:
+                        self._resolve_pending(seq)
                     if after_bad and seq > expected:
                         self._lose(b, range(expected, seq))
+                    gap = seq - end
                     if gap > 16 * FILL_GAP_MAX and not codes:
                         b.first = seq
                     else:
-                        last_ts = tss[-1] if tss else r.ts
                         codes.extend(bytes(gap << 2))
-                        tss.extend(array("q", [last_ts]) * gap)
-                        sizes.extend(array("I", [0]) * gap)
-                        offsets.extend(array("I", [0]) * gap)
-                subj = r.subj.decode("utf-8", "replace")
-                ss = fss.get(subj) or fs._new_subject(subj)
-                size_acc = file_msg_size(r.slen, r.hlen, r.rlen - OVERHEAD - r.slen - r.hlen)
-                if r.ttl:
+                        tss.extend(array("q", [tss[-1] if tss else ts]) * gap)
+                        sizes.extend(array("I", bytes(gap << 2)))
+                        offsets.extend(array("I", bytes(gap << 2)))
+                    end = seq
+                elif self.pending_lost is not None:
+                    self._resolve_pending(seq)
+                ss = by_bytes.get(extra)
+                if ss is None:
+                    subj = extra.decode("utf-8", "replace")
+                    ss = by_bytes[extra] = fss.get(subj) or fs._new_subject(subj)
+                # nats-server fileStoreMsgSize: 22+slen+dlen+8 (+4+hlen) == rlen-8 (rlen-4 with headers).
+                size_acc = rlen - 4 if hlen else rlen - 8
+                if ttl:
                     if b.ttls is None:
                         b.ttls = {}
-                    b.ttls[len(codes) >> 2] = r.ttl
+                    b.ttls[len(codes) >> 2] = ttl
                 codes += ss.code
-                tss.append(r.ts)
-                sizes.append(size_acc)
-                offsets.append(base + r.pos)
-                b.nlive += 1
-                fs._msgs += 1
-                fs._bytes += size_acc
+                ts_append(ts)
+                sizes_append(size_acc)
+                off_append(base + pos)
+                n_msgs += 1
+                n_bytes += size_acc
                 if ss.msgs == 0:
                     ss.first = seq
                 ss.msgs += 1
                 ss.last = seq
-                if seq >= b.hi:
-                    b.hi, b.hi_ts = seq, r.ts
-                expected = seq + 1
+                hi, hi_ts = seq, ts
+                end = expected = seq + 1
                 after_bad = False
             elif kind == KIND_TOMBSTONE:
                 b.tombs.append(seq)
@@ -273,30 +283,34 @@ class Recovery:
             elif kind == KIND_FLOOR:
                 b.floors.append(seq)
                 self.floors.append(seq)
-                b.hi = max(b.hi, seq - 1)
+                hi = max(hi, seq - 1)
             elif kind == KIND_SKIP:
                 if not first_known:
-                    b.first = seq
+                    b.first = end = seq
                     first_known = True
                 if self.pending_lost is not None:
                     self._resolve_pending(seq)
-                last = seq + r.count - 1
-                if last >= b.hi:
-                    b.hi, b.hi_ts = last, r.ts
+                last = seq + extra - 1
+                if last >= hi:
+                    hi, hi_ts = last, ts
                 expected = max(expected, last + 1)
                 after_bad = False
             elif kind == KIND_ERASED:
-                b.hi = max(b.hi, seq)
+                hi = max(hi, seq)
                 expected = max(expected, seq + 1)
                 after_bad = False
             elif kind == KIND_BLOCK:
                 if not first_known:
-                    b.first = seq
+                    b.first = end = seq
                     first_known = True
                 if self.pending_lost is not None:
                     self._resolve_pending(seq)
-                b.hi = max(b.hi, seq - 1)
+                hi = max(hi, seq - 1)
                 expected = max(expected, seq)
+        b.nlive += n_msgs
+        fs._msgs += n_msgs
+        fs._bytes += n_bytes
+        b.hi, b.hi_ts = hi, hi_ts
         if not first_known:
             b.first = max(self.prev_hi + 1, b.hi + 1)
         return size

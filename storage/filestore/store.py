@@ -58,7 +58,6 @@ from storage.filestore.block import (
     append_msg,
     encode_control,
     encode_erased,
-    file_msg_size,
     parse_msg,
 )
 from storage.filestore.index import Block, encode_summary
@@ -137,8 +136,9 @@ class FileStreamStore(IndexedStore):
         self._recover()
 
     # ================================================================================================ hooks
-    def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
-        return file_msg_size(slen, hlen, dlen)
+    # nats-server fileStoreMsgSize: 22+len(subj)+len(msg)+8, plus 4+len(hdr) with headers.
+    _size_base = 30
+    _size_base_hdr = 34
 
     def _new_chunk(self, first: int) -> Chunk:
         index = self._next_index
