@@ -96,6 +96,10 @@ class StreamStore(ABC):
         Returns ``(msg, msg.seq)`` or ``(None, last_seq)`` when there is none."""
 
     @abstractmethod
+    def load_next_msg_multi(self, filters: Iterable[str], start_seq: int = 0) -> tuple[StoredMsg | None, int]:
+        """``load_next_msg`` matching any of several filters (consumer ``filter_subjects``)."""
+
+    @abstractmethod
     def load_last_msg(self, filter: str = "") -> StoredMsg | None:
         """The newest message matching ``filter`` (literal or wildcard)."""
 
@@ -171,6 +175,10 @@ class StreamStore(ABC):
     def num_pending(self, start_seq: int, filter: str = "", last_per_subject: bool = False) -> int:
         """Messages at or after ``start_seq`` matching ``filter``; with ``last_per_subject``, the number of
         matching subjects whose last message is at or after ``start_seq``."""
+
+    @abstractmethod
+    def num_pending_multi(self, start_seq: int, filters: Iterable[str], last_per_subject: bool = False) -> int:
+        """``num_pending`` for several filters; a message matching more than one counts once."""
 
     @abstractmethod
     def multi_last_seqs(self, filters: Iterable[str], max_seq: int = 0, max_allowed: int = 0) -> list[int]:

@@ -41,7 +41,10 @@ class Queries(SeqIndex):
             if ss.first >= start:
                 return ss.first
             return self._next_code_at(ss.code, start, min(end, ss.last))
-        codes = self._match_codes(filter_)
+        return self._next_in(self._match_codes(filter_), start, end)
+
+    def _next_in(self, codes: set[int], start: int, end: int) -> int:
+        """First live sequence in [start, end] whose subject code is in ``codes``, or 0."""
         if not codes:
             return 0
         if len(codes) > _SMALL_SET:
@@ -55,6 +58,20 @@ class Queries(SeqIndex):
             if cand and (best == 0 or cand < best):
                 best = cand
         return best
+
+    def _codes_of(self, filters: Iterable[str]) -> set[int] | None:
+        """Codes of the subjects any of ``filters`` selects; None when one of them selects everything."""
+        out: set[int] = set()
+        for f in filters:
+            if is_all(f):
+                return None
+            if is_literal(f):
+                ss = self._fss.get(f)
+                if ss is not None:
+                    out.add(ss.icode)
+            else:
+                out |= self._match_codes(f)
+        return out
 
     def _last_match(self, filter_: str, end: int = 0) -> int:
         """Last live sequence <= end (default last) matching ``filter_``, or 0."""
@@ -72,7 +89,9 @@ class Queries(SeqIndex):
             if ss.first > end:
                 return 0
             return ss.last if ss.last <= end else self._prev_code_at(ss.code, end, ss.first)
-        codes = self._match_codes(filter_)
+        return self._last_in(self._match_codes(filter_), end)
+
+    def _last_in(self, codes: set[int], end: int) -> int:
         if not codes:
             return 0
         if len(codes) > _SMALL_SET:
@@ -125,6 +144,36 @@ class Queries(SeqIndex):
                 return m
             seq = self._last_match(filter, seq - 1) if seq > 1 else 0
         return None
+
+    def load_next_msg_multi(self, filters: Iterable[str], start_seq: int = 0) -> tuple[StoredMsg | None, int]:
+        """``load_next_msg`` for several filters at once (a consumer's ``filter_subjects``, nats-server
+        LoadNextMsgMulti): the first message at or after ``start_seq`` matching any of them."""
+        self._check_open()
+        codes = self._codes_of(filters)
+        if codes is None:
+            return self.load_next_msg("", start_seq)
+        start = max(start_seq, self._first_seq)
+        while self._msgs and start <= self._last_seq:
+            seq = self._next_in(codes, start, self._last_seq)
+            if not seq:
+                break
+            m = self._load_slot(seq)
+            if m is not None:
+                return m, seq
+            start = seq + 1
+        return None, self._last_seq
+
+    def num_pending_multi(self, start_seq: int, filters: Iterable[str], last_per_subject: bool = False) -> int:
+        """``num_pending`` for several filters at once (nats-server NumPendingMulti); overlaps count once."""
+        codes = self._codes_of(filters)
+        if codes is None:
+            return self.num_pending(start_seq, "", last_per_subject)
+        if start_seq < self._first_seq:
+            start_seq = self._first_seq
+        if start_seq > self._last_seq or self._msgs == 0:
+            return 0
+        by = self._by_code
+        return self._pending_in([by[c] for c in codes], start_seq, last_per_subject)
 
     def subject_for_seq(self, seq: int) -> str | None:
         c, i = self._locate(seq)
@@ -240,9 +289,12 @@ class Queries(SeqIndex):
             if last_per_subject:
                 return sum(1 for ss in self._fss.values() if self._fix(ss).last >= start_seq)
             return self._count_live(start_seq, self._last_seq)
+        return self._pending_in(self._match_states(filter), start_seq, last_per_subject)
+
+    def _pending_in(self, states: Iterable[SubjState], start_seq: int, last_per_subject: bool) -> int:
         total = 0
         partial: list[SubjState] = []
-        for ss in self._match_states(filter):
+        for ss in states:
             self._fix(ss)
             if last_per_subject:
                 total += ss.last >= start_seq

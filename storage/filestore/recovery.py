@@ -69,6 +69,15 @@ def list_blocks(msgs_dir: str) -> list[int]:
     return sorted(blocks)
 
 
+def _read_tail(path: str, size: int) -> bytes:
+    """The last four bytes of the first ``size`` bytes of a file (the CRC of its last record)."""
+    if size < 4:
+        return b""
+    with open(path, "rb") as f:
+        f.seek(size - 4)
+        return f.read(4)
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -120,6 +129,8 @@ class Recovery:
                 f.seek(start)
                 data = f.read()
             size = self._scan_into(b, data, start, is_last, have_summary=doc is not None)
+            end = size - start  # the scan may have cut a torn tail
+            b.tail = data[end - 4:end] if end >= 4 else _read_tail(path, size)
             b.dirty = True
             self.scanned.append(b)
         if self.blocks and b.first < self.blocks[-1].end:

@@ -96,7 +96,6 @@ class FileStreamStore(IndexedStore):
         self._pwrites: list[tuple[Block, int, bytes]] = []  # in-place overwrites (erase)
         self._dead: list[Block] = []  # blocks that left the index, to delete at the next flush
         self._to_seal: list[Block] = []  # blocks the store moved past, summary due after the next flush
-        self._sealed_open: list[Block] = []  # sealed blocks whose descriptor waits for sync() before closing
         self._read_fds: OrderedDict[int, Block] = OrderedDict()
         self._batch_seqs: list[int] = []
         self._batch_removed: list[int] = []
@@ -115,9 +114,12 @@ class FileStreamStore(IndexedStore):
     def _recover(self) -> None:
         self._replaying = True
         try:
-            Recovery(self).run()
+            rec = Recovery(self)
+            rec.run()
         finally:
             self._replaying = False
+        #: Blocks read record by record at the last start (no usable summary, or appended after it).
+        self.scanned_blocks = len(rec.scanned)
         self._next_index = max((b.index for b in self._chunks), default=0) + 1  # type: ignore[attr-defined]
         for b in self._dead:
             self._next_index = max(self._next_index, b.index + 1)
@@ -131,7 +133,7 @@ class FileStreamStore(IndexedStore):
         self._close_fds()
         self._reset_index()
         self._lost_msgs, self._lost_bytes = [], 0
-        self._wq, self._pwrites, self._dead, self._to_seal, self._sealed_open = [], [], [], [], []
+        self._wq, self._pwrites, self._dead, self._to_seal = [], [], [], []
         self._batch_seqs, self._batch_removed = [], []
         self._recover()
 
@@ -254,19 +256,15 @@ class FileStreamStore(IndexedStore):
             self._close_block_fd(old, only_if_idle=True)
         return fd
 
-    def _close_block_fd(self, b: Block, only_if_idle: bool = False) -> bool:
-        """Close a block's descriptor; with ``only_if_idle`` not while it is the newest block, has a pending
-        tail or unsynced bytes (sync() needs the descriptor).  Returns whether it is closed now."""
+    def _close_block_fd(self, b: Block, only_if_idle: bool = False) -> None:
+        """Close a block's descriptor (with ``only_if_idle``: not the newest block's, nor one with a tail to
+        write).  Unsynced bytes do not need it: sync() reopens the block by path."""
         with self._sync_lock:
-            if b.fd is None:
-                return True
-            if only_if_idle and (b.pend or b.synced < b.flushed or (self._chunks and b is self._chunks[-1])):
-                return False
+            if b.fd is None or (only_if_idle and (b.pend or (self._chunks and b is self._chunks[-1]))):
+                return
             fd, b.fd = b.fd, None
-            self._unsynced.discard(b)
         self._read_fds.pop(b.index, None)
         os.close(fd)
-        return True
 
     def _read(self, b: Block, i: int, seq: int) -> StoredMsg | None:  # type: ignore[override]
         off = b.offsets[i]
@@ -345,11 +343,8 @@ class FileStreamStore(IndexedStore):
             for b in self._to_seal:
                 if not b.dead and b.flushed == b.size:
                     self._write_summary(b)
-                    self._sealed_open.append(b)
+                    self._close_block_fd(b, only_if_idle=True)
             self._to_seal.clear()
-        if self._sealed_open:
-            # Sealed blocks keep their descriptor until sync() has covered them.
-            self._sealed_open = [b for b in self._sealed_open if not self._close_block_fd(b, only_if_idle=True)]
 
     def _rollback(self, err: OSError, pre: list[tuple[Block, int]]) -> None:
         batch, removed = list(self._batch_seqs), list(self._batch_removed)
@@ -379,6 +374,8 @@ class FileStreamStore(IndexedStore):
 
     def _delete_block_files(self, b: Block) -> None:
         self._close_block_fd(b)
+        with self._sync_lock:
+            self._unsynced.discard(b)
         for p in (b.path, b.idx_path):
             try:
                 os.unlink(p)
@@ -405,9 +402,19 @@ class FileStreamStore(IndexedStore):
         return bool(self._unsynced) or self._dir_dirty
 
     def sync(self) -> None:
-        """fsync everything flushed before this call.  Safe to run in a worker thread."""
+        """fsync everything flushed before this call.  Safe to run in a worker thread.
+
+        Works on ``dup``'ed descriptors (or the block reopened by path when the store closed its descriptor:
+        fsync flushes the file, whichever descriptor asks), so the loop thread may close or delete blocks
+        meanwhile.  OSError from fsync propagates (the data may not be durable)."""
+        todo: list[tuple[int, Block, int]] = []
         with self._sync_lock:
-            todo = [(os.dup(b.fd), b, b.flushed) for b in self._unsynced if b.fd is not None]
+            for b in self._unsynced:
+                try:
+                    fd = os.dup(b.fd) if b.fd is not None else os.open(b.path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue  # deleted meanwhile
+                todo.append((fd, b, b.flushed))
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
             for fd, _, _ in todo:
@@ -427,8 +434,7 @@ class FileStreamStore(IndexedStore):
     # ================================================================================================ lifecycle
     def _close_fds(self) -> None:
         with self._sync_lock:
-            blocks = [b for b in [*self._chunks, *self._dead, *self._to_seal, *self._sealed_open]
-                      if getattr(b, "fd", None) is not None]
+            blocks = [b for b in [*self._chunks, *self._dead, *self._to_seal] if getattr(b, "fd", None) is not None]
             fds = []
             for b in blocks:
                 if b.fd is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from storage import FileStreamStore, StoreConfig, StoreWriteError
-from storage.filestore.block import HEAD, HEAD_SIZE
+from storage.filestore.block import HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -211,9 +211,29 @@ def test_missing_index_is_rebuilt(tmp_path):
     for p in Path(tmp_path, "s", "msgs").glob("*.idx"):
         p.unlink()
     r = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192, max_msgs_per_subject=50))
+    assert r.scanned_blocks == len(blocks(tmp_path / "s"))
     assert snapshot(r) == ref
     r.stop()
     assert list(Path(tmp_path, "s", "msgs").glob("*.idx"))  # written again
+    r = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192, max_msgs_per_subject=50))
+    assert r.scanned_blocks == 0  # and used: nothing is read record by record any more
+    assert snapshot(r) == ref
+    r.stop()
+
+
+def test_restart_after_crash_scans_only_the_newest_block(tmp_path):
+    cfg = StoreConfig(block_size=8192)
+    s = FileStreamStore(tmp_path / "s", cfg)
+    fill(s, 2000)
+    s.flush()
+    crash(s)
+    r = FileStreamStore(tmp_path / "s", cfg)
+    assert len(blocks(tmp_path / "s")) > 5 and r.scanned_blocks == 1
+    assert r.state().messages == 2000
+    r.stop()
+    r = FileStreamStore(tmp_path / "s", cfg)
+    assert r.scanned_blocks == 0
+    r.stop()
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "bitflip", "empty", "other-block"])
@@ -474,3 +494,26 @@ def test_sync_from_a_thread_while_appending(tmp_path):
     r = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192))
     assert r.state().messages == 3996
     r.stop()
+
+
+def test_group_commit_one_fsync_for_everything_flushed(tmp_path):
+    """sync_always: publishes flushed while no sync ran share the next fsync (one per block file)."""
+    synced = []
+
+    def fsync(fd):
+        synced.append(fd)
+        os.fsync(fd)
+
+    s = FileStreamStore(tmp_path / "s", StoreConfig(sync_always=True), fsync=fsync)
+    s.sync()
+    synced.clear()
+    for batch in range(10):  # ten loop iterations' worth of publishes
+        fill(s, 20, start=batch * 20)
+        s.flush()
+    assert s.needs_sync
+    s.sync()
+    assert len(synced) == 1  # one block file, one fsync for all 200 messages
+    assert not s.needs_sync
+    s.sync()
+    assert len(synced) == 1  # nothing new: no fsync at all
+    s.stop()
