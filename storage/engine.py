@@ -35,6 +35,7 @@ from storage.errors import (
     MsgTooLargeError,
     SequenceMismatchError,
     StoreClosedError,
+    StoreError,
 )
 from storage.queries import Queries
 from storage.records import StoredMsg
@@ -44,6 +45,8 @@ from storage.subjects import is_all
 log = structlog.get_logger("skiff.storage")
 
 FILL_GAP_MAX = 1024  # a skip up to this many sequences is filled with empty slots, larger starts a new chunk
+MAX_SUBJECT_LEN = 0xFFFF  # bytes (the file record's length field; nats-server subjects are far shorter)
+MAX_TTL = 0x7FFFFFFF  # seconds (int32 in the file record)
 
 __all__ = ["DELETED", "FILL_GAP_MAX", "Chunk", "IndexedStore", "SubjState"]
 
@@ -125,15 +128,25 @@ class IndexedStore(Queries, StreamStore):
         return self._open_chunk(seq)
 
     def _append(self, seq: int, subject: str, ss: SubjState | None, hdr: bytes, data: bytes, ts: int, ttl: int) -> SubjState:
+        # Nothing may raise after the index starts changing: validate, find the chunk, then mutate.
         if ss is None:
-            ss = self._new_subject(subject)
+            enc = subject.encode()
+            if len(enc) > MAX_SUBJECT_LEN:
+                raise StoreError("subject too long")
+            slen = len(enc)
+        else:
+            slen = len(ss.enc)
+        if ttl > MAX_TTL:
+            ttl = MAX_TTL
         hlen = len(hdr)
         # The accounted size, nats-server's formula for the store type (see _msg_size).
-        size = len(ss.enc) + hlen + len(data) + (self._size_base_hdr if hlen else self._size_base)
+        size = slen + hlen + len(data) + (self._size_base_hdr if hlen else self._size_base)
         chunks = self._chunks
         c = chunks[-1] if chunks else None
         if c is None or c.first + (len(c.codes) >> 2) != seq or self._chunk_full(c, size):
             c = self._chunk_for_append(seq, size)
+        if ss is None:
+            ss = self._new_subject(subject)
         self._write_msg(c, seq, ss, hdr, data, ts, ttl)
         c.codes += ss.code
         cnt = c.counts
@@ -369,7 +382,11 @@ class IndexedStore(Queries, StreamStore):
                 return self._reset_to(self._last_seq + 1)
             if seq > 1:
                 return self.compact(seq)
-            subject = ">"
+            # Keep the newest ``keep``: the same as compacting up to the keep-th newest message (one floor
+            # record instead of a tombstone per message).
+            if keep >= self._msgs:
+                return 0
+            return self.compact(self._nth_newest(keep))
         ss = self.filtered_state(1, subject)
         if ss.msgs == 0:
             return 0
@@ -397,6 +414,17 @@ class IndexedStore(Queries, StreamStore):
         self._first_seq = self._next_live(seq) or self._last_seq + 1
         self._record_floor(seq)
         return purged
+
+    def _nth_newest(self, k: int) -> int:
+        """Sequence of the k-th newest live message (k >= 1, k <= msgs)."""
+        for c in reversed(self._chunks):
+            if c.nlive >= k:
+                hi = len(c.codes)
+                for _ in range(k):
+                    hi = c.codes.rfind(LIVE, 0, hi)
+                return c.first + (hi >> 2)
+            k -= c.nlive
+        return self._first_seq
 
     def _iter_matching(self, filter_: str, start: int, end: int, limit: int = 0) -> Iterator[int]:
         n = 0

@@ -146,7 +146,13 @@ class FileStreamStore(IndexedStore):
         index = self._next_index
         self._next_index += 1
         b = Block(first, index, self.block_path(index))
-        b.fd = os.open(b.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            b.fd = os.open(b.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as e:
+            # Nothing was changed yet: the message that needed the block is simply not stored.
+            self._next_index -= 1
+            log.error("cannot create block file", path=b.path, error=str(e))
+            raise StoreWriteError([first], e) from e
         with self._sync_lock:
             self._dir_dirty = True
         if self._chunks:

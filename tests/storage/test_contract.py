@@ -586,3 +586,26 @@ def test_multi_filter_loads_and_pending(make_store):
     assert s.num_pending_multi(0, ["", "a.1"]) == 7
     s.remove_msg(5)
     assert s.load_next_msg_multi(["b.*"], 3) == (None, 7)
+
+
+def test_purge_keep_all_subjects_is_a_compact(make_store):
+    s = make_store(block_size=4096)
+    fill(s, 500, subjects=("a", "b"))
+    s.remove_msg(499)
+    assert s.purge(keep=10) == 489
+    st = s.state()
+    assert (st.messages, st.first_seq, st.last_seq) == (10, 490, 500)
+    assert s.subjects_totals() == {"a": 4, "b": 6}  # 490..500 without 499
+    s2 = reopen(s)
+    assert (s2.state().messages, s2.state().first_seq) == (10, 490)
+
+
+def test_too_long_subject_is_refused_without_side_effects(make_store):
+    from storage import StoreError
+
+    s = make_store()
+    with pytest.raises(StoreError):
+        s.store_msg("x" * 70_000, b"", b"")
+    st = s.state()
+    assert (st.messages, st.num_subjects, st.last_seq) == (0, 0, 0)
+    assert s.store_msg("ok", b"", b"") == 1
