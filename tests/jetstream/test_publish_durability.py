@@ -1,0 +1,101 @@
+"""When PubAcks leave (Skiff only: embedded server, injected store faults).
+
+* ``sync_interval: always``: acks wait for an fsync that started after their message was written, and concurrent
+  publishes share fsyncs (group commit).
+* A write that fails (disk full) gets the store-failure error ack (10077 with the OS error text); messages stored
+  before are intact, and publishing works again once the disk does.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import time
+
+import nats
+import pytest
+
+from server.core.server import Server
+
+pytestmark = pytest.mark.skiff_only
+
+
+async def _create(nc, name: str, **cfg) -> None:
+    r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}",
+                                     json.dumps({"name": name, "subjects": [f"{name}.>"], **cfg}).encode(),
+                                     timeout=3)).data)
+    assert "error" not in r, r
+
+
+async def test_sync_always_group_commit(tmp_path, target):
+    srv = await Server(jetstream=True, store_dir=str(tmp_path), sync_always=True).start()
+    nc = await nats.connect(srv.client_url)
+    try:
+        await _create(nc, "G")
+        store = srv.jetstream.streams["G"].store
+        real_sync = store.sync
+        done_at: list[float] = []
+
+        def slow_sync() -> None:  # runs in the worker thread
+            time.sleep(0.02)
+            real_sync()
+            done_at.append(time.monotonic())
+
+        store.sync = slow_sync
+        inbox = nc.new_inbox()
+        acks: list[tuple[float, int]] = []
+        got = asyncio.Event()
+
+        async def on_ack(m):
+            acks.append((time.monotonic(), json.loads(m.data)["seq"]))
+            if len(acks) == 300:
+                got.set()
+
+        await nc.subscribe(inbox + ".*", cb=on_ack)
+        for i in range(300):
+            await nc.publish("G.x", b"%d" % i, reply=f"{inbox}.{i}")
+        await nc.flush()
+        await asyncio.wait_for(got.wait(), 10)
+        assert sorted(s for _, s in acks) == list(range(1, 301))
+        assert done_at and min(t for t, _ in acks) >= done_at[0]  # nothing acked before the first fsync ended
+        assert len(done_at) < 60, f"{len(done_at)} fsyncs for 300 publishes: no group commit"
+    finally:
+        await nc.close()
+        await srv.shutdown()
+
+
+async def test_disk_full_error_ack_and_nothing_lost(tmp_path, target):
+    srv = await Server(jetstream=True, store_dir=str(tmp_path)).start()
+    nc = await nats.connect(srv.client_url)
+    try:
+        await _create(nc, "D", allow_direct=True)
+        for i in range(3):
+            assert json.loads((await nc.request("D.x", b"ok%d" % i, timeout=2)).data)["seq"] == i + 1
+        store = srv.jetstream.streams["D"].store
+        real_write = store._write
+
+        def full(fd, data, off):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        store._write = full
+        ack = json.loads((await nc.request("D.x", b"lost", headers={"Nats-Msg-Id": "m"}, timeout=2)).data)
+        assert ack == {"error": {"code": 503, "err_code": 10077, "description": "no space left on device"},
+                       "stream": "D", "seq": 0}
+        store._write = real_write
+        # The failed message is not a duplicate of anything: its id was forgotten with it.
+        ack = json.loads((await nc.request("D.x", b"again", headers={"Nats-Msg-Id": "m"}, timeout=2)).data)
+        assert ack == {"stream": "D", "seq": 4}
+    finally:
+        await nc.close()
+        await srv.shutdown()
+    srv = await Server(jetstream=True, store_dir=str(tmp_path)).start()
+    nc = await nats.connect(srv.client_url)
+    try:
+        data = []
+        for seq in range(1, 5):
+            m = await nc.request("$JS.API.DIRECT.GET.D", json.dumps({"seq": seq}).encode(), timeout=2)
+            data.append(m.data)
+        assert data == [b"ok0", b"ok1", b"ok2", b"again"]
+    finally:
+        await nc.close()
+        await srv.shutdown()
