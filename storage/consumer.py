@@ -200,6 +200,12 @@ class MemoryConsumerStore(ConsumerStore):
     def delete(self) -> None:
         self.closed = True
 
+    # o.dat layout: the meta.py wrapper (b"SKM1", crc32 u32 LE, msgpack body) around this msgpack map:
+    #   {"v": 1,
+    #    "d": [delivered consumer seq, delivered stream seq],
+    #    "a": [ack floor consumer seq, ack floor stream seq],
+    #    "p": [stream seq, delivery seq, timestamp ns,  ...]   pending, flattened triples
+    #    "r": [stream seq, redelivered count, ...]}             redelivered, flattened pairs
     def _encode(self) -> dict:
         p: list[int] = []
         for s, (d, t) in self.pending.items():

@@ -24,6 +24,11 @@ _CRC = struct.Struct("<I")
 META_FILE = "meta.inf"  # nats-server JetStreamMetaFile
 
 
+# File layout:
+#   offset  size  field
+#        0     4  magic b"SKM1"
+#        4     4  crc32 (zlib) of the body, little-endian
+#        8     *  body: msgpack (use_bin_type=True)
 def encode(obj: Any) -> bytes:
     body = msgpack.packb(obj, use_bin_type=True)
     return MAGIC + _CRC.pack(zlib.crc32(body)) + body

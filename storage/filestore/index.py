@@ -64,6 +64,21 @@ class Block(Chunk):
         return super().index_bytes() + 4 * len(self.offsets)
 
 
+# Summary file <index>.idx: the meta.py wrapper (b"SKM1", crc32, msgpack) around a msgpack map:
+#   v         1
+#   bo        byte order of the arrays below ("little" / "big")
+#   index     block index (must match the file name)
+#   first     sequence of slot 0
+#   covered   block file bytes described; tail: the last 4 of them (CRC of the last record)
+#   sids      array('I') bytes: per slot, index into "subjects", or 0xFFFFFFFF for a removed slot
+#   ts        array('q') bytes: per slot store time (ns)
+#   sizes     array('I') bytes: per slot accounted size (0 when removed)
+#   offsets   array('I') bytes: per slot record offset in the block file
+#   subjects  [subject, ...] live subjects of the block; stats: [[count, first seq, last seq], ...] parallel
+#   ttls      [[slot, ttl seconds], ...] for messages stored with a TTL
+#   tombs     [seq, ...] tombstones held by this block; floors: [seq, ...] floor records held
+#   lost      [seq, ...] sequences lost to corruption in this block; lost_bytes: their byte count
+#   hi, hi_ts highest sequence any record of the block consumed, and the newest message/skip time
 def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
     """Summary of a fully flushed block (``b.flushed == b.size``)."""
     local: dict[int, int] = {}
