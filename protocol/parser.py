@@ -188,9 +188,30 @@ class Parser:
         pos = 0
         n = len(buf)
         mcl = self.max_control_line
+        maxp = self.max_payload
+        find = buf.find
+        append = ops.append
+        new = tuple.__new__
         while pos < n:
-            nl = buf.find(b"\n", pos)
-            end = n if nl < 0 else nl
+            nl = find(b"\n", pos)
+            if nl < 0:
+                end = n
+            else:
+                end = nl
+                # Fast path for the common "PUB <subject> <size>" with its whole payload in the buffer: one
+                # split, no helper calls, the tuple built directly (a NamedTuple's __new__ is a Python call).
+                if buf[pos : pos + 4] == b"PUB ":
+                    args = buf[pos + 4 : nl].split()
+                    if len(args) == 2 and nl - pos - 4 <= mcl:
+                        sz = args[1]
+                        if sz.isdigit() and len(sz) < 19:
+                            size = int(sz)
+                            start = nl + 1
+                            stop = start + size
+                            if size <= maxp and stop + 2 <= n and buf[stop : stop + 2] == b"\r\n":
+                                append(new(Pub, (args[0].decode("utf-8", "surrogateescape"), "", 0, buf[start:stop])))
+                                pos = stop + 2
+                                continue
             # Identify the op word: letters up to the first space/tab (or the end of what we have).
             c = buf[pos]
             if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":

@@ -161,41 +161,62 @@ class ClientConnection(asyncio.Protocol):
             self._process(plain)
 
     def _process(self, data: bytes) -> None:
-        self.last_in = self.server.clock.monotonic()
-        trace = self.server.options.trace
-        for op in self.parser.feed(data):
-            t = type(op)
-            if trace:
-                self._trace(op)
-            if not self.authorized and t is not Connect:
-                # With auth required the first operation must be CONNECT (nats-server parser authErr).
-                self._auth_violation()
-                break
-            if t is Pub:
-                self._pub(op)
-            elif t is Sub:
-                self._sub(op)
-            elif t is Unsub:
-                self._unsub(op)
-            elif t is Ping:
-                self._ping()
-            elif t is Pong:
-                self.pings_out = 0
-                if self._ping_sent_at:
-                    self.rtt_ns = int((self.server.clock.monotonic() - self._ping_sent_at) * 1e9)
-                    self._ping_sent_at = 0.0
-            elif t is Connect:
-                self._connect(op)
-            elif t is ProtocolError:
-                self._protocol_error(op)
-            elif t is Err:
-                self.server.log_error("client error", cid=self.cid, text=op.text.decode(errors="replace"))
-                self.close(PARSE_ERROR)
-            elif t is Info or t is Ok:
-                pass  # clients may send these; nats-server ignores them
-            if self.closed:
-                break
+        srv = self.server
+        self.last_in = srv.clock.monotonic()
+        ops = self.parser.feed(data)
+        trace = srv.options.trace
+        if self.authorized and not (self.verbose or self.pedantic or trace or self.perms is not None):
+            # The hot path: a plain publisher.  Counters are added once per read, not per message.
+            route = srv.route
+            headers = self.headers
+            nmsgs = nbytes = 0
+            for op in ops:
+                if type(op) is Pub and (headers or not op[2]):
+                    nmsgs += 1
+                    nbytes += len(op[3])
+                    route(op[0], op[1], op[2], op[3], self)
+                else:
+                    self._op(op)
+                    if self.closed:
+                        break
+            self.in_msgs += nmsgs
+            self.in_bytes += nbytes
+        else:
+            for op in ops:
+                if trace:
+                    self._trace(op)
+                if not self.authorized and type(op) is not Connect:
+                    # With auth required the first operation must be CONNECT (nats-server parser authErr).
+                    self._auth_violation()
+                    break
+                self._op(op)
+                if self.closed:
+                    break
         self.server.flush_pending()
+
+    def _op(self, op) -> None:
+        t = type(op)
+        if t is Pub:
+            self._pub(op)
+        elif t is Sub:
+            self._sub(op)
+        elif t is Unsub:
+            self._unsub(op)
+        elif t is Ping:
+            self._ping()
+        elif t is Pong:
+            self.pings_out = 0
+            if self._ping_sent_at:
+                self.rtt_ns = int((self.server.clock.monotonic() - self._ping_sent_at) * 1e9)
+                self._ping_sent_at = 0.0
+        elif t is Connect:
+            self._connect(op)
+        elif t is ProtocolError:
+            self._protocol_error(op)
+        elif t is Err:
+            self.server.log_error("client error", cid=self.cid, text=op.text.decode(errors="replace"))
+            self.close(PARSE_ERROR)
+        # INFO and +OK from a client are ignored, as nats-server does.
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:

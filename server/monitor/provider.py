@@ -108,6 +108,7 @@ class MonitorProvider:
                 d["tls_verify"] = True
         if s.jetstream is not None:
             d["jetstream"] = s.jetstream.varz()
+        st = s.stats()
         d.update(
             {
                 "tls_timeout": s.options_tls_timeout(),
@@ -124,14 +125,14 @@ class MonitorProvider:
                 "routes": 0,
                 "remotes": 0,
                 "leafnodes": 0,
-                "in_msgs": s.in_msgs,
-                "in_bytes": s.in_bytes,
-                "in_client_msgs": s.in_msgs,
-                "in_client_bytes": s.in_bytes,
-                "out_msgs": s.out_msgs,
-                "out_bytes": s.out_bytes,
-                "out_client_msgs": s.out_msgs,
-                "out_client_bytes": s.out_bytes,
+                "in_msgs": st["in_msgs"],
+                "in_bytes": st["in_bytes"],
+                "in_client_msgs": st["in_msgs"],
+                "in_client_bytes": st["in_bytes"],
+                "out_msgs": st["out_msgs"],
+                "out_bytes": st["out_bytes"],
+                "out_client_msgs": st["out_msgs"],
+                "out_client_bytes": st["out_bytes"],
                 "slow_consumers": s.slow_consumers,
                 "stale_connections": 0,
                 "stalled_clients": 0,
