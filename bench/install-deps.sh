@@ -8,6 +8,10 @@ dpkg -s libnats-dev >/dev/null 2>&1 || need+=(libnats-dev)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "bench: missing ${need[*]} and no apt-get: install the NATS C client (libnats), gcc and pkg-config" >&2
+  exit 0
+fi
 SUDO=""
 if [ "$(id -u)" != "0" ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
