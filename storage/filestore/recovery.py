@@ -294,7 +294,8 @@ class Recovery:
             elif kind == KIND_FLOOR:
                 b.floors.append(seq)
                 self.floors.append(seq)
-                hi = max(hi, seq - 1)
+                if seq - 1 >= hi:
+                    hi, hi_ts = seq - 1, ts  # a floor's ts is the stream's last timestamp then
             elif kind == KIND_SKIP:
                 if not first_known:
                     b.first = end = seq
@@ -316,7 +317,8 @@ class Recovery:
                     first_known = True
                 if self.pending_lost is not None:
                     self._resolve_pending(seq)
-                hi = max(hi, seq - 1)
+                if seq - 1 >= hi:
+                    hi, hi_ts = seq - 1, ts  # a block header's ts is the stream's last timestamp then
                 expected = max(expected, seq)
         b.nlive += n_msgs
         fs._msgs += n_msgs

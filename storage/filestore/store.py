@@ -162,10 +162,11 @@ class FileStreamStore(IndexedStore):
         if self._chunks:
             prev = self._chunks[-1]
             self._to_seal.append(prev)  # type: ignore[arg-type]
-        rec = encode_control(KIND_BLOCK, first, self._clock())
+        # The header carries the stream's last timestamp so it survives even if every older block goes.
+        rec = encode_control(KIND_BLOCK, first, self._last_ts)
         b.pend += rec
         b.size = len(rec)
-        b.hi = first - 1
+        b.hi, b.hi_ts = first - 1, self._last_ts
         self._queue(b)
         return b
 
@@ -197,11 +198,11 @@ class FileStreamStore(IndexedStore):
     def _active(self) -> Block:
         return self._chunks[-1]  # type: ignore[return-value]
 
-    def _append_control(self, kind: int, seq: int, payload: bytes = b"") -> Block:
+    def _append_control(self, kind: int, seq: int, payload: bytes = b"", ts: int | None = None) -> Block:
         if not self._chunks:
             self._open_chunk(seq)
         b = self._active()
-        rec = encode_control(kind, seq, self._clock(), payload)
+        rec = encode_control(kind, seq, self._clock() if ts is None else ts, payload)
         b.pend += rec
         b.size += len(rec)
         self._queue(b)
@@ -234,14 +235,15 @@ class FileStreamStore(IndexedStore):
             self._pwrites.append((b, off, encode_erased(seq, 0, h[3])))
 
     def _record_skip(self, seq: int, num: int, ts: int) -> None:
-        b = self._append_control(KIND_SKIP, seq, U64.pack(num))
+        b = self._append_control(KIND_SKIP, seq, U64.pack(num), ts)
         if seq + num - 1 > b.hi:
             b.hi, b.hi_ts = seq + num - 1, ts
 
     def _record_floor(self, seq: int) -> None:
-        b = self._append_control(KIND_FLOOR, seq)
+        b = self._append_control(KIND_FLOOR, seq, ts=self._last_ts)
         b.floors.append(seq)
-        b.hi = max(b.hi, seq - 1)
+        if seq - 1 >= b.hi:
+            b.hi, b.hi_ts = seq - 1, self._last_ts
 
     def _bulk_remove_below(self, seq: int) -> int:
         n = super()._bulk_remove_below(seq)
@@ -519,4 +521,4 @@ class FileStreamStore(IndexedStore):
         from storage.consumer import FileConsumerStore
 
         d = Path(self.dir) / CONSUMER_DIR / check_name(name, "consumer name")
-        return FileConsumerStore(d, ack_policy, max_deliver)
+        return FileConsumerStore(d, ack_policy, max_deliver, durable=self.config.sync_always)

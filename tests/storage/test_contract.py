@@ -609,3 +609,17 @@ def test_too_long_subject_is_refused_without_side_effects(make_store):
     st = s.state()
     assert (st.messages, st.num_subjects, st.last_seq) == (0, 0, 0)
     assert s.store_msg("ok", b"", b"") == 1
+
+
+def test_last_ts_survives_purge_and_restart(make_store, clock):
+    s = make_store()
+    fill(s, 5)
+    t_last = s.state().last_ts
+    clock.advance(10 * SEC)
+    s.purge()
+    s = reopen(s)
+    st = s.state()
+    assert (st.first_seq, st.last_seq, st.last_ts, st.first_ts) == (6, 5, t_last, 0)
+    s.compact(50)
+    s = reopen(s)
+    assert (s.state().first_seq, s.state().last_seq, s.state().last_ts) == (50, 49, t_last)
