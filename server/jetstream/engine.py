@@ -52,6 +52,8 @@ class JetStream:
         self.sync_always = bool(getattr(opts, "sync_always", False))
         self.durability = Durability(self, sync_always=self.sync_always, sync_interval=sync_interval)
         self.recovery_errors: dict[str, str] = {}
+        # Called with each stream recovered at start, after it started (consumers recover through this).
+        self.stream_recovered: list = []
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -202,6 +204,11 @@ class JetStream:
             except Exception as e:  # dedupe is best effort; the messages are what matters
                 self.server.log_warning("JetStream dedupe rebuild failed", stream=name, error=str(e))
             stream.start()
+            for cb in self.stream_recovered:
+                try:
+                    cb(stream)
+                except Exception as e:
+                    self.server.log_error("JetStream consumer recovery failed", stream=name, error=repr(e))
             st = stream.store
             self.server.log.info("Restored stream", stream=name, messages=st.msgs, bytes=st.bytes)
 

@@ -20,6 +20,8 @@ Hooks for consumers (the consumer side of JetStream is built on these; this modu
 ``on_removed``       callbacks ``(seq, subject)`` for every message removed one by one (limits, age, TTL, MSG.DELETE,
                      a rolled-back write); ``on_purged`` callbacks ``()`` after bulk removals (purge, roll-up).
 ``on_deleted``       callbacks ``()`` when the stream is deleted (consumers stop).
+``on_stopped``       callbacks ``()`` when the stream stops without being deleted, before its store closes
+                     (consumers write their state).
 ``remove_msg(seq)``  for interest/workqueue retention: remove a message every consumer is done with.
 
 Age and TTL expiry: one clock timer per stream, armed for ``store.next_expiry()``; when it fires, ``store.expire``
@@ -72,6 +74,7 @@ class Stream:
         self.on_removed: list[Callable[[int, str], None]] = []
         self.on_purged: list[Callable[[], None]] = []
         self.on_deleted: list[Callable[[], None]] = []
+        self.on_stopped: list[Callable[[], None]] = []
         self._subs: list = []
         self._direct_subs: list = []
         self._expiry_timer = None
@@ -114,6 +117,8 @@ class Stream:
             self.store.on_remove = None
             self.store.delete()
         else:
+            for cb in list(self.on_stopped):
+                cb()
             self.store.stop()
 
     def update_config(self, config: StreamConfig) -> None:

@@ -1,0 +1,238 @@
+"""Acks: the ack reply subject, the ack payloads, and what each does (nats-server ``processAck`` and friends).
+
+Theory of operation
+-------------------
+Every delivery carries the reply subject
+``$JS.ACK.<stream>.<consumer>.<delivery count>.<stream seq>.<consumer seq>.<timestamp ns>.<pending>``; a client
+acks by publishing to it.  The payload picks the action (ADR-15):
+
+=================================  ===========================================================================
+empty, ``+ACK``, ``+OK``           ack (explicit: that message; all: everything up to it)
+``+NXT``[`` N`` / `` {json}``]     ack, then treat the ack's own reply subject as a pull request
+``-NAK``[`` {"delay":ns}`` / dur]  redeliver now, or after the delay (an unparsable delay is a plain NAK)
+``+WPI``                           in progress: restart the ack timer of that message
+``+TERM``[`` reason``]             never redeliver; counts as acked; MSG_TERMINATED advisory
+=================================  ===========================================================================
+
+Any ack with a reply subject gets an empty message back (the clients' ``ack_sync`` / double ack) once it has been
+applied - except ``+NXT``, an ack for a stream sequence the consumer has not reached yet, and acks of an
+``ack_policy: none`` consumer (nats-server does not even subscribe to its ack subject: a requester gets 503).
+
+Acks move the ack floor as nats-server's ``moveAckFloor`` does: an explicit ack of the delivery just above the floor
+moves it up to just below the next outstanding delivery; with nothing outstanding the floor is the last delivery.
+On interest and workqueue streams each ack asks the stream whether any consumer still needs the message
+(:meth:`~.stream_consumers.ConsumerSet.ack_msg`) and removes it if not.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import TYPE_CHECKING
+
+from protocol.jsapi.timefmt import DurationParseError, parse_go_duration
+
+from . import consumer_advisories as adv
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
+
+ACK_PREFIX = "$JS.ACK."
+ACK_ACK = b"+ACK"
+ACK_OK = b"+OK"
+ACK_NEXT = b"+NXT"
+ACK_NAK = b"-NAK"
+ACK_PROGRESS = b"+WPI"
+ACK_TERM = b"+TERM"
+
+
+def parse_num(tok: str) -> int:
+    """parseAckReplyNum: digits only, else -1."""
+    if not tok or not tok.isdigit() or not tok.isascii():
+        return -1
+    return int(tok)
+
+
+def ack_tokens(subject: str) -> tuple[str, str, list[str]] | None:
+    """(stream, consumer, tokens) for an ack subject in the v1 (9 tokens) or v2 (11+) format, else None."""
+    toks = subject.split(".")
+    n = len(toks)
+    if n == 9:
+        return toks[2], toks[3], toks
+    if n >= 11:
+        return toks[4], toks[5], toks
+    return None
+
+
+def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
+    """(stream seq, consumer seq, delivery count) from the tokens of an ack subject (nats-server ackReplyInfo)."""
+    off = 2 if len(toks) == 9 else 4
+    return parse_num(toks[off + 3]), parse_num(toks[off + 4]), parse_num(toks[off + 2])
+
+
+class AckMixin:
+    """Ack half of :class:`~.consumer.Consumer`."""
+
+    def process_ack(self: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
+        sseq, dseq, dc = ack_reply_info(toks)
+        skip_reply = sseq == 0
+        if self.dthresh > 0:
+            self._suppress_deletion()
+        if not msg or msg == ACK_ACK or msg == ACK_OK:
+            if not self.process_ack_msg(sseq, dseq, dc, reply, True):
+                skip_reply = True
+        elif msg.startswith(ACK_NEXT):
+            self.process_ack_msg(sseq, dseq, dc, "", True)
+            self.process_next_request(reply, b"", msg[len(ACK_NEXT):])
+            skip_reply = True
+        elif msg.startswith(ACK_NAK):
+            self._process_nak(sseq, dseq, dc, msg)
+        elif msg == ACK_PROGRESS:
+            self._progress_update(sseq)
+        elif msg.startswith(ACK_TERM):
+            reason = msg[len(ACK_TERM):].strip().decode("utf-8", "replace")
+            if not self.process_term(sseq, dseq, dc, reason, reply):
+                skip_reply = True
+        if reply and not skip_reply:
+            self.server.publish(reply, b"")
+        self._after_change()
+
+    def process_ack_msg(self: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
+        """nats-server processAckMsgLocked for a standalone server; returns whether the caller may answer."""
+        if self.closed:
+            return False
+        if sseq >= self.sseq and not self.config.flow_control:
+            return False  # beyond what this consumer delivered: ignored, no reply
+        ack_in_place = self.stream.config.retention != "limits"
+        policy = self.config.ack_policy
+        acked: list[int] = []
+        need_signal = False
+        if policy == "explicit":
+            p = self.pending.get(sseq)
+            if p is not None:
+                if sample and self.sfreq > 0:
+                    self._sample_ack(sseq, dseq, dc, p[1])
+                if self.maxp > 0 and len(self.pending) >= self.maxp:
+                    need_signal = True
+                del self.pending[sseq]
+                dseq = p[0]
+                self._move_ack_floor(dseq, sseq)
+                acked.append(sseq)
+            self.rdc.pop(sseq, None)
+            self.rdq.pop(sseq, None)
+        elif policy in ("all", "flow_control"):
+            if dseq <= self.adflr or sseq <= self.asflr:
+                return True
+            if self.maxp > 0 and len(self.pending) >= self.maxp:
+                need_signal = True
+            sgap = sseq - self.asflr
+            self.adflr, self.asflr = dseq, sseq
+            pending = self.pending
+            if sgap > len(pending):
+                seqs = [s for s in pending if s <= sseq]
+            else:
+                seqs = [s for s in range(sseq, sseq - sgap, -1) if s in pending]
+            for s in seqs:
+                del pending[s]
+                self.rdc.pop(s, None)
+                self.rdq.pop(s, None)
+                acked.append(s)
+            if sseq not in acked:
+                acked.append(sseq)
+        else:
+            return False
+        try:
+            self.store.update_acks(dseq, sseq)
+        except Exception:  # noqa: BLE001 - a state store refusing an ack must never break the ack path
+            pass
+        self.lat = self.clock.time_ns()
+        self._state_changed()
+        if not self.pending:
+            self.cset.maybe_no_pending(self)
+        if not ack_in_place and reply:
+            self.server.publish(reply, b"")
+        if ack_in_place:
+            for s in acked:
+                self.cset.ack_msg(self, s)
+        if need_signal:
+            self.kick()
+        return ack_in_place
+
+    def _move_ack_floor(self: "Consumer", dseq: int, sseq: int) -> None:
+        if not self.pending:
+            self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+        elif dseq == self.adflr + 1:
+            self.adflr, self.asflr = dseq, sseq
+            pending = self.pending
+            if len(pending) < self.sseq - sseq:
+                nxt = min(pending)
+                p = pending[nxt]
+                if p[0] > 0:
+                    self.adflr, self.asflr = p[0] - 1, nxt - 1
+            else:
+                for ss in range(sseq + 1, self.sseq):
+                    p = pending.get(ss)
+                    if p is not None:
+                        if p[0] > 0:
+                            self.adflr, self.asflr = p[0] - 1, ss - 1
+                        break
+
+    def _sample_ack(self: "Consumer", sseq: int, dseq: int, dc: int, ts: int) -> None:
+        f = self.sfreq
+        if f <= 0 or (f < 100 and random.randrange(100) > f):
+            return
+        adv.ack_metric(self, dseq, sseq, self.clock.time_ns() - ts, dc)
+
+    def _process_nak(self: "Consumer", sseq: int, dseq: int, dc: int, nak: bytes) -> None:
+        if dseq <= self.adflr or dseq > self.dseq:
+            return
+        p = self.pending.get(sseq)
+        if p is None:
+            return
+        adv.naked(self, dseq, sseq, dc)
+        arg = nak[len(ACK_NAK):].strip()
+        if arg:
+            delay = _nak_delay(arg)
+            if delay is not None:
+                self.rdq.pop(sseq, None)
+                p[1] = self.clock.time_ns() - self.config.ack_wait + delay
+                self.store.update_delivered(p[0], sseq, dc, p[1])
+                self._state_changed()
+                if self._ptmr is not None:
+                    self._reset_ptmr(0.01)
+                return
+            self.server.log_warning("JetStream consumer bad NAK delay value", stream=self.stream.name,
+                                    consumer=self.name, value=arg.decode("utf-8", "replace"))
+        if sseq not in self.rdq:
+            self.rdq[sseq] = None
+        self.kick()
+
+    def _progress_update(self: "Consumer", sseq: int) -> None:
+        p = self.pending.get(sseq)
+        if p is not None:
+            p[1] = self.clock.time_ns()
+            self.store.update_delivered(p[0], sseq, 1, p[1])
+            self._state_changed()
+
+    def process_term(self: "Consumer", sseq: int, dseq: int, dc: int, reason: str, reply: str) -> bool:
+        ok = self.process_ack_msg(sseq, dseq, dc, reply, False)
+        adv.terminated(self, dseq, sseq, dc, reason)
+        return ok
+
+
+def _nak_delay(arg: bytes) -> int | None:
+    """The delay of ``-NAK <arg>`` in ns: ``{"delay": ns}`` or a Go duration; None when it cannot be parsed."""
+    if arg[:1] == b"{":
+        try:
+            d = json.loads(arg)
+        except ValueError:
+            return None
+        if not isinstance(d, dict):
+            return None
+        v = d.get("delay", 0)
+        if isinstance(v, bool) or not isinstance(v, int):
+            return None
+        return v
+    try:
+        return parse_go_duration(arg.decode("utf-8", "replace"))
+    except (DurationParseError, ValueError):
+        return None

@@ -1,0 +1,302 @@
+"""Handlers for ``$JS.API.CONSUMER.*`` (nats-server jetstream_api.go) and the consumers' own subjects.
+
+Theory of operation
+-------------------
+:func:`register` adds the consumer routes to the API router (the engine calls it when this module exists) and
+installs three internal wildcard subscriptions that stand in for the per-consumer subscriptions of nats-server:
+
+``$JS.API.CONSUMER.MSG.NEXT.>``   pull requests, handed to the consumer named by the subject
+``$JS.ACK.>``                      acks (v1 9-token and v2 11+-token reply subjects)
+``$JS.FC.>``                       flow-control answers of push consumers
+
+One subscription each keeps the subject index small with thousands of consumers.  Where nats-server would have had no
+subscriber at all (an unknown consumer, the ack subject of an ``ack_policy: none`` consumer) a requester that
+supports it gets the 503 no-responders status, as it would from the Go server.
+
+CREATE runs nats-server's order of checks: body (10025), subject form (:func:`check_consumer_create`), replicas,
+stream lookup (10059), defaults and ``checkConsumerCfg``, an existing consumer of that name (action ``create`` with a
+different config is 10148, otherwise an update checked by ``checkNewConsumerConfig``), ``action: update`` on a
+missing one (10149), the stream's ``max_consumers`` (10026), workqueue rules, names.  Replies carry consumer info
+with the dynamic ``_nats.*`` metadata; LIST items carry the stored metadata only.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ApiError
+from protocol.jsapi import requests as rq
+from protocol.jsapi.consumer_config import (
+    ConsumerConfig, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
+    check_consumer_name, check_consumer_update, check_workqueue_consumer, consumer_configs_equal, filter_subjects,
+    parse_create_consumer_request, set_consumer_defaults, set_static_consumer_metadata,
+)
+from protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT
+from protocol.jsapi._subjects import subjects_collide
+from protocol.jsapi.timefmt import format_time
+
+from . import consumer_advisories as adv
+from .acks import ack_tokens
+from .api import ApiRequest, ApiRouter
+from .consumer import Consumer, create_consumer_name
+from .stream_consumers import consumer_set, open_store, recover
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import JetStream
+
+PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
+MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
+
+
+def register(router: ApiRouter) -> None:
+    js = router.js
+    h = ConsumerApi(js)
+    router.register("CONSUMER.CREATE.*", h.create, "consumer_create_response")
+    router.register("CONSUMER.CREATE.*.>", h.create, "consumer_create_response")
+    router.register("CONSUMER.DURABLE.CREATE.*.*", h.create, "consumer_create_response")
+    router.register("CONSUMER.INFO.*.*", h.info, "consumer_info_response")
+    router.register("CONSUMER.DELETE.*.*", h.delete, "consumer_delete_response")
+    router.register("CONSUMER.NAMES.*", h.names, "consumer_names_response", {**PAGED_ERR, "consumers": []})
+    router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
+    router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response")
+    router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
+                    "consumer_leader_stepdown_response")
+    srv = js.server
+    srv.subscribe_internal(MSG_NEXT_PREFIX + ">", h.on_next)
+    srv.subscribe_internal("$JS.ACK.>", h.on_ack)
+    srv.subscribe_internal("$JS.FC.>", h.on_fc)
+    js.stream_recovered.append(recover) if hasattr(js, "stream_recovered") else None
+
+
+class ConsumerApi:
+    def __init__(self, js: "JetStream") -> None:
+        self.js = js
+        self.server = js.server
+
+    @property
+    def strict(self) -> bool:
+        return bool(getattr(self.server.options, "jetstream_strict", True))
+
+    def lookup(self, stream: str, consumer: str) -> Consumer | None:
+        s = self.js.streams.get(stream)
+        if s is None:
+            return None
+        return s.consumers.get(consumer)
+
+    # ------------------------------------------------------------------ consumer subjects
+    def _no_responders(self, sub, subject: str, reply: str, origin) -> None:
+        if not reply or origin is None or not origin.no_responders:
+            return
+        plain, queues = self.server.sublist.match(subject)
+        if queues or any(s is not sub and s.conn is not None for s in plain):
+            return
+        self.server._no_responders(subject, reply, origin)
+
+    def on_next(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        toks = subject.split(".")
+        c = self.lookup(toks[5], toks[6]) if len(toks) == 7 else None
+        if c is None:
+            self._no_responders(sub, subject, reply, origin)
+            return
+        hdr = bytes(data[:hdr_len]) if hdr_len else b""
+        c.process_next_request(reply, hdr, bytes(data[hdr_len:]))
+
+    def on_ack(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        t = ack_tokens(subject)
+        c = self.lookup(t[0], t[1]) if t is not None else None
+        if c is None or c.config.ack_policy in ("none", "flow_control"):
+            self._no_responders(sub, subject, reply, origin)
+            return
+        c.process_ack(t[2], reply, bytes(data[hdr_len:]))
+
+    def on_fc(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        toks = subject.split(".")
+        if len(toks) != 5:
+            return
+        c = self.lookup(toks[2], toks[3])
+        if c is not None:
+            c.process_flow_control(subject)
+
+    # ------------------------------------------------------------------ create
+    def create(self, req: ApiRequest) -> dict | ApiError:
+        js = self.js
+        creq = parse_create_consumer_request(req.body, strict=self.strict)
+        if isinstance(creq, ApiError):
+            return creq
+        r = check_consumer_create(req.subject, creq)
+        if isinstance(r, ApiError):
+            return r
+        stream_name, cname, _filtered, creq = r
+        stream = js.streams.get(stream_name)
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        cfg = creq.config
+        existing = stream.consumers.get(cname) if cname else None
+        if existing is not None:
+            cfg = cfg.model_copy(update={"pause_until": existing.config.pause_until})
+        cfg = set_static_consumer_metadata(cfg)
+        ncfg = set_consumer_defaults(cfg, stream.config, pedantic=creq.pedantic)
+        if isinstance(ncfg, ApiError):
+            return ncfg
+        err = check_consumer_config(ncfg, stream.config)
+        if err is not None:
+            return err
+        cs = consumer_set(stream)
+        name = ncfg.durable_name or ncfg.name
+        if name and name in stream.consumers:
+            eo = stream.consumers[name]
+            if creq.action == "create" and not consumer_configs_equal(ncfg, eo.config):
+                return ApiError.of("JSConsumerAlreadyExists")
+            if stream.config.retention == "workqueue" and not self._partition_unique(stream, name, ncfg):
+                return ApiError.of("JSConsumerWQConsumerNotUniqueErr")
+            err = check_consumer_update(eo.config, ncfg, old_deliver_has_interest=(
+                bool(eo.config.deliver_subject) and self.server.sublist.has_interest(eo.config.deliver_subject)))
+            if err is not None:
+                return err
+            ucfg = apply_inactive_threshold_default(ncfg)
+            eo.update_config(ucfg)
+            cs.write_meta(eo)
+            return eo.info()
+        if creq.action == "update":
+            return ApiError.of("JSConsumerDoesNotExistErr")
+        maxc = stream.config.max_consumers
+        if maxc > 0 and len(stream.consumers) >= maxc:
+            return ApiError.of("JSMaximumConsumersLimitErr")
+        others = [filter_subjects(o.config) for o in stream.consumers.values()
+                  if not o.config.direct and not o.config.sourcing]
+        err = check_workqueue_consumer(ncfg, stream.config, others, name=name)
+        if err is not None:
+            return err
+        err = check_consumer_name(ncfg)
+        if err is not None:
+            return err
+        if not name:
+            while True:
+                name = create_consumer_name()
+                if name not in stream.consumers:
+                    break
+            # nats-server copies the config before naming a legacy ephemeral: its config keeps no name.
+        defaulted = not ncfg.durable_name and ncfg.inactive_threshold <= 0
+        ncfg = apply_inactive_threshold_default(ncfg)
+        try:
+            store = open_store(stream, name, ncfg)
+        except Exception as e:  # noqa: BLE001 - the disk said no
+            return ApiError.of("JSConsumerStoreFailedErrF", err=str(e))
+        c = Consumer(cs, ncfg, name, self.server.clock.time_ns(), store)
+        if defaulted:
+            cs.mark_defaulted_threshold(name)
+        cs.add(c)
+        try:
+            cs.write_meta(c)
+        except Exception as e:  # noqa: BLE001
+            cs.forget(c)
+            store.delete()
+            return ApiError.of("JSConsumerStoreFailedErrF", err=str(e))
+        c.start(has_state=False)
+        info = c.info()
+        adv.action(c, True)
+        c.kick()
+        if c._paused():
+            adv.pause(c, True, c.config.pause_until.unix_ns)
+        return info
+
+    @staticmethod
+    def _partition_unique(stream, name: str, cfg: ConsumerConfig) -> bool:
+        mine = filter_subjects(cfg)
+        for o in stream.consumers.values():
+            if o.name == name:
+                continue
+            theirs = filter_subjects(o.config)
+            if not theirs:
+                return False
+            for a in mine:
+                for b in theirs:
+                    if subjects_collide(a, b):
+                        return False
+        return True
+
+    # ------------------------------------------------------------------ info / delete / names / list
+    def info(self, req: ApiRequest) -> dict | ApiError:
+        if not rq.is_empty_request(req.body):
+            return ApiError.of("JSNotEmptyRequestErr")
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        c = stream.consumers.get(req.tokens[3])
+        if c is None:
+            return ApiError.of("JSConsumerNotFoundErr")
+        return c.info()
+
+    def delete(self, req: ApiRequest) -> dict | ApiError:
+        if not rq.is_empty_request(req.body):
+            return ApiError.of("JSNotEmptyRequestErr")
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        c = stream.consumers.get(req.tokens[3])
+        if c is None:
+            return ApiError.of("JSConsumerNotFoundErr")
+        c.cset.delete_consumer(c)
+        return {"success": True}
+
+    def _paged(self, req: ApiRequest) -> int | ApiError:
+        offset = 0
+        body = req.body.lstrip(b" \t\r\n")
+        if body[:1] in (b"{", b"["):
+            r = rq.parse_request(rq.JSApiConsumersRequest, req.body, strict=self.strict)
+            if isinstance(r, ApiError):
+                return r
+            offset = max(r.offset, 0)
+        return offset
+
+    def names(self, req: ApiRequest) -> dict | ApiError:
+        offset = self._paged(req)
+        if isinstance(offset, ApiError):
+            return offset
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        names = sorted(stream.consumers)
+        offset = min(offset, len(names))
+        return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
+                "consumers": names[offset:offset + NAMES_LIMIT]}
+
+    def list(self, req: ApiRequest) -> dict | ApiError:
+        offset = self._paged(req)
+        if isinstance(offset, ApiError):
+            return offset
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        obs = sorted(stream.consumers.values(), key=lambda c: c.name)
+        offset = min(offset, len(obs))
+        infos = [c.info(dynamic_meta=False) for c in obs[offset:offset + LIST_LIMIT]]
+        return {"total": len(obs), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
+
+    # ------------------------------------------------------------------ pause
+    def pause(self, req: ApiRequest) -> dict | ApiError:
+        preq = rq.JSApiConsumerPauseRequest()
+        body = req.body.lstrip(b" \t\r\n")
+        if body[:1] in (b"{", b"["):
+            preq = rq.parse_request(rq.JSApiConsumerPauseRequest, req.body, strict=self.strict)
+            if isinstance(preq, ApiError):
+                return preq
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
+            return ApiError.of("JSStreamNotFoundErr")
+        c = stream.consumers.get(req.tokens[3])
+        if c is None:
+            return ApiError.of("JSConsumerNotFoundErr")
+        pu = preq.pause_until
+        if pu is not None and pu.is_zero:
+            pu = None
+        if pu is not None:
+            pu = pu.utc()
+        ncfg = set_static_consumer_metadata(c.config.model_copy(update={"pause_until": pu}))
+        c.update_config(ncfg)
+        c.cset.write_meta(c)
+        now = self.server.clock.time_ns()
+        out: dict = {"paused": pu is not None and now < pu.unix_ns,
+                     "pause_until": format_time(pu.unix_ns) if pu is not None else "0001-01-01T00:00:00Z"}
+        if out["paused"]:
+            out["pause_remaining"] = pu.unix_ns - now
+        return out

@@ -1,0 +1,98 @@
+"""Consumer advisories and the ack metric (nats-server jetstream_events.go, consumer.go ``sendAdvisory``).
+
+Theory of operation
+-------------------
+Every event is built on the envelope of :mod:`.advisories` (``type``, ``id``, ``timestamp``) followed by the event's
+own fields in the Go struct's order, and is published only when someone listens (``publish_advisory`` checks
+interest first, so an advisory nobody wants costs one sublist lookup).  The subjects carry ``<stream>.<consumer>``.
+
+==========================================================  =====================================================
+subject                                                     type (``io.nats.jetstream.``...)
+==========================================================  =====================================================
+``$JS.EVENT.ADVISORY.CONSUMER.CREATED.<s>.<c>``             ``advisory.v1.consumer_action`` (action ``create``)
+``$JS.EVENT.ADVISORY.CONSUMER.DELETED.<s>.<c>``             ``advisory.v1.consumer_action`` (action ``delete``)
+``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<s>.<c>``      ``advisory.v1.max_deliver``
+``$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.<s>.<c>``           ``advisory.v1.nak``
+``$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.<s>.<c>``      ``advisory.v1.terminated``
+``$JS.EVENT.METRIC.CONSUMER.ACK.<s>.<c>``                   ``metric.v1.consumer_ack``
+``$JS.EVENT.ADVISORY.CONSUMER.PAUSE.<s>.<c>``               ``advisory.v1.consumer_pause``
+==========================================================  =====================================================
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.jsapi.timefmt import format_time
+
+from .advisories import envelope, publish_advisory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
+
+PRE = "$JS.EVENT.ADVISORY.CONSUMER."
+CREATED = PRE + "CREATED"
+DELETED = PRE + "DELETED"
+MAX_DELIVERIES = PRE + "MAX_DELIVERIES"
+MSG_NAKED = PRE + "MSG_NAKED"
+MSG_TERMINATED = PRE + "MSG_TERMINATED"
+PAUSE = PRE + "PAUSE"
+ACK_METRIC = "$JS.EVENT.METRIC.CONSUMER.ACK"
+
+T = "io.nats.jetstream."
+ACTION_TYPE = T + "advisory.v1.consumer_action"
+MAX_DELIVER_TYPE = T + "advisory.v1.max_deliver"
+NAK_TYPE = T + "advisory.v1.nak"
+TERMINATED_TYPE = T + "advisory.v1.terminated"
+ACK_METRIC_TYPE = T + "metric.v1.consumer_ack"
+PAUSE_TYPE = T + "advisory.v1.consumer_pause"
+
+# processTerm reasons used by the server itself (consumer.go ackTermLimitsReason / ackTermUnackedLimitsReason).
+TERM_LIMITS_REASON = "Message deleted by stream limits"
+TERM_UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
+
+
+def _subject(c: "Consumer", pre: str) -> str:
+    return f"{pre}.{c.stream.name}.{c.name}"
+
+
+def _send(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
+    srv = c.server
+    subject = _subject(c, pre)
+    if not srv.sublist.has_interest(subject):
+        return  # nothing is built for an advisory nobody listens to
+    ev = envelope(srv, type_)
+    ev["stream"] = c.stream.name
+    ev["consumer"] = c.name
+    ev.update(fields)
+    publish_advisory(srv, subject, ev)
+
+
+def action(c: "Consumer", created: bool) -> None:
+    _send(c, CREATED if created else DELETED, ACTION_TYPE, {"action": "create" if created else "delete"})
+
+
+def max_deliveries(c: "Consumer", sseq: int, deliveries: int) -> None:
+    _send(c, MAX_DELIVERIES, MAX_DELIVER_TYPE, {"stream_seq": sseq, "deliveries": deliveries})
+
+
+def naked(c: "Consumer", dseq: int, sseq: int, deliveries: int) -> None:
+    _send(c, MSG_NAKED, NAK_TYPE, {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": deliveries})
+
+
+def terminated(c: "Consumer", dseq: int, sseq: int, deliveries: int, reason: str) -> None:
+    fields: dict = {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": deliveries}
+    if reason:
+        fields["reason"] = reason
+    _send(c, MSG_TERMINATED, TERMINATED_TYPE, fields)
+
+
+def ack_metric(c: "Consumer", dseq: int, sseq: int, ack_time: int, deliveries: int) -> None:
+    _send(c, ACK_METRIC, ACK_METRIC_TYPE,
+          {"consumer_seq": dseq, "stream_seq": sseq, "ack_time": ack_time, "deliveries": deliveries})
+
+
+def pause(c: "Consumer", paused: bool, until_ns: int | None) -> None:
+    fields: dict = {"paused": paused}
+    if paused and until_ns is not None:
+        fields["pause_until"] = format_time(until_ns)
+    _send(c, PAUSE, PAUSE_TYPE, fields)

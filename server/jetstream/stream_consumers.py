@@ -1,0 +1,286 @@
+"""The consumers of one stream: registry, stream signals, interest/workqueue retention, persistence, recovery.
+
+Theory of operation
+-------------------
+:class:`ConsumerSet` is attached to a :class:`~.stream.Stream` the first time it gets a consumer (created or recovered)
+and plugs into the stream's hooks: ``consumers`` (name -> Consumer, which ``consumer_count`` reads),
+``on_new_message``, ``on_removed``, ``on_purged``, ``on_deleted``, ``on_stopped`` and ``interest``.
+
+Per published message it does work only for *ready* consumers (a waiting pull request, an active push subscriber,
+below max_ack_pending - see ``Consumer._update_ready``): they get their pending count bumped and are kicked.  10,000
+idle consumers therefore cost nothing per publish.  Per removed message it touches only consumers holding
+unacknowledged messages (``_with_pending``) plus the ready ones; every other consumer's cached pending count is
+invalidated at once by bumping ``gen``.
+
+Retention (nats-server ``ackMsg`` / ``needAck`` / ``checkInterestState``): on interest and workqueue streams an ack
+(or a delivery, for ack none) asks every consumer whether it still needs the message; when none does, the message is
+removed.  At publish, an interest stream stores a message only if some consumer's filter matches its subject.
+
+Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config in
+``obs/<name>/meta.inf`` and its state in ``obs/<name>/o.dat`` (storage/consumer.py).  State changes mark the consumer
+dirty; one clock timer per stream writes dirty states every :data:`FLUSH_INTERVAL` seconds, and stopping the stream
+writes the rest.  :func:`recover` reopens every consumer found there when the server starts; ephemerals come back
+too and clean themselves up after their inactive threshold, as in nats-server.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from protocol.jsapi.consumer_config import ConsumerConfig
+from storage import meta
+from storage.consumer import MemoryConsumerStore
+
+from .consumer import Consumer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stream import Stream
+
+FLUSH_INTERVAL = 0.1  # seconds between writes of dirty consumer states
+CONSUMER_DIR = "obs"
+META_VERSION = 1
+
+
+class ConsumerSet:
+    def __init__(self, stream: "Stream") -> None:
+        self.stream = stream
+        self.server = stream.server
+        self.clock = stream.clock
+        self.consumers: dict[str, Consumer] = stream.consumers
+        self.ready: set[Consumer] = set()
+        self._with_pending: set[Consumer] = set()
+        self._dirty: set[Consumer] = set()
+        self._flush_timer = None
+        self._unfiltered = 0
+        self._defaulted: set[str] = set()
+        self.gen = 0
+        stream.on_new_message.append(self._new_message)
+        stream.on_removed.append(self._removed)
+        stream.on_purged.append(self._purged)
+        stream.on_deleted.append(self._stream_deleted)
+        if hasattr(stream, "on_stopped"):
+            stream.on_stopped.append(self._stream_stopped)
+        stream.interest = self._interest
+
+    # ------------------------------------------------------------------ registry
+    def add(self, c: Consumer) -> None:
+        self.consumers[c.name] = c
+        if not c.filters:
+            self._unfiltered += 1
+
+    def forget(self, c: Consumer) -> None:
+        if self.consumers.get(c.name) is c:
+            del self.consumers[c.name]
+            if not c.filters:
+                self._unfiltered -= 1
+        self.ready.discard(c)
+        self._with_pending.discard(c)
+        self._dirty.discard(c)
+        self._defaulted.discard(c.name)
+
+    def filters_changed(self, c: Consumer) -> None:
+        self._unfiltered = sum(1 for x in self.consumers.values() if not x.filters)
+
+    def mark_defaulted_threshold(self, name: str) -> None:
+        self._defaulted.add(name)
+
+    def defaulted_threshold(self, c: Consumer) -> bool:
+        return c.name in self._defaulted
+
+    def set_ready(self, c: Consumer, ready: bool) -> None:
+        if ready:
+            self.ready.add(c)
+        else:
+            self.ready.discard(c)
+
+    def has_pending(self, c: Consumer) -> None:
+        self._with_pending.add(c)
+
+    def maybe_no_pending(self, c: Consumer) -> None:
+        if not c.pending and not c.rdc:
+            self._with_pending.discard(c)
+
+    def delete_consumer(self, c: Consumer) -> None:
+        """Delete (API delete or inactivity): advisory, 409 to waiting pulls, store removed, retention cleanup."""
+        c.stop(delete=True, advisory=True)
+        if self.stream.config.retention == "interest":
+            self.cleanup_no_interest()
+
+    # ------------------------------------------------------------------ persistence
+    def dirty(self, c: Consumer) -> None:
+        self._dirty.add(c)
+        if self._flush_timer is None and not self.stream.closed:
+            self._flush_timer = self.clock.call_later(FLUSH_INTERVAL, self.flush)
+
+    def flush(self) -> None:
+        self._flush_timer = None
+        dirty, self._dirty = self._dirty, set()
+        for c in dirty:
+            if c.closed:
+                continue
+            try:
+                c.store.flush()
+            except Exception as e:  # noqa: BLE001 - keep serving; the next change retries
+                self.server.log_error("JetStream consumer state write failed", stream=self.stream.name,
+                                      consumer=c.name, error=str(e))
+                self._dirty.add(c)
+
+    def write_meta(self, c: Consumer) -> None:
+        if not c.persistent:
+            return
+        c.store.write_meta({"v": META_VERSION, "config": c.config.to_json(), "created": c.created})
+
+    # ------------------------------------------------------------------ stream signals
+    def _new_message(self, seq: int, subject: str) -> None:
+        if not self.ready:
+            return
+        for c in list(self.ready):
+            match = c.matches(subject)
+            if c._np_last == seq - 1 and c._np_gen == self.gen and c._npc >= 0:
+                if match:
+                    c._npc += 1
+                c._np_last = seq
+            if match and seq >= c.sseq:
+                c.kick()
+
+    def _removed(self, seq: int, subject: str) -> None:
+        gen = self.gen + 1
+        # Ready consumers keep their pending counts exact; the others just recompute when asked.
+        for c in self.ready:
+            if c._np_gen == self.gen and c._npc >= 0:
+                if seq >= c.sseq and subject and c.matches(subject) and not c.lss:
+                    c._npc -= 1
+                elif not subject or c.lss:
+                    c._npc = -1
+                c._np_gen = gen
+        self.gen = gen
+        if not self._with_pending:
+            return
+        for c in list(self._with_pending):
+            p = c.pending.get(seq)
+            if p is not None:
+                c.process_term(seq, p[0], c.rdc.get(seq, 0) or 1, "Unacknowledged message was deleted", "")
+                c._after_change()
+            elif seq in c.rdc:
+                del c.rdc[seq]
+                try:
+                    c.store.update_acks(0, seq)
+                except Exception:  # noqa: BLE001
+                    pass
+                c._state_changed()
+                self.maybe_no_pending(c)
+
+    def _purged(self) -> None:
+        self.gen += 1
+        store = self.stream.store
+        first = store.first_seq
+        for c in list(self.consumers.values()):
+            c.purged(first)
+
+    def _stream_deleted(self) -> None:
+        for c in list(self.consumers.values()):
+            c.stop(delete=True, advisory=True)
+
+    def _stream_stopped(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        for c in list(self.consumers.values()):
+            c.stop(delete=False)
+
+    # ------------------------------------------------------------------ retention
+    def _interest(self, subject: str) -> bool:
+        if self._unfiltered:
+            return True
+        return any(c.matches(subject) for c in self.consumers.values())
+
+    def ack_msg(self, acker: Consumer | None, seq: int) -> bool:
+        """nats-server stream.ackMsg: remove ``seq`` from an interest/workqueue stream once nobody needs it."""
+        stream = self.stream
+        if stream.closed or stream.config.retention == "limits" or seq == 0:
+            return False
+        store = stream.store
+        if seq > store.last_seq or seq < store.first_seq:
+            return False
+        subject = store.subject_for_seq(seq)
+        if subject is None:
+            return False
+        for c in self.consumers.values():
+            if c.need_ack(seq, subject):
+                return False
+        stream.remove_msg(seq)
+        return True
+
+    def cleanup_no_interest(self) -> None:
+        """After a consumer left an interest stream: drop the messages nobody needs any more (nats-server
+        cleanupNoInterestMessages, simplified to a walk from the first sequence up to the last)."""
+        stream = self.stream
+        store = stream.store
+        if stream.closed or stream.config.retention != "interest":
+            return
+        if not self.consumers:
+            if store.msgs:
+                stream.purge()
+            return
+        seq = store.first_seq
+        while True:
+            sm, _ = store.load_next_msg("", seq)
+            if sm is None:
+                break
+            if not any(c.need_ack(sm.seq, sm.subject) for c in self.consumers.values()):
+                stream.remove_msg(sm.seq)
+            seq = sm.seq + 1
+
+
+def consumer_set(stream: "Stream") -> ConsumerSet:
+    cs = getattr(stream, "_consumer_set", None)
+    if cs is None:
+        cs = ConsumerSet(stream)
+        stream._consumer_set = cs  # type: ignore[attr-defined]
+    return cs
+
+
+def open_store(stream: "Stream", name: str, cfg: ConsumerConfig):
+    """The state store of consumer ``name``: in memory for memory streams and ``mem_storage``, else on disk."""
+    if stream.path is None or cfg.mem_storage:
+        return MemoryConsumerStore(cfg.ack_policy, cfg.max_deliver)
+    return stream.store.consumer_store(name, cfg.ack_policy, cfg.max_deliver)
+
+
+def recover(stream: "Stream") -> None:
+    """Reopen the consumers stored under ``<stream dir>/obs/`` (server start)."""
+    if stream.path is None:
+        return
+    odir = os.path.join(stream.path, CONSUMER_DIR)
+    try:
+        names = sorted(e.name for e in os.scandir(odir) if e.is_dir())
+    except FileNotFoundError:
+        return
+    srv = stream.server
+    for name in names:
+        path = os.path.join(odir, name, meta.META_FILE)
+        try:
+            doc = meta.read_meta(path)
+            cfg = ConsumerConfig.from_json(doc["config"], strict=False)
+            created = int(doc.get("created") or 0)
+        except FileNotFoundError:
+            srv.log_warning("JetStream consumer directory without metadata, skipped", stream=stream.name,
+                            consumer=name)
+            continue
+        except Exception as e:  # noqa: BLE001 - one bad consumer never stops the server
+            srv.log_error("JETSTREAM CONSUMER COULD NOT BE RECOVERED, SKIPPED", stream=stream.name, consumer=name,
+                          error=f"{type(e).__name__}: {e}")
+            continue
+        cs = consumer_set(stream)
+        try:
+            store = open_store(stream, name, cfg)
+            c = Consumer(cs, cfg, name, created, store)
+            cs.add(c)
+            c.start(has_state=store.dc != 0 or store.ds != 0)
+            c.kick()
+        except Exception as e:  # noqa: BLE001
+            srv.log_error("JETSTREAM CONSUMER COULD NOT BE RECOVERED, SKIPPED", stream=stream.name, consumer=name,
+                          error=f"{type(e).__name__}: {e}")
+            cs.consumers.pop(name, None)
+            continue
+        srv.log.info("Restored consumer", stream=stream.name, consumer=name)
