@@ -356,8 +356,9 @@ class Server:
     def route(self, subject: str, reply: str, hdr_len: int, data: bytes, origin: ClientConnection | None) -> bool:
         """Deliver one message to every interested subscription. Returns whether anyone got it.
 
-        The frame is built from pieces shared by all receivers (``MSG <subject> `` + sid + `` [reply] <size>\\r\\n``
-        + payload + CRLF), so a fan-out costs a few list appends per receiver and no formatting."""
+        A frame is ``head`` + sid + ``tail`` + payload + CRLF, where head (``MSG <subject> ``) and tail
+        (`` [reply] <size>\\r\\n``) are built once per message and shared by every receiver, so a fan-out costs
+        a few list appends per receiver and no formatting."""
         r = self._match_cache.get(subject)
         if r is None:
             r = self.sublist.match(subject)
@@ -366,7 +367,7 @@ class Server:
             if reply and origin is not None and origin.no_responders:
                 self._no_responders(subject, reply, origin)
             return False
-        frame = None
+        head = tail = None
         delivered = False
         for sub in plain:
             conn = sub.conn
@@ -376,9 +377,9 @@ class Server:
                 continue
             if conn is origin and not conn.echo:
                 continue
-            if frame is None:
-                frame = _Frame(subject, reply, hdr_len, data)
-            self._deliver(sub, conn, frame)
+            if head is None:
+                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+            self._deliver(sub, conn, head, tail, hdr_len, data)
             delivered = True
         for members in queues:
             sub = self._pick(members, origin)
@@ -387,9 +388,9 @@ class Server:
             if sub.conn is None:
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
             else:
-                if frame is None:
-                    frame = _Frame(subject, reply, hdr_len, data)
-                self._deliver(sub, sub.conn, frame)
+                if head is None:
+                    head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                self._deliver(sub, sub.conn, head, tail, hdr_len, data)
             delivered = True
         return delivered
 
@@ -402,20 +403,22 @@ class Server:
             return random.choice(others) if others else None
         return sub
 
-    def _deliver(self, sub: Subscription, conn: ClientConnection, frame: "_Frame") -> None:
+    def _deliver(self, sub: Subscription, conn: ClientConnection, head: bytes, tail: bytes, hdr_len: int,
+                 data: bytes) -> None:
         if conn.closed:
             return
-        if conn.deny_delivery and conn.perms.deliver_denied(frame.subject):
+        if conn.deny_delivery and conn.perms.deliver_denied(head.split(b" ", 2)[1].decode("utf-8", "surrogateescape")):
             return
         out = conn.out
         if not out:
             self.mark_pending(conn)
-        if frame.hdr_len and not conn.headers:
-            out += frame.stripped(sub.sid_b)  # a client without header support gets the payload only
-            conn.out_bytes += len(frame.data) - frame.hdr_len
-        else:
-            out += (frame.head, sub.sid_b, frame.tail, frame.data, b"\r\n")
-            conn.out_bytes += len(frame.data)
+        if hdr_len and not conn.headers:
+            # A client without header support gets the payload only, and the size is counted again.
+            data = data[hdr_len:]
+            head = b"MSG " + head.split(b" ", 2)[1] + b" "
+            tail = tail.rsplit(b" ", 2)[0] + b" %d\r\n" % len(data)
+        out += (head, sub.sid_b, tail, data, b"\r\n")
+        conn.out_bytes += len(data)
         conn.out_msgs += 1
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
@@ -428,7 +431,8 @@ class Server:
         for sub in plain:
             if sub.conn is origin:
                 hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
-                self._deliver(sub, origin, _Frame(reply, "", len(hdr), hdr))
+                head, tail = _frame_parts(reply, "", len(hdr), len(hdr))
+                self._deliver(sub, origin, head, tail, len(hdr), hdr)
                 return
 
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
@@ -448,31 +452,10 @@ class Server:
         self.log.warning(event, **kw)
 
 
-class _Frame:
-    """The parts of a MSG/HMSG frame that every receiver of one message shares."""
 
-    __slots__ = ("subject", "reply", "hdr_len", "data", "head", "tail", "_stripped")
-
-    def __init__(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
-        self.subject = subject
-        self.reply = reply
-        self.hdr_len = hdr_len
-        self.data = data
-        subj_b = subject.encode("utf-8", "surrogateescape")
-        r = b" " + reply.encode("utf-8", "surrogateescape") if reply else b""
-        if hdr_len:
-            self.head = b"HMSG " + subj_b + b" "
-            self.tail = b"%s %d %d\r\n" % (r, hdr_len, len(data))
-        else:
-            self.head = b"MSG " + subj_b + b" "
-            self.tail = b"%s %d\r\n" % (r, len(data))
-        self._stripped = None
-
-    def stripped(self, sid_b: bytes) -> tuple:
-        if self._stripped is None:
-            payload = self.data[self.hdr_len :]
-            r = b" " + self.reply.encode("utf-8", "surrogateescape") if self.reply else b""
-            self._stripped = (b"MSG " + self.subject.encode("utf-8", "surrogateescape") + b" ",
-                              b"%s %d\r\n" % (r, len(payload)), payload)
-        head, tail, payload = self._stripped
-        return (head, sid_b, tail, payload, b"\r\n")
+def _frame_parts(subject: str, reply: str, hdr_len: int, size: int) -> tuple[bytes, bytes]:
+    """(head, tail) of a MSG/HMSG frame: ``MSG <subject> `` and `` [reply] [hdr_len] <size>\\r\\n``."""
+    r = b" " + reply.encode("utf-8", "surrogateescape") if reply else b""
+    if hdr_len:
+        return b"HMSG " + subject.encode("utf-8", "surrogateescape") + b" ", b"%s %d %d\r\n" % (r, hdr_len, size)
+    return b"MSG " + subject.encode("utf-8", "surrogateescape") + b" ", b"%s %d\r\n" % (r, size)
