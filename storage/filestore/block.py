@@ -93,7 +93,8 @@ def encode_control(kind: int, seq: int, ts: int, payload: bytes = b"") -> bytes:
 
 
 def encode_erased(seq: int, ts: int, rlen: int) -> bytes:
-    """An ERASED record of exactly ``rlen`` bytes to overwrite a MSG record in place."""
+    """An ERASED record of exactly ``rlen`` bytes to overwrite a MSG record in place (``ts`` is kept: the
+    stream's last timestamp may come from it)."""
     rec = _pack_head(MAGIC, KIND_ERASED, 0, rlen, seq, ts, 0, 0, 0) + bytes(rlen - OVERHEAD)
     return rec + _pack_crc(_crc32(rec))
 

@@ -308,7 +308,8 @@ class Recovery:
                 expected = max(expected, last + 1)
                 after_bad = False
             elif kind == KIND_ERASED:
-                hi = max(hi, seq)
+                if seq >= hi:
+                    hi, hi_ts = seq, ts
                 expected = max(expected, seq + 1)
                 after_bad = False
             elif kind == KIND_BLOCK:

@@ -223,8 +223,8 @@ class FileStreamStore(IndexedStore):
         off = b.offsets[i]
         if off >= b.flushed:
             rel = off - b.flushed
-            rlen = HEAD.unpack_from(b.pend, rel)[3]
-            b.pend[rel:rel + rlen] = encode_erased(seq, 0, rlen)
+            h = HEAD.unpack_from(b.pend, rel)
+            b.pend[rel:rel + h[3]] = encode_erased(seq, h[5], h[3])
             return
         try:
             head = os.pread(self._fd_for(b), HEAD_SIZE, off)
@@ -232,7 +232,7 @@ class FileStreamStore(IndexedStore):
         except Exception:
             return
         if h[0] == MAGIC and h[4] == seq:
-            self._pwrites.append((b, off, encode_erased(seq, 0, h[3])))
+            self._pwrites.append((b, off, encode_erased(seq, h[5], h[3])))
 
     def _record_skip(self, seq: int, num: int, ts: int) -> None:
         b = self._append_control(KIND_SKIP, seq, U64.pack(num), ts)
