@@ -157,7 +157,7 @@ class ConsumerApi:
             cs.write_meta(eo)
             return eo.info()
         if creq.action == "update":
-            return ApiError.of("JSConsumerDoesNotExistErr")
+            return ApiError.of("JSConsumerDoesNotExist")
         maxc = stream.config.max_consumers
         if maxc > 0 and len(stream.consumers) >= maxc:
             return ApiError.of("JSMaximumConsumersLimitErr")

@@ -493,7 +493,7 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
             self.adflr, self.asflr = dseq, seq
         else:
             self._track_pending(seq, dseq, now)
-        self.server.publish(dsubj, data, ack, hdr)
+        deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
         if self.waiting is None:
             if self.config.idle_heartbeat:
                 self._reset_hb()
@@ -754,6 +754,34 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
         if self.sseq > store.last_seq and not self.lss:
             return 0
         return self.num_pending()
+
+
+def deliver_msg(server, dsubj: str, subject: str, reply: str, hdr: bytes, data: bytes) -> bool:
+    """Send a stored message to whoever listens on ``dsubj`` with the message's own ``subject`` in the frame, as
+    nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``).  Routing, queue-group
+    picking and frame writing are the server's own (``_pick`` / ``_deliver`` / ``_frame_parts``)."""
+    from ..core import server as core
+
+    payload = hdr + data if hdr else data
+    hlen = len(hdr)
+    plain, queues = server.sublist.match(dsubj)
+    if not plain and not queues:
+        return False
+    head, tail = core._frame_parts(subject, reply, hlen, len(payload))
+    for sub in plain:
+        if sub.conn is None:
+            sub.callback(sub, dsubj, reply, hlen, payload, None)
+        else:
+            server._deliver(sub, sub.conn, head, tail, hlen, payload)
+    for members in queues:
+        sub = server._pick(members, None)
+        if sub is None:
+            continue
+        if sub.conn is None:
+            sub.callback(sub, dsubj, reply, hlen, payload, None)
+        else:
+            server._deliver(sub, sub.conn, head, tail, hlen, payload)
+    return True
 
 
 def _headers_only(hdr: bytes, size: int) -> bytes:
