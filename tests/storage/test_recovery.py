@@ -572,3 +572,41 @@ def test_random_operations_with_crashes(tmp_path, seed):
 
 
 HDR_OR_NOT = [b"", b"NATS/1.0\r\nK: v\r\n\r\n"]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_write_failures_roll_back_to_the_last_flush(tmp_path, seed):
+    import random
+
+    rnd = random.Random(seed)
+    w = FaultyWrite()
+    cfg = StoreConfig(block_size=4096, max_msgs=400)
+    d = tmp_path / "s"
+    s = FileStreamStore(d, cfg, write=w)
+    flushed = snapshot(s)
+    failures = 0
+    for step in range(200):
+        for _ in range(rnd.randint(1, 8)):
+            s.store_msg(f"w.{rnd.randint(0, 5)}", b"", os.urandom(rnd.randint(0, 80)))
+        if s.msgs and rnd.random() < 0.3:
+            s.remove_msg(rnd.randint(s.first_seq, s.last_seq))
+        if rnd.random() < 0.05:
+            s.purge(f"w.{rnd.randint(0, 5)}")
+        w.armed = rnd.random() < 0.2
+        w.partial = rnd.choice([0, 0, 5, 100])
+        try:
+            s.flush()
+            flushed = snapshot(s)
+        except StoreWriteError:
+            failures += 1
+            assert snapshot(s) == flushed, step
+        w.armed = False
+        if rnd.random() < 0.03:
+            crash(s)
+            s = FileStreamStore(d, cfg, write=w)
+            assert snapshot(s) == flushed, step
+    assert failures > 5
+    s.stop()
+    s = FileStreamStore(d, cfg)
+    assert snapshot(s) == flushed and s.state().lost is None
+    s.stop()
