@@ -108,6 +108,9 @@ class IndexedStore(Queries, StreamStore):
         c = self._new_chunk(seq)
         self._chunks.append(c)
         self._firsts.append(seq)
+        if len(self._chunks) > 1 and self._chunks[-2].nlive == 0:
+            # The previous newest chunk was kept only because it was the newest (work queues empty it).
+            self._remove_chunk(self._chunks[-2])
         return c
 
     def _chunk_for_append(self, seq: int, size: int) -> Chunk:

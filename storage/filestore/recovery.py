@@ -96,13 +96,22 @@ class Recovery:
         self.prev_hi = 0
         self.pending_lost: tuple[Block, int] | None = None  # trailing corruption of a sealed block
         self.scanned: list[Block] = []
+        self.max_index = 0
 
     # ------------------------------------------------------------------------------------------------------
     def run(self) -> None:
         fs = self.fs
         indexes = list_blocks(fs.msgs_dir)
+        self.max_index = max(indexes, default=0)
         for n, index in enumerate(indexes):
-            self.load_block(index, is_last=n == len(indexes) - 1)
+            is_last = n == len(indexes) - 1
+            try:
+                self.load_block(index, is_last)
+            except Exception as e:
+                # Not a case we know (those are handled above); never refuse to start because of it.
+                log.exception("BLOCK UNREADABLE, skipped (file left in place)", block=fs.block_path(index),
+                              error=str(e))
+                _unlink(fs.block_path(index)[:-4] + ".idx")
         self.finish()
 
     def load_block(self, index: int, is_last: bool) -> None:

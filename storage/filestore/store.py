@@ -123,9 +123,7 @@ class FileStreamStore(IndexedStore):
             self._replaying = False
         #: Blocks read record by record at the last start (no usable summary, or appended after it).
         self.scanned_blocks = len(rec.scanned)
-        self._next_index = max((b.index for b in self._chunks), default=0) + 1  # type: ignore[attr-defined]
-        for b in self._dead:
-            self._next_index = max(self._next_index, b.index + 1)
+        self._next_index = rec.max_index + 1
         # Sealed blocks that had to be scanned get their summary now, so the next start is fast.
         for b in self._chunks[:-1]:
             if b.dirty:  # type: ignore[attr-defined]
@@ -176,7 +174,8 @@ class FileStreamStore(IndexedStore):
             self._wq.append(b)
 
     def _chunk_full(self, chunk: Block, size: int) -> bool:  # type: ignore[override]
-        return chunk.size + size + 8 > self.config.block_size and chunk.nlive > 0
+        # An empty block takes any message, however large; otherwise roll over at block_size.
+        return chunk.size + size + 8 > self.config.block_size and len(chunk.codes) > 0
 
     def _write_msg(self, b: Block, seq: int, ss: SubjState, hdr: bytes, data: bytes, ts: int, ttl: int) -> None:  # type: ignore[override]
         b.offsets.append(b.size)

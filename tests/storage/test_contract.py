@@ -623,3 +623,19 @@ def test_last_ts_survives_purge_and_restart(make_store, clock):
     s.compact(50)
     s = reopen(s)
     assert (s.state().first_seq, s.state().last_seq, s.state().last_ts) == (50, 49, t_last)
+
+
+def test_work_queue_pattern_keeps_few_chunks(make_store):
+    """Store and remove at once (a work queue acked as it goes): emptied chunks/blocks go away."""
+    s = make_store(block_size=4096)
+    for i in range(20_000):
+        seq = s.store_msg("wq", b"", b"job-%d" % i)
+        s.remove_msg(seq)
+        if i % 100 == 0:
+            s.flush()
+    s.flush()
+    assert s.state().messages == 0 and s.state().first_seq == 20_001
+    assert len(s._chunks) <= 2
+    s2 = reopen(s)
+    assert (s2.state().first_seq, s2.state().last_seq) == (20_001, 20_000)
+    assert s2.store_msg("wq", b"", b"next") == 20_001

@@ -63,3 +63,23 @@ def test_store_root_survives_a_corrupt_stream_meta(tmp_path):
     s.stop()
     root.delete_stream("B")
     assert root.list_streams() == ["A", "C"]
+
+
+def test_storage_never_imports_the_server_or_asyncio():
+    """DESIGN.md: imports point one way (server -> storage) and state changes never await."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "storage"
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                top = n.split(".")[0]
+                assert top not in ("server", "asyncio", "spark"), f"{path.name} imports {n}"
+            assert not isinstance(node, (ast.AsyncFunctionDef, ast.Await)), f"{path.name} has async code"

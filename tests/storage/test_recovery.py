@@ -610,3 +610,17 @@ def test_random_write_failures_roll_back_to_the_last_flush(tmp_path, seed):
     s = FileStreamStore(d, cfg)
     assert snapshot(s) == flushed and s.state().lost is None
     s.stop()
+
+
+def test_unreadable_block_is_skipped_not_fatal(tmp_path):
+    s = FileStreamStore(tmp_path / "s", StoreConfig())
+    fill(s, 10)
+    s.stop()
+    (tmp_path / "s" / "msgs" / "7.blk").mkdir()  # something no scan can read
+    r = FileStreamStore(tmp_path / "s", StoreConfig())
+    assert r.state().messages == 10
+    r.store_msg("a", b"", b"more")  # new blocks do not collide with the unreadable one
+    r.stop()
+    r = FileStreamStore(tmp_path / "s", StoreConfig())
+    assert r.state().messages == 11
+    r.stop()
