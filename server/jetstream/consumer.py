@@ -480,8 +480,9 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
         self.dseq += 1
         seq = sm.seq
         now = self.clock.time_ns()
+        psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
         if self.maxpb > 0:
-            self._track_fc(len(sm.subject) + len(ack) + len(hdr) + len(data))
+            self.pbytes += psz
         try:
             self.store.update_delivered(dseq, seq, dc, sm.ts)
         except Exception:  # noqa: BLE001 - ack none redelivery cannot happen; state stays consistent enough
@@ -494,6 +495,8 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
         else:
             self._track_pending(seq, dseq, now)
         deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
+        if self.maxpb > 0:
+            self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
         if self.waiting is None:
             if self.config.idle_heartbeat:
                 self._reset_hb()

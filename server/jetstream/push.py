@@ -116,8 +116,8 @@ class PushMixin:
     def _fc_blocked(self: "Consumer") -> bool:
         return self.maxpb > 0 and self.pbytes > self.maxpb
 
-    def _track_fc(self: "Consumer", size: int) -> None:
-        self.pbytes += size
+    def _need_flow_control(self: "Consumer", size: int) -> None:
+        """nats-server needFlowControl, called after a delivery whose ``size`` is already in ``pbytes``."""
         if self.fcid == "" and self.pbytes > self.maxpb // 2:
             self._send_flow_control()
         elif self.fcid and self.pbytes - self.fcsz >= self.maxpb:

@@ -1,0 +1,122 @@
+"""Push consumers against both servers: delivery starts with interest, deliver groups, idle heartbeats, flow
+control, push_bound, headers_only, and nats-py's push subscribe."""
+from __future__ import annotations
+
+import asyncio
+
+import nats
+
+from tests.jetstream.conftest import collect
+from tests.jetstream.test_consumer_support import MS, add_consumer, ack_info, cinfo, status
+
+
+async def _stream(jsc, n: int = 0) -> str:
+    s = jsc.name()
+    await jsc.create(s)
+    for i in range(n):
+        await jsc.pub(f"{s}.a", b"m%d" % i)
+    return s
+
+
+async def test_delivery_starts_with_interest(jsc):
+    s = await _stream(jsc, 3)
+    dsubj = jsc.name("dlv")
+    r = await add_consumer(jsc, s, "P", deliver_subject=dsubj)
+    assert "push_bound" not in r
+    sub = await jsc.nc.subscribe(dsubj)
+    msgs = await collect(sub, 3, timeout=1)
+    assert [m.data for m in msgs] == [b"m0", b"m1", b"m2"]
+    assert [m.subject for m in msgs] == [f"{s}.a"] * 3  # the stored subject, not the deliver subject
+    assert [ack_info(m.reply)["pending"] for m in msgs] == [2, 1, 0]
+    info = await cinfo(jsc, s, "P")
+    assert info["push_bound"] is True and info["num_pending"] == 0
+    await jsc.pub(f"{s}.a", b"later")
+    assert (await sub.next_msg(timeout=1)).data == b"later"
+    await sub.unsubscribe()
+    await jsc.nc.flush()
+    await asyncio.sleep(0.05)
+    assert "push_bound" not in await cinfo(jsc, s, "P")
+
+
+async def test_deliver_group_splits_the_work(jsc):
+    s = await _stream(jsc)
+    dsubj = jsc.name("grp")
+    await add_consumer(jsc, s, "G", deliver_subject=dsubj, deliver_group="workers", ack_policy="explicit")
+    nc2 = await nats.connect(jsc.server.url)
+    try:
+        a = await jsc.nc.subscribe(dsubj, queue="workers")
+        b = await nc2.subscribe(dsubj, queue="workers")
+        await nc2.flush()
+        for i in range(40):
+            await jsc.pub(f"{s}.a", b"%d" % i)
+        ga = await collect(a, timeout=0.3)
+        gb = await collect(b, timeout=0.3)
+        assert len(ga) + len(gb) == 40
+        assert ga and gb
+        assert sorted(int(m.data) for m in ga + gb) == list(range(40))
+    finally:
+        await nc2.close()
+
+
+async def test_idle_heartbeats_while_idle(jsc):
+    s = await _stream(jsc, 1)
+    dsubj = jsc.name("hb")
+    sub = await jsc.nc.subscribe(dsubj)
+    await add_consumer(jsc, s, "H", deliver_subject=dsubj, idle_heartbeat=100 * MS)
+    msgs = await collect(sub, 4, timeout=1)
+    assert msgs[0].data == b"m0"
+    hbs = [m for m in msgs[1:] if status(m) == (100, "Idle Heartbeat")]
+    assert len(hbs) == 3
+    assert hbs[0].headers["Nats-Last-Consumer"] == "1" and hbs[0].headers["Nats-Last-Stream"] == "1"
+    assert hbs[0].data == b"" and not hbs[0].reply
+
+
+async def test_flow_control_request_and_reply(jsc):
+    s = await _stream(jsc)
+    dsubj = jsc.name("fc")
+    sub = await jsc.nc.subscribe(dsubj)
+    await add_consumer(jsc, s, "F", deliver_subject=dsubj, flow_control=True, idle_heartbeat=SECOND_HB)
+    big = b"x" * (512 * 1024)
+    for _ in range(4):  # 2 MiB > half of the first 2 MiB window
+        await jsc.pub(f"{s}.a", big)
+    fc = None
+    data = 0
+    for _ in range(6):
+        m = await sub.next_msg(timeout=2)
+        if status(m) == (100, "FlowControl Request"):
+            fc = m
+            break
+        data += 1
+    assert fc is not None and fc.reply.startswith(f"$JS.FC.{s}.F.") and data >= 2
+    await jsc.nc.publish(fc.reply, b"")
+    await jsc.pub(f"{s}.a", b"after")
+    rest = await collect(sub, timeout=0.5)
+    assert b"after" in [m.data for m in rest]
+
+
+SECOND_HB = 1_000_000_000
+
+
+async def test_headers_only(jsc):
+    s = await _stream(jsc)
+    await jsc.pub(f"{s}.a", b"12345", headers={"X-A": "1"})
+    dsubj = jsc.name("ho")
+    sub = await jsc.nc.subscribe(dsubj)
+    await add_consumer(jsc, s, "O", deliver_subject=dsubj, headers_only=True)
+    m = await sub.next_msg(timeout=1)
+    assert m.data == b"" and m.headers["Nats-Msg-Size"] == "5" and m.headers["X-A"] == "1"
+
+
+async def test_nats_py_push_subscribe_and_ack(jsc):
+    s = await _stream(jsc, 3)
+    js = jsc.nc.jetstream()
+    sub = await js.subscribe(f"{s}.>", durable="pd", manual_ack=True)
+    got = []
+    for _ in range(3):
+        m = await sub.next_msg(timeout=1)
+        got.append(m.data)
+        await m.ack_sync()
+    assert got == [b"m0", b"m1", b"m2"]
+    info = await js.consumer_info(s, "pd")
+    assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 3
+    await sub.unsubscribe()
