@@ -2,7 +2,11 @@
 
 Theory of operation
 -------------------
-``Parser.feed(data)`` takes whatever the socket delivered and returns every operation completed by it, in order.
+``Parser.parse(data, sink)`` takes whatever the socket delivered and hands every operation completed by it to the
+sink, in order: ``sink.on_pub(subject, reply, hdr_len, data)`` for PUB/HPUB (the hot path: no operation object is
+built) and ``sink.on_op(op)`` for everything else; it stops as soon as ``sink.closed`` is set.  ``feed(data)``
+returns the same operations as a list (``Pub`` tuples included), for tests and simple callers.  The parser counts
+the messages and payload bytes it has parsed (``msgs``, ``bytes``), so the connection keeps no per-message counters.
 Input may be split at any byte; the parser keeps what it cannot finish yet.  Two states:
 
 * control line: the bytes up to ``\\n``.  The op name (case-insensitive) decides the form.  ``PUB``/``HPUB`` are
@@ -128,46 +132,69 @@ def _parse_size(b: bytes) -> int:
     return int(b)
 
 
+class _Collector:
+    """The sink behind ``feed()``: operations as a list."""
+
+    __slots__ = ("ops", "closed")
+
+    def __init__(self) -> None:
+        self.ops: list = []
+        self.closed = False
+
+    def on_pub(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+        self.ops.append(Pub(subject, reply, hdr_len, data))
+
+    def on_op(self, op) -> None:
+        self.ops.append(op)
+
+
 class Parser:
     """Incremental parser for one client connection."""
 
-    __slots__ = ("max_control_line", "max_payload", "_buf", "_pending", "_skip", "_dead")
+    __slots__ = ("max_control_line", "max_payload", "msgs", "bytes", "_buf", "_pending", "_skip", "_dead")
 
     def __init__(self, max_control_line: int = MAX_CONTROL_LINE, max_payload: int = MAX_PAYLOAD) -> None:
         self.max_control_line = max_control_line
         self.max_payload = max_payload
+        self.msgs = 0  # PUB/HPUB parsed
+        self.bytes = 0  # their header + payload bytes
         self._buf = b""  # unparsed input (an incomplete control line), or bytearray while a payload is pending
         self._pending: tuple | None = None  # (subject, reply, hdr_len, size) of a PUB waiting for its payload
         self._skip: object | None = None  # PING/PONG/+OK seen; discard input up to the newline then emit this
         self._dead = False
 
     def feed(self, data: bytes) -> list:
+        sink = _Collector()
+        self.parse(data, sink)
+        return sink.ops
+
+    def parse(self, data: bytes, sink) -> None:
         if self._dead:
-            return []
-        ops: list = []
+            return
         if self._pending is not None:
-            data = self._feed_payload(data, ops)
-            if data is None:
-                return ops
+            data = self._feed_payload(data, sink)
+            if data is None or sink.closed:
+                return
         if self._skip is not None:
             nl = data.find(b"\n")
             if nl < 0:
-                return ops
-            ops.append(self._skip)
+                return
+            sink.on_op(self._skip)
             self._skip = None
+            if sink.closed:
+                return
             data = data[nl + 1 :]
         buf = self._buf + data if self._buf else data
         self._buf = b""
-        self._parse(buf, ops)
-        return ops
+        self._parse(buf, sink)
 
-    def _fail(self, ops: list, err: str, detail: str) -> None:
-        ops.append(ProtocolError(err, detail))
+    def _fail(self, sink, err: str, detail: str) -> None:
         self._dead = True
         self._buf = b""
         self._pending = None
+        sink.on_op(ProtocolError(err, detail))
 
-    def _feed_payload(self, data: bytes, ops: list):
+    def _feed_payload(self, data: bytes, sink):
         """Collect payload bytes for the pending PUB; return the input left after it, or None if still short."""
         subject, reply, hdr_len, size = self._pending
         buf = self._buf
@@ -179,140 +206,151 @@ class Parser:
         self._buf = b""
         self._pending = None
         if buf[size:] != b"\r\n":
-            self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
             return None
-        ops.append(Pub(subject, reply, hdr_len, bytes(buf[:size])))
+        self.msgs += 1
+        self.bytes += size
+        sink.on_pub(subject, reply, hdr_len, bytes(buf[:size]))
         return data[need:]
 
-    def _parse(self, buf: bytes, ops: list) -> None:
+    def _parse(self, buf: bytes, sink) -> None:
         pos = 0
         n = len(buf)
         mcl = self.max_control_line
         maxp = self.max_payload
         find = buf.find
-        append = ops.append
-        new = tuple.__new__
-        while pos < n:
-            nl = find(b"\n", pos)
-            if nl < 0:
-                end = n
-            else:
-                end = nl
-                # Fast path for the common "PUB <subject> <size>" with its whole payload in the buffer: one
-                # split, no helper calls, the tuple built directly (a NamedTuple's __new__ is a Python call).
-                if buf[pos : pos + 4] == b"PUB ":
-                    args = buf[pos + 4 : nl].split()
-                    if len(args) == 2 and nl - pos - 4 <= mcl:
-                        sz = args[1]
-                        if sz.isdigit() and len(sz) < 19:
-                            size = int(sz)
-                            start = nl + 1
-                            stop = start + size
-                            if size <= maxp and stop + 2 <= n and buf[stop : stop + 2] == b"\r\n":
-                                append(new(Pub, (args[0].decode("utf-8", "surrogateescape"), "", 0, buf[start:stop])))
-                                pos = stop + 2
-                                continue
-            # Identify the op word: letters up to the first space/tab (or the end of what we have).
-            c = buf[pos]
-            if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":
-                # nats-server needs no separator after CONNECT: "CONNECT{...}" works and "CONNECTX" is
-                # simply invalid JSON (closed without -ERR).
-                word, kind, astart = b"CONNECT", "ws", pos + 7
-            elif c in (80, 112) and buf[pos + 1 : pos + 4] in (b"UB ", b"ub ", b"UB\t", b"ub\t") and nl >= 0:
-                # Fast path: "PUB <subject> [reply] <size>"
-                word, kind, astart = b"PUB", "ws", pos + 4
-            else:
-                w = pos
-                while w < end and buf[w] not in (32, 9, 13):
-                    w += 1
-                    if w - pos > 7:
-                        break
-                word = buf[pos:w].upper()
-                kind = _OPS.get(word)
-                if kind is None:
-                    # A prefix of a valid word may be completed by the next read; anything else is an error
-                    # right away (nats-server fails on the first byte that cannot continue an op).
-                    if nl < 0 and w == end and word in _PREFIXES:
-                        self._buf = buf[pos:]
-                        return
-                    if kind is None and word[:4] in (b"PING", b"PONG") or word[:3] == b"+OK":
-                        kind = "line"
-                        word = word[:4] if word[:1] != b"+" else b"+OK"
-                    else:
-                        self._fail(ops, ERR_UNKNOWN_OP, "unknown op %r" % bytes(buf[pos : pos + 16]))
-                        return
-                if kind == "line":
-                    op = PING if word == b"PING" else PONG if word == b"PONG" else OK
-                    if nl < 0:
-                        self._skip = op
-                        return
-                    ops.append(op)
-                    pos = nl + 1
-                    continue
-                if w == end:
-                    if nl < 0:  # the word is complete but its separator has not arrived yet
-                        self._buf = buf[pos:]
-                        return
-                    self._fail(ops, ERR_UNKNOWN_OP, "op without arguments")
+        on_pub = sink.on_pub
+        on_op = sink.on_op
+        msgs = nbytes = 0
+        try:
+            while pos < n:
+                if sink.closed:
                     return
-                if buf[w] == 13:  # "PUB\r": nats-server wants a space or tab after the op word
-                    self._fail(ops, ERR_UNKNOWN_OP, "op not followed by a space")
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    end = n
+                else:
+                    end = nl
+                    # Fast path for the common "PUB <subject> <size>" with its whole payload in the buffer: one
+                    # split, no helper calls, straight to the sink.
+                    if buf[pos : pos + 4] == b"PUB ":
+                        args = buf[pos + 4 : nl].split()
+                        if len(args) == 2 and nl - pos - 4 <= mcl:
+                            sz = args[1]
+                            if sz.isdigit() and len(sz) < 19:
+                                size = int(sz)
+                                start = nl + 1
+                                stop = start + size
+                                if size <= maxp and stop + 2 <= n and buf[stop : stop + 2] == b"\r\n":
+                                    msgs += 1
+                                    nbytes += size
+                                    pos = stop + 2
+                                    on_pub(args[0].decode("utf-8", "surrogateescape"), "", 0, buf[start:stop])
+                                    continue
+                # Identify the op word: letters up to the first space/tab (or the end of what we have).
+                c = buf[pos]
+                if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":
+                    # nats-server needs no separator after CONNECT: "CONNECT{...}" works and "CONNECTX" is
+                    # simply invalid JSON (closed without -ERR).
+                    word, kind, astart = b"CONNECT", "ws", pos + 7
+                elif c in (80, 112) and buf[pos + 1 : pos + 4] in (b"UB ", b"ub ", b"UB\t", b"ub\t") and nl >= 0:
+                    # Fast path: "PUB <subject> [reply] <size>"
+                    word, kind, astart = b"PUB", "ws", pos + 4
+                else:
+                    w = pos
+                    while w < end and buf[w] not in (32, 9, 13):
+                        w += 1
+                        if w - pos > 7:
+                            break
+                    word = buf[pos:w].upper()
+                    kind = _OPS.get(word)
+                    if kind is None:
+                        # A prefix of a valid word may be completed by the next read; anything else is an error
+                        # right away (nats-server fails on the first byte that cannot continue an op).
+                        if nl < 0 and w == end and word in _PREFIXES:
+                            self._buf = buf[pos:]
+                            return
+                        if kind is None and word[:4] in (b"PING", b"PONG") or word[:3] == b"+OK":
+                            kind = "line"
+                            word = word[:4] if word[:1] != b"+" else b"+OK"
+                        else:
+                            self._fail(sink, ERR_UNKNOWN_OP, "unknown op %r" % bytes(buf[pos : pos + 16]))
+                            return
+                    if kind == "line":
+                        op = PING if word == b"PING" else PONG if word == b"PONG" else OK
+                        if nl < 0:
+                            self._skip = op
+                            return
+                        on_op(op)
+                        pos = nl + 1
+                        continue
+                    if w == end:
+                        if nl < 0:  # the word is complete but its separator has not arrived yet
+                            self._buf = buf[pos:]
+                            return
+                        self._fail(sink, ERR_UNKNOWN_OP, "op without arguments")
+                        return
+                    if buf[w] == 13:  # "PUB\r": nats-server wants a space or tab after the op word
+                        self._fail(sink, ERR_UNKNOWN_OP, "op not followed by a space")
+                        return
+                    astart = w + 1
+                while astart < end and buf[astart] in (32, 9):
+                    astart += 1
+                if nl < 0:
+                    if n - astart > mcl:
+                        self._fail(sink, ERR_MAX_CONTROL_LINE, "incomplete line over max_control_line")
+                        return
+                    self._buf = buf[pos:]
                     return
-                astart = w + 1
-            while astart < end and buf[astart] in (32, 9):
-                astart += 1
-            if nl < 0:
-                if n - astart > mcl:
-                    self._fail(ops, ERR_MAX_CONTROL_LINE, "incomplete line over max_control_line")
+                aend = nl - 1 if nl > astart and buf[nl - 1] == 13 else nl
+                arg = buf[astart:aend]
+                if len(arg) > mcl:
+                    self._fail(sink, ERR_MAX_CONTROL_LINE, "line over max_control_line")
                     return
-                self._buf = buf[pos:]
-                return
-            aend = nl - 1 if nl > astart and buf[nl - 1] == 13 else nl
-            arg = buf[astart:aend]
-            if len(arg) > mcl:
-                self._fail(ops, ERR_MAX_CONTROL_LINE, "line over max_control_line")
-                return
-            pos = nl + 1
-            if word == b"PUB" or word == b"HPUB":
-                pos = self._pub(word, arg, buf, pos, ops)
-                if pos < 0:
-                    return
-            elif word == b"SUB":
-                args = _split_args(arg)
-                if len(args) == 2:
-                    ops.append(Sub(args[0].decode("utf-8", "surrogateescape"), "", args[1].decode("utf-8", "surrogateescape")))
-                elif len(args) == 3:
-                    ops.append(
-                        Sub(
-                            args[0].decode("utf-8", "surrogateescape"),
-                            args[1].decode("utf-8", "surrogateescape"),
-                            args[2].decode("utf-8", "surrogateescape"),
+                pos = nl + 1
+                if word == b"PUB" or word == b"HPUB":
+                    pos = self._pub(word, arg, buf, pos, sink)
+                    if pos < 0:
+                        return
+                elif word == b"SUB":
+                    args = _split_args(arg)
+                    if len(args) == 2:
+                        on_op(Sub(args[0].decode("utf-8", "surrogateescape"), "", args[1].decode("utf-8", "surrogateescape")))
+                    elif len(args) == 3:
+                        on_op(
+                            Sub(
+                                args[0].decode("utf-8", "surrogateescape"),
+                                args[1].decode("utf-8", "surrogateescape"),
+                                args[2].decode("utf-8", "surrogateescape"),
+                            )
                         )
-                    )
-                else:
-                    self._fail(ops, "", "SUB argument count")
+                    else:
+                        self._fail(sink, "", "SUB argument count")
+                        return
+                elif word == b"UNSUB":
+                    args = _split_args(arg)
+                    if len(args) == 1:
+                        on_op(Unsub(args[0].decode("utf-8", "surrogateescape"), 0))
+                    elif len(args) == 2:
+                        # A max that does not parse counts as none: nats-server unsubscribes at once.
+                        m = max(_parse_size(args[1]), 0)
+                        on_op(Unsub(args[0].decode("utf-8", "surrogateescape"), m))
+                    else:
+                        self._fail(sink, "", "UNSUB argument count")
+                        return
+                elif word == b"CONNECT":
+                    on_op(Connect(bytes(arg)))
+                elif word == b"INFO":
+                    on_op(Info(bytes(arg)))
+                else:  # -ERR
+                    on_op(Err(bytes(arg)))
+                    self._dead = True
                     return
-            elif word == b"UNSUB":
-                args = _split_args(arg)
-                if len(args) == 1:
-                    ops.append(Unsub(args[0].decode("utf-8", "surrogateescape"), 0))
-                elif len(args) == 2:
-                    # A max that does not parse counts as none: nats-server unsubscribes at once.
-                    m = max(_parse_size(args[1]), 0)
-                    ops.append(Unsub(args[0].decode("utf-8", "surrogateescape"), m))
-                else:
-                    self._fail(ops, "", "UNSUB argument count")
-                    return
-            elif word == b"CONNECT":
-                ops.append(Connect(bytes(arg)))
-            elif word == b"INFO":
-                ops.append(Info(bytes(arg)))
-            else:  # -ERR
-                ops.append(Err(bytes(arg)))
-                self._dead = True
-                return
+        finally:
+            self.msgs += msgs
+            self.bytes += nbytes
 
-    def _pub(self, word: bytes, arg: bytes, buf: bytes, pos: int, ops: list) -> int:
+    def _pub(self, word: bytes, arg: bytes, buf: bytes, pos: int, sink) -> int:
         """Parse PUB/HPUB arguments and take the payload if it is all here.  Returns the new position or -1."""
         args = _split_args(arg)
         if word == b"PUB":
@@ -322,11 +360,11 @@ class Parser:
             elif na == 3:
                 reply = args[1].decode("utf-8", "surrogateescape")
             else:
-                self._fail(ops, "", "PUB argument count")
+                self._fail(sink, "", "PUB argument count")
                 return -1
             size = _parse_size(args[-1])
             if size < 0:
-                self._fail(ops, "", "PUB bad size")
+                self._fail(sink, "", "PUB bad size")
                 return -1
             hdr = 0
         else:
@@ -336,30 +374,32 @@ class Parser:
             elif na == 4:
                 reply = args[1].decode("utf-8", "surrogateescape")
             else:
-                self._fail(ops, "", "HPUB argument count")
+                self._fail(sink, "", "HPUB argument count")
                 return -1
             hdr = _parse_size(args[-2])
             size = _parse_size(args[-1])
             if hdr < 0 or size < 0 or hdr > size:
-                self._fail(ops, "", "HPUB bad sizes")
+                self._fail(sink, "", "HPUB bad sizes")
                 return -1
         if size > self.max_payload:
-            self._fail(ops, ERR_MAX_PAYLOAD, "payload %d > max_payload %d" % (size, self.max_payload))
+            self._fail(sink, ERR_MAX_PAYLOAD, "payload %d > max_payload %d" % (size, self.max_payload))
             return -1
         subject = args[0].decode("utf-8", "surrogateescape")
         end = pos + size
         if len(buf) >= end + 2:
             if buf[end] != 13 or buf[end + 1] != 10:
-                self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                 return -1
-            ops.append(Pub(subject, reply, hdr, buf[pos:end]))
+            self.msgs += 1
+            self.bytes += size
+            sink.on_pub(subject, reply, hdr, buf[pos:end])
             return end + 2
         # Payload incomplete: keep what we have in a growable buffer.
         rest = buf[pos:]
         if len(rest) >= end + 2 - pos:  # pragma: no cover - handled above
             return -1
         if len(buf) > end and buf[end] != 13:
-            self._fail(ops, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
             return -1
         self._pending = (subject, reply, hdr, size)
         self._buf = bytearray(rest)

@@ -95,4 +95,6 @@ def _reload(server, log) -> None:
     server.auth = Auth(new)
     logmod.configure(debug=new.debug, trace=new.trace, logtime=new.logtime, log_file=cur.log_file,
                      json_logs=getattr(cur, "log_json", False))
+    for client in list(server.clients.values()):
+        client._update_pub_path()  # trace may have changed
     log.info("Reloaded server configuration")

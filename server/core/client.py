@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from typing import TYPE_CHECKING
 
 from protocol import encoder
@@ -77,8 +78,8 @@ class ClientConnection(asyncio.Protocol):
         self.tls: TLSLayer | None = None
         self._tls_timer = None
         self.tls_cipher = ""
-        # Stats
-        self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
+        # Stats (in_msgs / in_bytes are counted by the parser)
+        self.out_msgs = self.out_bytes = 0
         self.start_ns = server.clock.time_ns()
         self.last_activity_ns = self.start_ns
         self.last_in = server.clock.monotonic()
@@ -90,10 +91,22 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer = None
         self._auth_timer = None
         self._ping_sent_at = 0.0
+        self.on_pub = self._pub
+        self._update_pub_path()
+
+    @property
+    def in_msgs(self) -> int:
+        return self.parser.msgs
+
+    @property
+    def in_bytes(self) -> int:
+        return self.parser.bytes
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
+        # pause_writing fires when unsent output passes max_pending: that is the slow-consumer signal.
+        transport.set_write_buffer_limits(high=self.server.options.max_pending)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.host, self.port = peer[0], peer[1]
         srv = self.server
@@ -161,44 +174,31 @@ class ClientConnection(asyncio.Protocol):
             self._process(plain)
 
     def _process(self, data: bytes) -> None:
-        srv = self.server
-        self.last_in = srv.clock.monotonic()
-        ops = self.parser.feed(data)
-        trace = srv.options.trace
-        if self.authorized and not (self.verbose or self.pedantic or trace or self.perms is not None):
-            # The hot path: a plain publisher.  Counters are added once per read, not per message.
-            route = srv.route
-            headers = self.headers
-            nmsgs = nbytes = 0
-            for op in ops:
-                if type(op) is Pub and (headers or not op[2]):
-                    nmsgs += 1
-                    nbytes += len(op[3])
-                    route(op[0], op[1], op[2], op[3], self)
-                else:
-                    self._op(op)
-                    if self.closed:
-                        break
-            self.in_msgs += nmsgs
-            self.in_bytes += nbytes
+        self.last_in = self.server.clock.monotonic()
+        self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
+
+    def _update_pub_path(self) -> None:
+        """Pick what the parser calls for each PUB: straight to routing for a plain client (the hot path), or
+        through the checks (auth, headers, pedantic subject, permissions, verbose +OK, trace)."""
+        if self.authorized and self.headers and not (
+            self.verbose or self.pedantic or self.perms is not None or self.server.options.trace
+        ):
+            self.on_pub = partial(self.server.route, self)
         else:
-            for op in ops:
-                if trace:
-                    self._trace(op)
-                if not self.authorized and type(op) is not Connect:
-                    # With auth required the first operation must be CONNECT (nats-server parser authErr).
-                    self._auth_violation()
-                    break
-                self._op(op)
-                if self.closed:
-                    break
-        self.server.flush_pending()
+            self.on_pub = self._pub
+
+    def on_op(self, op) -> None:
+        if self.server.options.trace:
+            self._trace(op)
+        if not self.authorized and type(op) is not Connect:
+            # With auth required the first operation must be CONNECT (nats-server parser authErr).
+            self._auth_violation()
+            return
+        self._op(op)
 
     def _op(self, op) -> None:
         t = type(op)
-        if t is Pub:
-            self._pub(op)
-        elif t is Sub:
+        if t is Sub:
             self._sub(op)
         elif t is Unsub:
             self._unsub(op)
@@ -229,7 +229,8 @@ class ClientConnection(asyncio.Protocol):
         if not self.closed:
             self.server.slow_consumers += 1
             self.server.log_warning("slow consumer detected", cid=self.cid, pending=self.transport.get_write_buffer_size())
-            self.close(SLOW_CONSUMER)
+            # Abort: a plain close would wait for the unread output to drain, which a slow consumer never does.
+            self.close(SLOW_CONSUMER, abort=True)
 
     def resume_writing(self) -> None:
         pass
@@ -314,6 +315,7 @@ class ClientConnection(asyncio.Protocol):
             self.close(PROTOCOL_VIOLATION)
             return
         self.connected = True
+        self._update_pub_path()
         if self.verbose:
             self.send(encoder.OK)
 
@@ -329,16 +331,16 @@ class ClientConnection(asyncio.Protocol):
             self.close(AUTH_TIMEOUT)
             self.server.flush_pending()
 
-    def _pub(self, op: Pub) -> None:
+    def _pub(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+        """A PUB/HPUB with every check; the parser has already counted it."""
+        if self.server.options.trace:
+            self._trace(Pub(subject, reply, hdr_len, data))
         if not self.authorized:
             return self._auth_violation()
-        if op.hdr_len and not self.headers:
+        if hdr_len and not self.headers:
             # HPUB without headers negotiated: nats-server closes without an -ERR.
             self.close(PROTOCOL_VIOLATION)
             return
-        self.in_msgs += 1
-        self.in_bytes += len(op.data)
-        subject = op.subject
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server sends the error and still routes the message.
             self.send(encoder.err("Invalid Publish Subject"))
@@ -347,7 +349,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if self.verbose:
             self.send(encoder.OK)
-        self.server.route(subject, op.reply, op.hdr_len, op.data, self)
+        self.server.route(self, subject, reply, hdr_len, data)
 
     def _sub(self, op: Sub) -> None:
         if not self.authorized:
@@ -446,15 +448,19 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer = srv.clock.call_later(interval, self._ping_tick)
 
     # ------------------------------------------------------------------ closing
-    def close(self, reason: str = CLIENT_CLOSED) -> None:
+    def close(self, reason: str = CLIENT_CLOSED, abort: bool = False) -> None:
         """Flush what is queued (e.g. the -ERR) and close; state is torn down at once."""
         if self.closed:
             return
         self.closed = True
         self.close_reason = reason
-        self.flush()
         if self.transport is not None:
-            self.transport.close()
+            if abort:
+                self.out.clear()
+                self.transport.abort()
+            else:
+                self.flush()
+                self.transport.close()
         self._teardown()
 
     def _teardown(self) -> None:

@@ -353,7 +353,7 @@ class Server:
             self.log_debug("client closed", cid=conn.cid, reason=conn.close_reason)
 
     # ------------------------------------------------------------------ routing
-    def route(self, subject: str, reply: str, hdr_len: int, data: bytes, origin: ClientConnection | None) -> bool:
+    def route(self, origin: ClientConnection | None, subject: str, reply: str, hdr_len: int, data: bytes) -> bool:
         """Deliver one message to every interested subscription. Returns whether anyone got it.
 
         A frame is ``head`` + sid + ``tail`` + payload + CRLF, where head (``MSG <subject> ``) and tail
@@ -438,7 +438,7 @@ class Server:
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
         """Publish from inside the server (API replies, advisories, deliveries)."""
         self.internal_msgs += 1
-        return self.route(subject, reply, len(hdr), hdr + data if hdr else data, None)
+        return self.route(None, subject, reply, len(hdr), hdr + data if hdr else data)
 
     # ------------------------------------------------------------------ logging helpers
     def log_debug(self, event: str, **kw) -> None:
