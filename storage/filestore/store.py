@@ -20,7 +20,8 @@ descriptors of blocks with unsynced bytes, so the loop thread can keep appending
 Removing.  A removal writes a TOMBSTONE record to the newest block (erase also overwrites the record in
 place).  Purge/compact write one FLOOR record.  A block with no live messages left is deleted at the next
 flush, after any of its tombstones that still matter (their target is in a surviving block) were copied to
-the newest block, so deleting a block never brings a message back.
+the newest block, so deleting a block never brings a message back.  A sealed block less than half live is
+rewritten without its removed records (compact.py), one block per flush.
 
 Failure.  If a write fails (ENOSPC, EIO), ``flush`` truncates the files back to their length before the
 flush, rebuilds the index from disk (recovery.py) and raises ``StoreWriteError`` naming the sequences that
@@ -60,6 +61,7 @@ from storage.filestore.block import (
     encode_erased,
     parse_msg,
 )
+from storage.filestore.compact import compact_block, worth_compacting
 from storage.filestore.index import Block, encode_summary
 from storage.filestore.recovery import Recovery
 from storage.records import StoredMsg
@@ -98,6 +100,7 @@ class FileStreamStore(IndexedStore):
         self._dead: list[Block] = []  # blocks that left the index, to delete at the next flush
         self._to_seal: list[Block] = []  # blocks the store moved past, summary due after the next flush
         self._read_fds: OrderedDict[int, Block] = OrderedDict()
+        self._compact_check: set[Block] = set()  # blocks that lost messages: compaction candidates
         self._batch_seqs: list[int] = []
         self._batch_removed: list[int] = []
         self._replaying = False
@@ -123,6 +126,7 @@ class FileStreamStore(IndexedStore):
             self._replaying = False
         #: Blocks read record by record at the last start (no usable summary, or appended after it).
         self.scanned_blocks = len(rec.scanned)
+        self._compact_check = set(self._chunks[:-1])  # type: ignore[arg-type]
         self._next_index = rec.max_index + 1
         # Sealed blocks that had to be scanned get their summary now, so the next start is fast.
         for b in self._chunks[:-1]:
@@ -136,6 +140,7 @@ class FileStreamStore(IndexedStore):
         self._reset_index()
         self._lost_msgs, self._lost_bytes = [], 0
         self._wq, self._pwrites, self._dead, self._to_seal = [], [], [], []
+        self._compact_check = set()
         self._batch_seqs, self._batch_removed = [], []
         self._recover()
 
@@ -160,6 +165,7 @@ class FileStreamStore(IndexedStore):
         if self._chunks:
             prev = self._chunks[-1]
             self._to_seal.append(prev)  # type: ignore[arg-type]
+            self._compact_check.add(prev)  # type: ignore[arg-type]
         # The header carries the stream's last timestamp so it survives even if every older block goes.
         rec = encode_control(KIND_BLOCK, first, self._last_ts)
         b.pend += rec
@@ -209,6 +215,8 @@ class FileStreamStore(IndexedStore):
 
     def _record_removal(self, b: Block, i: int, seq: int, secure: bool) -> None:  # type: ignore[override]
         b.dirty = True
+        if self._chunks and b is not self._chunks[-1]:
+            self._compact_check.add(b)
         if b.ttls:
             b.ttls.pop(i, None)
         if self._replaying:
@@ -339,7 +347,7 @@ class FileStreamStore(IndexedStore):
             view.release()
 
     def flush(self) -> None:
-        if self._closed or not (self._wq or self._dead or self._pwrites):
+        if self._closed or not (self._wq or self._dead or self._pwrites or self._compact_check):
             return
         if self._dead:
             self._relocate_dead()
@@ -381,6 +389,30 @@ class FileStreamStore(IndexedStore):
                     self._write_summary(b)
                     self._close_block_fd(b, only_if_idle=True)
             self._to_seal.clear()
+        if self._compact_check:
+            self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        """Compact at most one sealed block that is less than half live (compact.py)."""
+        newest = self._chunks[-1] if self._chunks else None
+        for b in list(self._compact_check):
+            self._compact_check.discard(b)
+            if b is newest:
+                continue  # added again when it is sealed
+            if not b.dead and worth_compacting(b, self.config.block_size) and compact_block(self, b):
+                return
+
+    def _after_compaction(self, b: Block, image: bytes, offsets, tombs: list[int], floors: list[int]) -> None:
+        if self._ra is not None and self._ra[0] is b:
+            self._ra = None
+        self._close_block_fd(b)  # it refers to the replaced file
+        with self._sync_lock:
+            b.size = b.flushed = b.synced = len(image)
+            self._unsynced.discard(b)
+            self._dir_dirty = True
+        b.offsets, b.tombs, b.floors, b.tail = offsets, tombs, floors, image[-4:]
+        b.dirty = True
+        self._write_summary(b)
 
     def _rollback(self, err: OSError, pre: list[tuple[Block, int]]) -> None:
         batch, removed = list(self._batch_seqs), list(self._batch_removed)
