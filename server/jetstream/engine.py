@@ -52,6 +52,8 @@ class JetStream:
         self.sync_always = bool(getattr(opts, "sync_always", False))
         self.durability = Durability(self, sync_always=self.sync_always, sync_interval=sync_interval)
         self.recovery_errors: dict[str, str] = {}
+        self._usage = (0, 0)
+        self._usage_at = -1e9
         # Called with each stream recovered at start, after it started (consumers recover through this).
         self.stream_recovered: list = []
 
@@ -170,12 +172,18 @@ class JetStream:
 
     def check_resources(self, stream: Stream, size: int) -> ApiError | None:
         """jetStream.limitsExceeded for a publish: the server-wide store limit is already used up (10023)."""
-        storage = stream.config.storage
-        used = sum(s.store.bytes for s in self.streams.values() if s.config.storage == storage)
-        limit = self.max_memory if storage == "memory" else self.max_storage
-        if used >= limit:
-            return ApiError.of("JSInsufficientResourcesErr")
-        return None
+        # Summing every stream on every publish would cost O(streams); the usage is refreshed at most every 50 ms
+        # (nats-server's own usage accounting is also updated asynchronously).
+        now = self.server.clock.monotonic()
+        if now - self._usage_at > 0.05 or now < self._usage_at:
+            t = self.totals()
+            self._usage = (t["memory"], t["storage"])
+            self._usage_at = now
+        if stream.config.storage == "memory":
+            exceeded = self._usage[0] >= self.max_memory
+        else:
+            exceeded = self._usage[1] >= self.max_storage
+        return ApiError.of("JSInsufficientResourcesErr") if exceeded else None
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:

@@ -43,7 +43,7 @@ from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, 
 from . import jsonout
 from .dedupe import DedupeWindow
 from .publish_checks import (
-    MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Checked, Duplicate, check_headers, is_subject_delete_marker, message_ttl,
+    MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Duplicate, check_headers, is_subject_delete_marker, message_ttl,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,7 +80,19 @@ class Stream:
         self._expiry_timer = None
         self._expiry_at = 0
         self._pub_ack_prefix = self._ack_prefix()
+        self._apply_flags()
         store.on_remove = self._store_removed
+
+    def _apply_flags(self) -> None:
+        """Plain attributes for what the publish path reads on every message (cheaper than the config model)."""
+        cfg = self.config
+        self._no_ack = cfg.no_ack
+        self._sealed = cfg.sealed
+        self._max_msg_size = cfg.max_msg_size
+        self._interest_retention = cfg.retention == "interest"
+        self._allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+        self._max_age = cfg.max_age
+        self._sdm_ttl = cfg.subject_delete_marker_ttl if cfg.max_msgs_per_subject != 1 else 0
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -132,6 +144,7 @@ class Stream:
         self._update_direct()
         self.dedupe.set_window(config.duplicate_window)
         self._pub_ack_prefix = self._ack_prefix()
+        self._apply_flags()
         self.store.update_config(self.js.store_config(config))
         self._arm_expiry(force=True)
 
@@ -182,11 +195,10 @@ class Stream:
         """Store one published message; returns its sequence, or 0 when it was not stored."""
         if self.closed:
             return 0
-        cfg = self.config
-        can_respond = bool(reply) and not cfg.no_ack
-        if cfg.sealed:
+        can_respond = bool(reply) and not self._no_ack
+        if self._sealed:
             return self._nak(reply, can_respond, ApiError.of("JSStreamSealedErr"))
-        checked = Checked("", "")
+        msg_id = rollup = ""
         if hdr:
             res = check_headers(self, subject, hdr)
             if isinstance(res, ApiError):
@@ -195,27 +207,27 @@ class Stream:
                 if can_respond:
                     self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
                 return 0
-            checked = res
-        mms = cfg.max_msg_size
+            msg_id, rollup = res
+        mms = self._max_msg_size
         if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
             return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
         if len(hdr) > MAX_HEADER_SIZE:
             return self._nak(reply, can_respond, ApiError.of("JSStreamHeaderExceedsMaximumErr"))
-        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
+        js = self.js
+        err = js.check_resources(self, len(subject) + len(hdr) + len(msg))
         if err is not None:
             return self._nak(reply, can_respond, err)
 
         store = self.store
         now = self.clock.time_ns()
-        allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
-        if cfg.retention == "interest" and not (self.consumers and self.interest is not None and self.interest(subject)):
+        if self._interest_retention and not (self.consumers and self.interest is not None and self.interest(subject)):
             # No interest: the sequence is used up, nothing is stored, the publisher gets a normal ack.
             seq = store.skip_msg(ts=now)
-            self.last_msg_id = checked.msg_id
-            self.dedupe.store(checked.msg_id, seq, now)
-            if allow_rollup and checked.rollup:
-                self._rollup(subject, checked.rollup, 0)
-            self.js.durability.stored(self, seq, reply if can_respond else "")
+            self.last_msg_id = msg_id
+            self.dedupe.store(msg_id, seq, now)
+            if rollup and self._allow_rollup:
+                self._rollup(subject, rollup, 0)
+            js.durability.stored(self, seq, reply if can_respond else "")
             return seq
 
         ttl = 0
@@ -223,8 +235,8 @@ class Stream:
             ttl = message_ttl(hdr)
             if isinstance(ttl, ApiError):
                 return self._nak(reply, can_respond, ttl)
-            sdm = cfg.subject_delete_marker_ttl
-            if ttl > 0 and sdm > 0 and cfg.max_msgs_per_subject != 1 and ttl < sdm // SECOND:
+            sdm = self._sdm_ttl
+            if ttl > 0 and sdm > 0 and ttl < sdm // SECOND:
                 # Markers must outlive the message they stand for: raise the TTL and rewrite the header.
                 ttl = sdm // SECOND
                 hdr = headers.set_values(hdr, {MSG_TTL: str(ttl)})
@@ -237,13 +249,13 @@ class Stream:
         except StoreError as e:  # nats-server logs store failures and does not answer
             self.server.log_error("JetStream failed to store a msg", stream=self.name, error=str(e))
             return 0
-        self.last_msg_id = checked.msg_id
-        if checked.msg_id:
-            self.dedupe.store(checked.msg_id, seq, now)
-        if allow_rollup and checked.rollup:
-            self._rollup(subject, checked.rollup, 1)
-        self.js.durability.stored(self, seq, reply if can_respond else "")
-        if cfg.max_age or ttl:
+        self.last_msg_id = msg_id
+        if msg_id:
+            self.dedupe.store(msg_id, seq, now)
+        if rollup and self._allow_rollup:
+            self._rollup(subject, rollup, 1)
+        js.durability.stored(self, seq, reply if can_respond else "")
+        if self._max_age or ttl:
             if self._expiry_timer is None or (ttl > 0 and now + ttl * SECOND < self._expiry_at):
                 self._arm_expiry(force=True)
         for cb in self.on_new_message:
