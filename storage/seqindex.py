@@ -268,10 +268,17 @@ class SeqIndex:
             if c.first > end:
                 break
             lo = max(0, seq - c.first) << 2
-            hi = min(len(c.codes), (end - c.first + 1) << 2)
-            if lo < hi:
-                cnt = c.subject_counts() if lo == 0 and hi == len(c.codes) else None
-                n += cnt.get(icode, 0) if cnt is not None else c.codes.count(code, lo, hi)
+            full = len(c.codes)
+            hi = min(full, (end - c.first + 1) << 2)
+            if lo >= hi:
+                continue
+            cnt = c.subject_counts()
+            if cnt is None:
+                n += c.codes.count(code, lo, hi)
+            elif hi - lo <= lo + full - hi:
+                n += cnt.get(icode, 0) if lo == 0 and hi == full else c.codes.count(code, lo, hi)
+            else:  # the part outside the range is shorter: count that and subtract
+                n += cnt.get(icode, 0) - c.codes.count(code, 0, lo) - c.codes.count(code, hi, full)
         return n
 
     def _next_live(self, seq: int) -> int:
