@@ -42,11 +42,28 @@ def has_wildcard(subject: str) -> bool:
     return any(t in (PWC, FWC) for t in subject.split("."))
 
 
+@lru_cache(maxsize=4096)
+def _tokens(subject: str) -> tuple[str, ...]:
+    return tuple(subject.split("."))
+
+
+def is_all(filter_: str) -> bool:
+    """An empty filter or ``>`` selects every subject (stream and consumer filters)."""
+    return filter_ == "" or filter_ == FWC
+
+
+@lru_cache(maxsize=4096)
+def is_literal(subject: str) -> bool:
+    if "*" not in subject and ">" not in subject:
+        return True
+    return not any(t == PWC or t == FWC for t in subject.split("."))
+
+
 def subject_matches(filter_: str, subject: str) -> bool:
     """Does literal `subject` match `filter_` (which may hold wildcards)?"""
     if filter_ == subject or filter_ == FWC:
         return True
-    ft = filter_.split(".")
+    ft = _tokens(filter_)
     st = subject.split(".")
     for i, f in enumerate(ft):
         if f == FWC:
