@@ -176,6 +176,7 @@ class ClientConnection(asyncio.Protocol):
     def _process(self, data: bytes) -> None:
         self.last_in = self.server.clock.monotonic()
         self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
+        self.server.flush_pending()  # one write per touched connection for this whole read
 
     def _update_pub_path(self) -> None:
         """Pick what the parser calls for each PUB: straight to routing for a plain client (the hot path), or
