@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the finally blocks stop every server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ctx = Context.make(a.quick, duration=a.duration, runs=a.runs, prefill=a.prefill, conns=a.conns,
                        consumers=a.consumers, restart_msgs=a.restart_msgs)
     workloads = select(all_workloads(), a.only, a.skip + (["scale"] if a.no_scale else []), [])

@@ -4,14 +4,36 @@ Every command runs in its own session so that a timeout kills it and anything it
 process group); nothing a workload starts can outlive it.  The result is the parsed last JSON line of stdout
 when it says ``"ok": true``; otherwise a one-line reason (the program's own ``error``, a timeout, or the exit
 status with the tail of stderr) that the report prints as ``error: <reason>``.
+
+Every process the benchmark starts (servers included) also asks the kernel to SIGKILL it when the orchestrator
+dies (``PR_SET_PDEATHSIG``), so even a ``kill -9`` of the orchestrator leaves no server behind.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def child_kwargs() -> dict:
+    """Popen arguments for every child: its own session (killable as a group), killed with the orchestrator."""
+    kw: dict = {"start_new_session": True}
+    if sys.platform.startswith("linux"):
+        kw["preexec_fn"] = _die_with_parent
+    return kw
 
 
 @dataclass
@@ -50,7 +72,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 def run(argv: list[str], timeout: float) -> Outcome:
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                text=True, start_new_session=True)
+                                text=True, **child_kwargs())
     except OSError as e:
         return Outcome(None, f"cannot run {os.path.basename(argv[0])}: {e}", argv)
     try:

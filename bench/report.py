@@ -59,7 +59,9 @@ def cell(row: dict, kind: str, width: int | None = None) -> str:
     if err:
         text = f"error: {err}"
         return text if width is None or len(text) <= width else text[: width - 3] + "..."
-    return fmt_value(row.get("values", {}).get(kind), row["unit"])
+    text = fmt_value(row.get("values", {}).get(kind), row["unit"])
+    note = row.get("notes", {}).get(kind)
+    return f"{text} ({note})" if note else text
 
 
 def table_rows(results: dict, err_width: int | None) -> list[tuple[str, list[tuple[str, ...]]]]:

@@ -162,8 +162,16 @@ def _rows(ctx: Context, w: Workload, per: dict, kinds: list[str]) -> list[dict]:
         rows.append({"label": row.label.format(**names), "key": row.key, "unit": row.unit,
                      "higher_better": row.higher_better, "target": str(row.target) if row.target else None,
                      "values": values, "errors": errors, "ratio": ratio, "met": met,
-                     "pending": {k: False for k in kinds}})
+                     "notes": {k: _loss_note(per[k]["runs"]) for k in kinds if _loss_note(per[k]["runs"])},
+                     "pending": {k: k not in kinds for k in KINDS}})
     return rows
+
+
+def _loss_note(runs: list[dict]) -> str | None:
+    """Messages a subscriber never got (slow consumer, drops) are shown beside the rate, never hidden."""
+    lost = sum(r.get("lost", 0) for r in runs)
+    sent = sum(r.get("expected", r.get("published", 0)) for r in runs)
+    return f"lost {lost / sent:.1%}" if lost > 0 and sent else None
 
 
 def _human(n: int) -> str:

@@ -51,7 +51,7 @@ def connections(ctx: Context, server: BenchServer) -> dict:
     limit = 2 * ctx.slack + n / 50
     argv = ctx.c("conns", None, server, "--count", n, "--concurrency", 256, "--timeout", limit)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            **commands.child_kwargs())
     try:
         line = _read_line(proc, timeout=limit + 1)
         doc = commands.last_json_line(line or "")

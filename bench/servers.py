@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.commands import child_kwargs
+
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("skiff", "nats-server")
 LABELS = {"skiff": "Skiff", "nats-server": "nats-server"}
@@ -135,7 +137,7 @@ class BenchServer:
                 self.started_at = time.monotonic()
                 self.proc = subprocess.Popen(
                     self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    cwd=self.tmp, env=env, start_new_session=True,
+                    cwd=self.tmp, env=env, **child_kwargs(),
                 )
         except OSError as e:
             self.error = f"server failed to start: {e}"
