@@ -162,16 +162,23 @@ def _rows(ctx: Context, w: Workload, per: dict, kinds: list[str]) -> list[dict]:
         rows.append({"label": row.label.format(**names), "key": row.key, "unit": row.unit,
                      "higher_better": row.higher_better, "target": str(row.target) if row.target else None,
                      "values": values, "errors": errors, "ratio": ratio, "met": met,
-                     "notes": {k: _loss_note(per[k]["runs"]) for k in kinds if _loss_note(per[k]["runs"])},
+                     "notes": {k: n for k in kinds if (n := _note(per[k], values[k]))},
                      "pending": {k: k not in kinds for k in KINDS}})
     return rows
 
 
-def _loss_note(runs: list[dict]) -> str | None:
-    """Messages a subscriber never got (slow consumer, drops) are shown beside the rate, never hidden."""
+def _note(per_server: dict, value: float | None) -> str | None:
+    """What the median hides, shown beside it: messages a subscriber never got (slow consumer, drops) and runs
+    that failed while others succeeded."""
+    runs, notes = per_server["runs"], []
     lost = sum(r.get("lost", 0) for r in runs)
     sent = sum(r.get("expected", r.get("published", 0)) for r in runs)
-    return f"lost {lost / sent:.1%}" if lost > 0 and sent else None
+    if lost > 0 and sent:
+        notes.append(f"lost {lost / sent:.1%}")
+    if value is not None and per_server["errors"]:
+        failed = len(per_server["errors"])
+        notes.append(f"{failed} of {failed + len(runs)} runs failed")
+    return ", ".join(notes) or None
 
 
 def _human(n: int) -> str:

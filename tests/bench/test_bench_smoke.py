@@ -89,3 +89,30 @@ def _lines(missing: list[tuple]) -> str:
 def test_quick_context_is_small():
     ctx = Context.make(True)
     assert ctx.duration <= 2 and ctx.runs == 1 and ctx.conns <= 1000 and ctx.restart_msgs <= 100_000
+
+
+def test_cells_show_errors_pending_and_targets():
+    """The report's reading of a results dict (no servers): error and pending cells, ratio direction, targets."""
+    from bench import report
+
+    def row(label, unit, values, errors=None, target=None, ratio=None, met=None, pending=None):
+        return {"label": label, "unit": unit, "values": values, "errors": errors or {}, "target": target,
+                "ratio": ratio, "met": met, "notes": {}, "pending": pending or {}}
+
+    results = {"meta": {}, "workloads": [
+        {"name": "a", "group": "core", "servers": {"skiff": {"peak_rss_kib": 40960}, "nats-server": {}},
+         "rows": [row("lat p50", "us", {"skiff": 120.0, "nats-server": 100.0}, target="<= 1.5x", ratio=1.2,
+                      met=True),
+                  row("pub", "msg/s", {"skiff": None, "nats-server": 2.5e6}, errors={"skiff": "timeout after 9s"},
+                      target=">= 0.25x")]},
+        {"name": "b", "group": "jetstream", "servers": {"skiff": {}, "nats-server": {}},
+         "rows": [row("js", "msg/s", {"nats-server": 1000.0}, pending={"skiff": True})]},
+    ]}
+    text = report.text_table(results)
+    lines = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert "1.20x" in lines["lat p50"] and "<= 1.5x" in lines["lat p50"] and "yes" in lines["lat p50"]
+    assert "40 MiB" in lines["lat p50"]
+    assert "error: timeout after 9s" in lines["pub"] and "2.50M msg/s" in lines["pub"]
+    assert "pending" in lines["js"] and "1.0k msg/s" in lines["js"]
+    md = report.markdown_table(results)
+    assert "| pub | error: timeout after 9s | 2.50M msg/s |" in md
