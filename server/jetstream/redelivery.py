@@ -113,7 +113,9 @@ class RedeliveryMixin:
                 if p is not None:
                     p[1] += off
         if self.pending:
-            self._reset_ptmr(nxt / 1e9)
+            # Never closer than 1ms: wall and monotonic time are rounded differently, and a timer that fires a
+            # nanosecond early must not spin.
+            self._reset_ptmr(max(nxt / 1e9, ACK_WAIT_DELAY))
         else:
             self.rdq.clear()
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1

@@ -1,0 +1,216 @@
+"""Consumer timers driven by a ManualClock on an embedded Skiff: ack_wait, backoff, NAK delays, pull expiry and
+heartbeats, push heartbeats, inactive_threshold.  Time only moves when the test says so, so boundaries are exact
+(to the 1 ms that nats-server adds to ack timers) and nothing sleeps."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nats
+import pytest
+
+from server.clock import ManualClock
+from server.core.server import Server
+from tests.jetstream.test_consumer_support import MS, SECOND, ack_info, status
+
+pytestmark = pytest.mark.skiff_only
+
+
+class Env:
+    def __init__(self, clock, srv, nc) -> None:
+        self.clock, self.srv, self.nc = clock, srv, nc
+
+    async def api(self, suffix: str, body=b"") -> dict:
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        return json.loads((await self.nc.request("$JS.API." + suffix, body, timeout=2)).data)
+
+    async def pub(self, subject: str, data: bytes = b"x") -> None:
+        await self.nc.request(subject, data, timeout=2)
+
+    async def consumer(self, stream: str, name: str, **cfg) -> dict:
+        cfg.setdefault("durable_name", name)
+        r = await self.api(f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": cfg})
+        assert "error" not in r, r
+        return r
+
+    async def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await self.nc.flush()
+        await asyncio.sleep(0)
+
+    async def request(self, stream: str, consumer: str, body: dict):
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        await self.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps(body).encode(),
+                              reply=inbox)
+        await self.nc.flush()
+        return sub
+
+
+async def drain(sub, timeout: float = 0.05) -> list:
+    out = []
+    while True:
+        try:
+            out.append(await sub.next_msg(timeout=timeout))
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            return out
+
+
+@pytest.fixture
+async def env(tmp_path):
+    clock = ManualClock()
+    srv = Server(clock=clock, jetstream=True, store_dir=str(tmp_path))
+    await srv.start()
+    nc = await nats.connect(srv.client_url, allow_reconnect=False)
+    await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
+    yield Env(clock, srv, nc)
+    await nc.close()
+    await srv.shutdown()
+
+
+async def test_ack_wait_boundary(env, target):
+    await env.pub("s.a")
+    await env.consumer("S", "C", ack_policy="explicit", ack_wait=10 * SECOND)
+    sub = await env.request("S", "C", {"batch": 5})
+    (m,) = await drain(sub)
+    assert ack_info(m.reply)["delivered"] == 1
+    await env.advance(10.0)  # ack_wait + 1ms has not passed yet
+    assert await drain(sub) == []
+    await env.advance(0.002)
+    (m,) = await drain(sub)
+    assert ack_info(m.reply)["delivered"] == 2
+
+
+async def test_backoff_schedule_and_max_deliver(env, target):
+    adv = await env.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C")
+    await env.pub("s.a")
+    r = await env.consumer("S", "C", ack_policy="explicit", backoff=[SECOND, 5 * SECOND], max_deliver=3)
+    assert r["config"]["ack_wait"] == SECOND
+    sub = await env.request("S", "C", {"batch": 10})
+    assert len(await drain(sub)) == 1
+    await env.advance(1.002)
+    assert [ack_info(m.reply)["delivered"] for m in await drain(sub)] == [2]
+    await env.advance(4.9)
+    assert await drain(sub) == []
+    await env.advance(0.2)
+    assert [ack_info(m.reply)["delivered"] for m in await drain(sub)] == [3]
+    await env.advance(5.1)
+    await env.advance(5.1)
+    assert await drain(sub) == []
+    ev = json.loads((await adv.next_msg(timeout=1)).data)
+    assert (ev["stream_seq"], ev["deliveries"]) == (1, 3)
+    info = await env.api("CONSUMER.INFO.S.C")
+    assert info["num_ack_pending"] == 0
+
+
+async def test_nak_delay(env, target):
+    await env.pub("s.a")
+    await env.consumer("S", "C", ack_policy="explicit", ack_wait=30 * SECOND)
+    sub = await env.request("S", "C", {"batch": 10})
+    (m,) = await drain(sub)
+    await env.nc.publish(m.reply, b"-NAK 5s")
+    await env.nc.flush()
+    await env.advance(4.9)
+    assert await drain(sub) == []
+    await env.advance(0.2)
+    (m,) = await drain(sub)
+    assert ack_info(m.reply)["delivered"] == 2
+
+
+async def test_pull_expiry_and_heartbeats(env, target):
+    await env.consumer("S", "C", ack_policy="explicit")
+    sub = await env.request("S", "C", {"batch": 2, "expires": 10 * SECOND, "idle_heartbeat": 3 * SECOND})
+    await env.advance(2.9)
+    assert await drain(sub) == []
+    await env.advance(0.2)
+    assert [status(m) for m in await drain(sub)] == [(100, "Idle Heartbeat")]
+    await env.advance(3.0)
+    assert [status(m) for m in await drain(sub)] == [(100, "Idle Heartbeat")]
+    await env.pub("s.a")  # a delivery pushes the next heartbeat back
+    assert [status(m) for m in await drain(sub)] == [None]
+    await env.advance(2.9)
+    assert await drain(sub) == []
+    await env.advance(1.0)  # 10s since the request
+    msgs = await drain(sub)
+    assert [status(m) for m in msgs][-1] == (408, "Request Timeout")
+    assert msgs[-1].headers["Nats-Pending-Messages"] == "1"
+
+
+async def test_push_heartbeats_only_while_bound(env, target):
+    sub = await env.nc.subscribe("dlv")
+    await env.consumer("S", "P", deliver_subject="dlv", idle_heartbeat=2 * SECOND)
+    await env.advance(1.9)
+    assert await drain(sub) == []
+    await env.advance(0.2)
+    (hb,) = await drain(sub)
+    assert status(hb) == (100, "Idle Heartbeat")
+    await sub.unsubscribe()
+    await env.nc.flush()
+    sub2 = await env.nc.subscribe("other")
+    await env.advance(5)
+    assert await drain(sub2) == []
+
+
+async def test_inactive_threshold_deletes_pull_consumer(env, target):
+    adv = await env.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.E")
+    r = await env.api("CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {
+        "name": "E", "ack_policy": "explicit", "inactive_threshold": 10 * SECOND}})
+    assert "error" not in r, r
+    await env.advance(9.0)
+    assert "error" not in await env.api("CONSUMER.INFO.S.E")
+    await env.advance(2.1)  # threshold plus up to 1s of nats-server's jitter
+    r = await env.api("CONSUMER.INFO.S.E")
+    assert r["error"]["err_code"] == 10014
+    ev = json.loads((await adv.next_msg(timeout=1)).data)
+    assert ev["action"] == "delete"
+
+
+async def test_push_ephemeral_deleted_after_interest_goes(env, target):
+    sub = await env.nc.subscribe("eph")
+    r = await env.api("CONSUMER.CREATE.S", {"stream_name": "S", "config": {"deliver_subject": "eph"}})
+    name = r["name"]
+    await env.advance(30)
+    assert "error" not in await env.api(f"CONSUMER.INFO.S.{name}")  # bound: kept
+    await sub.unsubscribe()
+    await env.nc.flush()
+    await env.advance(6.1)
+    assert (await env.api(f"CONSUMER.INFO.S.{name}"))["error"]["err_code"] == 10014
+
+
+async def test_state_survives_restart_embedded(tmp_path, target):
+    clock = ManualClock()
+    srv = Server(clock=clock, jetstream=True, store_dir=str(tmp_path))
+    await srv.start()
+    nc = await nats.connect(srv.client_url, allow_reconnect=False)
+    e = Env(clock, srv, nc)
+    await e.api("STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]})
+    for i in range(3):
+        await e.pub("s.a", b"%d" % i)
+    await e.consumer("S", "C", ack_policy="explicit", ack_wait=30 * SECOND)
+    sub = await e.request("S", "C", {"batch": 3})
+    msgs = await drain(sub)
+    await nc.request(msgs[1].reply, b"+ACK")
+    await nc.close()
+    await srv.shutdown()
+
+    srv = Server(clock=clock, jetstream=True, store_dir=str(tmp_path))
+    await srv.start()
+    nc = await nats.connect(srv.client_url, allow_reconnect=False)
+    e = Env(clock, srv, nc)
+    try:
+        info = await e.api("CONSUMER.INFO.S.C")
+        assert info["num_ack_pending"] == 2 and info["delivered"]["stream_seq"] == 3
+        sub = await e.request("S", "C", {"batch": 3})
+        assert await drain(sub) == []
+        # The stored pending times are the messages' own timestamps (nats-server passes pmsg.ts to the store),
+        # so the redelivery comes ack_wait after they were stored.
+        await e.advance(29.0)
+        assert await drain(sub) == []
+        await e.advance(1.1)
+        msgs = await drain(sub)
+        assert sorted(m.data for m in msgs) == [b"0", b"2"]
+        assert all(ack_info(m.reply)["delivered"] == 2 for m in msgs)
+    finally:
+        await nc.close()
+        await srv.shutdown()
