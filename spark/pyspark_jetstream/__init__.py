@@ -1,0 +1,63 @@
+"""pyspark_jetstream: a JetStream stream as a Spark table and a Spark sink (PySpark Python Data Source API).
+
+Install ``skiff[spark]`` (pyspark 4.x, pyarrow, pandas).  The format name is ``jetstream``; Spark finds it by itself
+when the package is installed (Spark looks up ``pyspark_*`` packages with a ``DefaultSource``), or register it::
+
+    import pyspark_jetstream
+    pyspark_jetstream.register(spark)
+
+Batch read (options modelled on Spark's Kafka source)::
+
+    df = (spark.read.format("jetstream")
+          .option("servers", "nats://127.0.0.1:4222")      # comma-separated; nats://user:pass@host:port works
+          .option("stream", "ORDERS")
+          .option("startingOffsets", "earliest")            # earliest | latest | a stream sequence (inclusive)
+          .option("endingOffsets", "latest")                # latest | a stream sequence (exclusive)
+          .option("filterSubjects", "orders.eu.*,orders.us.*")
+          .option("minPartitions", 4)                       # at least this many tasks
+          .option("maxSeqsPerPartition", 100000)            # at most this many sequences per task
+          .load())
+    # columns: stream string, subject string, seq long, timestamp timestamp,
+    #          headers map<string,array<string>>, data binary
+
+Streaming read: the same options plus ``maxOffsetsPerTrigger`` (sequences per micro-batch) and ``failOnDataLoss``
+(default true: fail when retention removed messages the query has not read yet); ``startingOffsets`` defaults to
+``latest`` like Kafka's.  Offsets are stream sequences checkpointed by Spark; ``Trigger.AvailableNow`` is
+supported (pyspark >= 4.2).
+
+Write (batch or streaming)::
+
+    (df.select("subject", "data")          # data: binary or string; optional: subject, headers, msg_id
+       .write.format("jetstream").mode("append")
+       .option("servers", url).option("stream", "TOTALS")   # stream: check every PubAck came from it
+       .option("subject", "totals.default")                 # for rows without a subject
+       .save())
+
+Every message carries a deterministic ``Nats-Msg-Id`` (the ``msg_id`` column, or one derived from the write /
+query id, batch id, partition and row), so a retried task or a restarted query is deduplicated by the stream within
+its ``duplicate_window``.  Other options: ``user``/``password``, ``token``, ``domain``, ``timeout`` (seconds),
+``readMethod`` (``consumer`` or ``direct`` for streams with ``allow_direct``), ``fetchBatch``, ``maxInFlight``,
+``writeId``.
+
+The connector speaks NATS itself (``wire``, ``client``, ``jetstream`` modules on Skiff's ``protocol`` package); it
+does not use nats-py.  Modules that do not need Spark: wire, client, jetstream, offsets, options, rows (pyarrow).
+"""
+from __future__ import annotations
+
+__all__ = ["JetStreamDataSource", "DefaultSource", "register"]
+
+
+def __getattr__(name: str):
+    # Spark-free modules must import without pyspark, so the DataSource class is loaded on first use.
+    if name in ("JetStreamDataSource", "DefaultSource"):
+        from .source import JetStreamDataSource
+
+        return JetStreamDataSource
+    raise AttributeError(name)
+
+
+def register(spark) -> None:
+    """Register the ``jetstream`` format with a SparkSession (not needed when Spark discovers the package)."""
+    from .source import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)

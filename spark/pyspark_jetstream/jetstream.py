@@ -1,0 +1,327 @@
+"""JetStream on the small client: API requests, reading a sequence range, pipelined publishing with PubAcks.
+
+Theory of operation
+-------------------
+**API.**  ``$JS.API.*`` requests are plain NATS requests with JSON bodies; a reply with an ``error`` member becomes
+:class:`ApiError` carrying nats-server's ``code`` / ``err_code`` (protocol/errors.py holds the same table on the
+server side).  With a ``domain`` the prefix is ``$JS.<domain>.API`` (nats.go ``jetstream.WithDomain``).
+
+**Reading a range** ``[first, last]`` of stream sequences (:func:`read_range`).  The task creates an *ephemeral*
+consumer: ``deliver_policy=by_start_sequence`` at ``first``, ``ack_policy=none`` (nothing to acknowledge: a retried
+task simply reads again), ``mem_storage`` (its state is worthless after the task), an ``inactive_threshold`` so the
+server removes it if the task dies, and the query's filter subjects.  It then pulls with ``no_wait`` requests,
+two in flight, each asking for at most the number of sequences still left in the range, so the server never sends
+much past ``last``.  Every delivery's reply subject is the ack subject ``$JS.ACK.<stream>.<consumer>.<delivered>.
+<sseq>.<cseq>.<ts>.<pending>`` (or the 12-token form with domain and account hash, ADR-15), which gives the stream
+sequence, the store timestamp and the number of matching messages still pending - no header parsing needed.
+
+The range is complete - no gaps, no duplicates - when one of these holds:
+
+* a message with ``sseq >= last`` arrived (messages arrive in stream order; anything above ``last`` is dropped);
+* a message arrived with ``pending == 0``, or the create reply said ``num_pending == 0``: nothing matching exists
+  after it *now*, and every sequence up to ``last`` existed when the range was planned, so the rest were deleted;
+* a ``404 No Messages`` answered a ``no_wait`` pull: same reasoning.
+
+Messages deleted from the stream are simply absent.  ``ack_policy=none`` means nothing is ever redelivered, so a
+sequence is never seen twice.  The consumer is deleted at the end (``finally``); if the task was killed the
+inactive threshold cleans up.
+
+``read_range_direct`` does the same with batched Direct Get (``$JS.API.DIRECT.GET.<stream>`` with ``seq``,
+``batch`` and ``next_by_subj``; ADR-31, nats-server 2.11+) for streams with ``allow_direct``: no consumer at all.
+The server appends ``Nats-Stream``/``Nats-Sequence``/... headers to each reply and ends a batch with ``204 EOB``.
+
+**Publishing** (:class:`Publisher`): each message is a request to the stream's subject with a reply inbox, up to
+``max_in_flight`` unanswered at once; ``wait()`` collects every PubAck and raises on the first error.  The
+``Nats-Msg-Id`` header makes a re-publish within the stream's ``duplicate_window`` a no-op acknowledged with
+``"duplicate": true`` (nats-server stream.go ``processJetStreamMsg``), which is what makes retried writes exact.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+from protocol import headers as hdrs
+from protocol.jsapi.timefmt import parse_time
+
+from .client import Connection, NatsError
+
+__all__ = ["ApiError", "JetStream", "StoredMsg", "read_range", "read_range_direct", "Publisher", "DataLossError"]
+
+
+class ApiError(NatsError):
+    def __init__(self, code: int, err_code: int, description: str) -> None:
+        super().__init__(f"{description} (code={code}, err_code={err_code})")
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+
+
+class DataLossError(NatsError):
+    """Messages the query needs were removed from the stream (retention limits, purge) before it read them."""
+
+
+# nats-server JSStreamNotFoundErr / JSConsumerNotFoundErr
+ERR_STREAM_NOT_FOUND = 10059
+ERR_CONSUMER_NOT_FOUND = 10014
+
+
+@dataclass(slots=True)
+class StoredMsg:
+    subject: str
+    seq: int
+    time_ns: int
+    hdr: bytes
+    data: bytes
+
+
+class JetStream:
+    def __init__(self, conn: Connection, domain: str | None = None, timeout: float = 10.0) -> None:
+        self.conn = conn
+        self.prefix = f"$JS.{domain}.API" if domain else "$JS.API"
+        self.timeout = timeout
+
+    async def api(self, subject: str, body: dict | None = None) -> dict:
+        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
+        msg = await self.conn.request(f"{self.prefix}.{subject}", payload, timeout=self.timeout)
+        resp = json.loads(msg.data)
+        err = resp.get("error")
+        if err:
+            raise ApiError(err.get("code", 0), err.get("err_code", 0), err.get("description", "unknown error"))
+        return resp
+
+    async def stream_info(self, stream: str) -> dict:
+        return await self.api(f"STREAM.INFO.{stream}")
+
+    async def create_consumer(self, stream: str, config: dict) -> dict:
+        return await self.api(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": config})
+
+    async def delete_consumer(self, stream: str, name: str) -> None:
+        try:
+            await self.api(f"CONSUMER.DELETE.{stream}.{name}")
+        except ApiError as e:
+            if e.err_code != ERR_CONSUMER_NOT_FOUND:
+                raise
+
+
+def ack_metadata(reply: str) -> tuple[int, int, int]:
+    """(stream sequence, timestamp ns, pending) from a JetStream ack subject (ADR-15, both token layouts)."""
+    t = reply.split(".")
+    if len(t) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(t[5]), int(t[7]), int(t[8])
+    if len(t) >= 11:  # $JS.ACK.<domain>.<acc hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>...
+        return int(t[7]), int(t[9]), int(t[10])
+    raise NatsError(f"not a JetStream ack subject: {reply!r}")
+
+
+def status_of(hdr: bytes) -> int:
+    """The status code of a header block (``NATS/1.0 404 No Messages`` -> 404), 0 when there is none."""
+    if len(hdr) > 12 and hdr[8:9] == b" " and hdr[9:12].isdigit():
+        return int(hdr[9:12])
+    return 0
+
+
+async def read_range(js: JetStream, stream: str, first: int, last: int, filters: list[str],
+                     chunk: int = 2000, pull_timeout: float = 30.0):
+    """Yield lists of :class:`StoredMsg` for stream sequences ``first..last`` (inclusive) in order."""
+    if last < first:
+        return
+    config = {
+        "deliver_policy": "by_start_sequence",
+        "opt_start_seq": first,
+        "ack_policy": "none",
+        "replay_policy": "instant",
+        "mem_storage": True,
+        "num_replicas": 1,
+        "inactive_threshold": 60_000_000_000,  # 60 s: the server cleans up after a task that died
+    }
+    if len(filters) == 1:
+        config["filter_subject"] = filters[0]
+    elif filters:
+        config["filter_subjects"] = list(filters)
+    info = await js.create_consumer(stream, config)
+    name = info["name"]
+    conn = js.conn
+    inbox = conn.new_inbox()
+    queue: asyncio.Queue = asyncio.Queue()
+    sid = conn.subscribe(inbox, queue.put_nowait)
+    next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}"
+    try:
+        if info.get("num_pending", 0) == 0:
+            return
+        # Flow: ``asked - got`` messages are requested and not yet delivered.  At most ``last - seen`` messages
+        # of the range are still to come, so a new pull asks for no more than that minus what is outstanding.
+        asked = got = 0
+        seen = first - 1
+        done = False
+
+        def pull() -> None:
+            nonlocal asked
+            batch = min(chunk, last - seen - (asked - got))
+            if batch > 0:
+                conn.publish(next_subject, b'{"batch":%d,"no_wait":true}' % batch, inbox)
+                asked += batch
+
+        pull()
+        pull()
+        while not done:
+            try:
+                m = await asyncio.wait_for(queue.get(), pull_timeout)
+            except asyncio.TimeoutError:
+                raise NatsError(f"no delivery from consumer {name} on {stream} for {pull_timeout}s") from None
+            out: list[StoredMsg] = []
+            while True:
+                if m.reply:
+                    got += 1
+                    sseq, ts, pending = ack_metadata(m.reply)
+                    if sseq > last:
+                        done = True
+                    elif sseq > seen:
+                        seen = sseq
+                        out.append(StoredMsg(m.subject, sseq, ts, m.hdr, m.data))
+                        if sseq >= last or pending == 0:
+                            done = True
+                else:
+                    code = status_of(m.hdr)
+                    if code == 404:  # a no_wait pull found nothing (more) to deliver: the rest was deleted
+                        done = True
+                    elif code == 409 and b"Consumer Deleted" in m.hdr:
+                        raise NatsError(f"consumer {name} on {stream} was deleted while reading")
+                    elif code in (100, 408, 409):
+                        # heartbeat, or a pull that ended without being filled: the next pull covers it
+                        asked = got
+                    else:
+                        raise NatsError(f"unexpected status from consumer {name}: {m.hdr[:80]!r}")
+                if done or queue.empty():
+                    break
+                m = queue.get_nowait()
+            if out:
+                yield out
+            if not done and asked - got <= chunk:
+                pull()  # keep about two pulls' worth of messages requested
+    finally:
+        conn.unsubscribe(sid)
+        try:
+            await js.delete_consumer(stream, name)
+        except NatsError:
+            pass  # the inactive threshold removes it
+
+
+_DIRECT_KEYS = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
+                "Nats-Last-Sequence", "Nats-UpTo-Sequence")
+
+
+def split_direct_headers(hdr: bytes) -> tuple[str, int, int, int, bytes]:
+    """(subject, seq, time ns, num pending, original header block) of a Direct Get reply."""
+    code, _text, items = hdrs.parse(hdr)
+    own = {}
+    orig = []
+    for k, v in items:
+        if k in _DIRECT_KEYS:
+            own[k] = v
+        else:
+            orig.append((k, v))
+    ts = parse_time(json.dumps(own["Nats-Time-Stamp"])).unix_ns if "Nats-Time-Stamp" in own else 0
+    original = hdrs.build(orig) if orig else b""
+    return (own.get("Nats-Subject", ""), int(own.get("Nats-Sequence", 0)), ts,
+            int(own.get("Nats-Num-Pending", -1)), original)
+
+
+async def read_range_direct(js: JetStream, stream: str, first: int, last: int, filters: list[str],
+                            chunk: int = 1000, timeout: float = 30.0):
+    """Like :func:`read_range` with batched Direct Get (one filter subject at most)."""
+    if len(filters) > 1:
+        raise ValueError("direct get reads take one filter subject at most")
+    conn = js.conn
+    inbox = conn.new_inbox()
+    queue: asyncio.Queue = asyncio.Queue()
+    sid = conn.subscribe(inbox, queue.put_nowait)
+    subject = f"{js.prefix}.DIRECT.GET.{stream}"
+    seq = first
+    try:
+        while seq <= last:
+            req = {"seq": seq, "batch": min(chunk, last - seq + 1)}
+            if filters:
+                req["next_by_subj"] = filters[0]
+            conn.publish(subject, json.dumps(req).encode(), inbox)
+            out: list[StoredMsg] = []
+            finished = False
+            while True:
+                try:
+                    m = await asyncio.wait_for(queue.get(), timeout)
+                except asyncio.TimeoutError:
+                    raise NatsError(f"direct get on {stream} timed out") from None
+                code = status_of(m.hdr)
+                if code == 204:  # EOB: this batch is over
+                    break
+                if code == 404:  # nothing at or after seq
+                    finished = True
+                    break
+                if code:
+                    raise NatsError(f"direct get on {stream}: {m.hdr[:80]!r}")
+                subj, s, ts, pending, orig = split_direct_headers(m.hdr)
+                if s > last:
+                    finished = True
+                    continue
+                if s >= seq:
+                    out.append(StoredMsg(subj, s, ts, orig, m.data))
+                    seq = s + 1
+                if pending == 0 or s >= last:
+                    finished = True
+            if out:
+                yield out
+            if finished:
+                break
+    finally:
+        conn.unsubscribe(sid)
+
+
+class Publisher:
+    """Pipelined JetStream publishing: many messages in flight, then every PubAck checked."""
+
+    def __init__(self, conn: Connection, max_in_flight: int = 2048, timeout: float = 30.0,
+                 expected_stream: str | None = None) -> None:
+        self.conn = conn
+        self.max_in_flight = max_in_flight
+        self.timeout = timeout
+        self.expected_stream = expected_stream
+        self._pending: list = []
+        self.published = 0
+        self.duplicates = 0
+
+    async def publish(self, subject: str, data: bytes, hdr: bytes = b"") -> None:
+        if len(self._pending) >= self.max_in_flight:
+            await self._collect(len(self._pending) // 2)
+        self._pending.append(self.conn.request_future(subject, data, hdr))
+        await self.conn.drain()
+
+    async def _collect(self, n: int) -> None:
+        """Wait for the oldest ``n`` PubAcks."""
+        batch, self._pending = self._pending[:n], self._pending[n:]
+        try:
+            done, _ = await asyncio.wait([f for _, f in batch], timeout=self.timeout)
+        except BaseException:
+            for token, _ in batch:
+                self.conn.forget(token)
+            raise
+        for token, fut in batch:
+            if fut not in done:
+                self.conn.forget(token)
+                raise NatsError(f"no PubAck within {self.timeout}s")
+            msg = fut.result()
+            if status_of(msg.hdr) == 503:
+                raise NatsError(f"no stream listens on the subject of this message (503 no responders)")
+            ack = json.loads(msg.data)
+            err = ack.get("error")
+            if err:
+                raise ApiError(err.get("code", 0), err.get("err_code", 0), err.get("description", ""))
+            if self.expected_stream and ack.get("stream") != self.expected_stream:
+                raise NatsError(f"message stored in stream {ack.get('stream')!r}, not {self.expected_stream!r}")
+            self.published += 1
+            if ack.get("duplicate"):
+                self.duplicates += 1
+
+    async def wait(self) -> None:
+        """Wait for every outstanding PubAck; raise on the first failure."""
+        if self._pending:
+            await self._collect(len(self._pending))

@@ -1,0 +1,85 @@
+"""Driving the asyncio client from Spark's synchronous callbacks.
+
+Spark calls ``partitions()``, ``read()``, ``write()``, ``latestOffset()`` ... as plain functions in a Python worker.
+Each such call gets a private event loop (uvloop when it imports, as the server uses): :meth:`LoopRunner.run` runs
+one coroutine to completion, :meth:`LoopRunner.iterate` turns an async generator into a plain generator, one
+``run_until_complete`` per item, so a read task hands Spark each Arrow batch as soon as it is built and never holds
+a whole partition in memory.  The loop is never shared between threads; if the caller already runs a loop (a
+notebook calling the planner directly), the work happens on a helper thread with its own loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from .client import Connection
+from .jetstream import JetStream
+from .options import ConnectOptions
+
+__all__ = ["LoopRunner", "open_jetstream"]
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is there on Linux/macOS
+        return asyncio.new_event_loop()
+
+
+class LoopRunner:
+    def __init__(self) -> None:
+        try:
+            asyncio.get_running_loop()
+            nested = True
+        except RuntimeError:
+            nested = False
+        self._thread_mode = nested
+        self.loop = _new_loop()
+
+    def run(self, coro):
+        if not self._thread_mode:
+            return self.loop.run_until_complete(coro)
+        box: dict = {}
+
+        def target():
+            try:
+                box["v"] = self.loop.run_until_complete(coro)
+            except BaseException as e:  # re-raised in the caller's thread
+                box["e"] = e
+
+        t = threading.Thread(target=target, name="pyspark-jetstream-loop")
+        t.start()
+        t.join()
+        if "e" in box:
+            raise box["e"]
+        return box["v"]
+
+    def iterate(self, agen):
+        """A plain generator over an async generator; closing it closes the async one (its ``finally`` runs)."""
+        try:
+            while True:
+                try:
+                    item = self.run(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            self.run(agen.aclose())
+
+    def close(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.close()
+
+    def __enter__(self) -> "LoopRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+async def open_jetstream(opts: ConnectOptions, name: str = "pyspark-jetstream") -> JetStream:
+    conn = await Connection.connect(opts.servers, user=opts.user, password=opts.password, token=opts.token,
+                                    name=name, timeout=opts.timeout)
+    return JetStream(conn, domain=opts.domain, timeout=opts.timeout)
