@@ -208,7 +208,11 @@ def test_queue_groups_one_member_each_and_plain_subs_all(shared_server, raw, sub
     by_sid = collections.defaultdict(list)
     for line, payload in frames:
         parts = line.split()
-        assert parts[0] == b"MSG" and parts[1] == s
+        assert parts[0] == b"MSG"
+        if parts[1] != s:
+            # "SUB > g1 14" on a shared server also sees other tests' traffic (e.g. push-consumer heartbeats).
+            assert parts[2] == b"14"
+            continue
         by_sid[parts[2]].append(int(payload))
     assert sorted(by_sid[b"3"]) == list(range(n))
     assert sorted(by_sid[b"13"]) == list(range(n))
