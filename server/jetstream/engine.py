@@ -321,8 +321,14 @@ def _default_mem() -> int:
 
 def _default_disk(path: str) -> int:
     # nats-server: 75% of the free space where the store lives (1 TB when unknown).
+    # The store directory may not exist yet: ask the nearest existing ancestor (same file system).
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
     try:
-        st = os.statvfs(os.path.dirname(path) if not os.path.exists(path) else path)
+        st = os.statvfs(path)
         return int(st.f_bavail * st.f_frsize * 0.75)
     except OSError:
         return 1 << 40

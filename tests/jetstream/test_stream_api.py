@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.request
 
 import pytest
 
@@ -36,6 +37,12 @@ async def test_account_info_counts_streams_and_bytes(fresh_jsc):
     assert r["streams"] == 2
     assert r["memory"] == 3 + 5 + 16  # memory store: subject + data + 16
     assert r["storage"] == 22 + 3 + 5 + 8  # file store accounting without headers
+    # The monitoring endpoints report the same totals.
+    jsz = json.loads(urllib.request.urlopen(fresh_jsc.server.http_url + "/jsz", timeout=3).read())
+    assert (jsz["streams"], jsz["messages"], jsz["bytes"]) == (2, 2, 24 + 38)
+    assert (jsz["memory"], jsz["storage"]) == (24, 38)
+    varz = json.loads(urllib.request.urlopen(fresh_jsc.server.http_url + "/varz", timeout=3).read())
+    assert (varz["jetstream"]["stats"]["memory"], varz["jetstream"]["stats"]["storage"]) == (24, 38)
 
 
 async def test_names_and_list_empty(fresh_jsc):
