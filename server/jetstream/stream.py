@@ -35,13 +35,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from protocol import headers
 from protocol.errors import ApiError
 from protocol.jsapi.stream_config import StreamConfig
-from protocol.jsapi.timefmt import SECOND, format_go_duration
-from protocol.subjects import subject_matches
+from protocol.jsapi.timefmt import SECOND, format_go_duration, format_time
+from protocol.subjects import is_valid_literal_subject, subject_matches
 from storage.base import StreamStore
 from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
 
 from . import jsonout
 from .dedupe import DedupeWindow
+from .transform import new_transform
 from .publish_checks import (
     MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Duplicate, check_headers, is_subject_delete_marker, message_ttl,
 )
@@ -93,6 +94,10 @@ class Stream:
         self._allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
         self._max_age = cfg.max_age
         self._sdm_ttl = cfg.subject_delete_marker_ttl if cfg.max_msgs_per_subject != 1 else 0
+        st, rp = cfg.subject_transform, cfg.republish
+        self._itr = new_transform(st.src, st.dest) if st is not None else None
+        self._rp = new_transform(rp.src, rp.dest) if rp is not None else None
+        self._rp_headers_only = bool(rp is not None and rp.headers_only)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -195,6 +200,8 @@ class Stream:
         """Store one published message; returns its sequence, or 0 when it was not stored."""
         if self.closed:
             return 0
+        if self._itr is not None:  # subject_transform applies before anything else
+            subject = self._itr.match(subject) or subject
         can_respond = bool(reply) and not self._no_ack
         if self._sealed:
             return self._nak(reply, can_respond, ApiError.of("JSStreamSealedErr"))
@@ -240,6 +247,14 @@ class Stream:
                 # Markers must outlive the message they stand for: raise the TTL and rewrite the header.
                 ttl = sdm // SECOND
                 hdr = headers.set_values(hdr, {MSG_TTL: str(ttl)})
+        rp_subject, rp_last = "", 0
+        if self._rp is not None:
+            rp_subject = self._rp.match(subject) or ""
+            if rp_subject and not is_valid_literal_subject(rp_subject):
+                rp_subject = ""  # nats-server suppresses a republish to an invalid subject
+            if rp_subject:
+                last = store.load_last_msg(subject)
+                rp_last = last.seq if last is not None else 0
         try:
             seq = store.store_msg(subject, hdr, msg, now, ttl)
         except (DiscardNewError, MsgTooLargeError) as e:
@@ -254,6 +269,8 @@ class Stream:
             self.dedupe.store(msg_id, seq, now)
         if rollup and self._allow_rollup:
             self._rollup(subject, rollup, 1)
+        if rp_subject:
+            self._republish(rp_subject, subject, seq, now, rp_last, hdr, msg)
         js.durability.stored(self, seq, reply if can_respond else "")
         if self._max_age or ttl:
             if self._expiry_timer is None or (ttl > 0 and now + ttl * SECOND < self._expiry_at):
@@ -261,6 +278,18 @@ class Stream:
         for cb in self.on_new_message:
             cb(seq, subject)
         return seq
+
+    def _republish(self, to: str, subject: str, seq: int, ts: int, last: int, hdr: bytes, msg: bytes) -> None:
+        """nats-server's republish: the stored message plus Nats-Stream/-Subject/-Sequence/-Time-Stamp/
+        -Last-Sequence (the previous sequence on this subject), and Nats-Msg-Size instead of the payload with
+        ``headers_only``; appended after the message's own headers."""
+        extra = (f"Nats-Stream: {self.name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\n"
+                 f"Nats-Time-Stamp: {format_time(ts)}\r\nNats-Last-Sequence: {last}\r\n")
+        if self._rp_headers_only:
+            extra += f"Nats-Msg-Size: {len(msg)}\r\n"
+            msg = b""
+        base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
+        self.server.publish(to, msg, hdr=base + extra.encode("utf-8", "surrogateescape") + b"\r\n")
 
     def ack_payload(self, seq: int) -> bytes:
         return self._pub_ack_prefix + b"%d}" % seq
