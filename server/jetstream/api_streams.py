@@ -37,6 +37,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
+# Deliberate difference: Skiff does not copy messages between streams.  Accepting the config and doing nothing would
+# look like data loss, so the request fails with a config error that says why.
+NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF", err="stream mirrors and sources are not supported by Skiff")
 
 
 def register(router: ApiRouter) -> None:
@@ -121,6 +124,8 @@ class StreamApi:
             return ncfg
         if ncfg.num_replicas > 1:
             return ApiError.of("JSStreamReplicasNotSupportedErr")
+        if ncfg.mirror is not None or ncfg.sources:
+            return NOT_SUPPORTED
         existing = js.streams.get(ncfg.name)
         if existing is not None:
             if not configs_equal(ncfg, existing.config):
@@ -164,6 +169,8 @@ class StreamApi:
                                   lookup_stream=js.lookup_config)
         if isinstance(cfg, ApiError):
             return cfg
+        if cfg.mirror is not None or cfg.sources:
+            return NOT_SUPPORTED
         if js.subjects_overlap(cfg.subjects or [], stream):
             return ApiError.of("JSStreamSubjectOverlapErr")
         err = js.check_stream_limits(cfg, exclude=stream)

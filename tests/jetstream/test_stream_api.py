@@ -320,3 +320,51 @@ async def test_stream_advisories(jsc):
         validate(e)
         assert e["type"] == "io.nats.jetstream.advisory.v1.stream_action" and e["stream"] == name
         assert list(e)[:3] == ["type", "id", "timestamp"]
+
+
+async def test_first_seq_and_update_limits(jsc):
+    name = jsc.name()
+    await jsc.create(name, storage="memory", first_seq=10)
+    assert (await jsc.pub(f"{name}.a", b"x"))["seq"] == 10
+    for _ in range(4):
+        await jsc.pub(f"{name}.a", b"x")
+    r = await jsc.api(f"STREAM.UPDATE.{name}", {"name": name, "subjects": [f"{name}.>"], "storage": "memory",
+                                                 "first_seq": 10, "max_msgs": 2})
+    st = r["state"]
+    assert (st["messages"], st["first_seq"], st["last_seq"]) == (2, 13, 14)  # the update evicts at once
+
+
+async def test_update_overlap_and_ttl_cannot_be_disabled(jsc):
+    a, b = jsc.name(), jsc.name()
+    await jsc.create(a, storage="memory", allow_msg_ttl=True)
+    await jsc.create(b, storage="memory")
+    r = await jsc.api(f"STREAM.UPDATE.{b}", {"name": b, "subjects": [f"{b}.>", f"{a}.z"], "storage": "memory"})
+    assert r["error"] == {"code": 400, "err_code": 10065, "description": "subjects overlap with an existing stream"}
+    r = await jsc.api(f"STREAM.UPDATE.{a}", {"name": a, "subjects": [f"{a}.>"], "storage": "memory"})
+    assert r["error"] == {"code": 500, "err_code": 10052, "description": "message TTL status can not be disabled"}
+
+
+@pytest.mark.parametrize("suffix, body, description", [
+    ("STREAM.PURGE.{n}", "[]",
+     "invalid JSON: json: cannot unmarshal array into Go value of type server.JSApiStreamPurgeRequest"),
+    ("STREAM.INFO.{n}", "[1]",
+     "invalid JSON: json: cannot unmarshal array into Go value of type server.JSApiStreamInfoRequest"),
+    ("STREAM.DELETE.{n}", "  ", "expected an empty request payload"),
+    ("STREAM.DELETE.{n}", '{"a":1}', "expected an empty request payload"),
+])
+async def test_body_errors(jsc, suffix, body, description):
+    name = jsc.name()
+    await jsc.create(name, storage="memory")
+    r = await jsc.api(suffix.replace("{n}", name), body)
+    assert r["error"]["description"] == description
+
+
+@pytest.mark.skiff_only
+async def test_mirrors_and_sources_are_refused(jsc, target):
+    """A deliberate difference: Skiff does not copy between streams, so it says so instead of doing nothing."""
+    origin, name = jsc.name(), jsc.name()
+    await jsc.create(origin, storage="memory")
+    for cfg in ({"mirror": {"name": origin}}, {"sources": [{"name": origin}]}):
+        r = await jsc.api(f"STREAM.CREATE.{name}", {"name": name, "storage": "memory", **cfg})
+        assert r["error"] == {"code": 500, "err_code": 10052,
+                              "description": "stream mirrors and sources are not supported by Skiff"}
