@@ -72,6 +72,8 @@ def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
 class AckMixin:
     """Ack half of :class:`~.consumer.Consumer`."""
 
+    __slots__ = ()
+
     def process_ack(self: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
         sseq, dseq, dc = ack_reply_info(toks)
         skip_reply = sseq == 0

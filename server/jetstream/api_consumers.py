@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
+DEFAULT_MAX_CONSUMERS = 1000
 
 
 def register(router: ApiRouter) -> None:
@@ -158,14 +159,19 @@ class ConsumerApi:
             return eo.info()
         if creq.action == "update":
             return ApiError.of("JSConsumerDoesNotExist")
+        # nats-server 2.15 caps a stream without max_consumers at 1000 consumers (the "default_max_consumers"
+        # of /varz and /jsz; verified against 2.15.1).
         maxc = stream.config.max_consumers
-        if maxc > 0 and len(stream.consumers) >= maxc:
+        if maxc <= 0:
+            maxc = DEFAULT_MAX_CONSUMERS
+        if len(stream.consumers) >= maxc:
             return ApiError.of("JSMaximumConsumersLimitErr")
-        others = [filter_subjects(o.config) for o in stream.consumers.values()
-                  if not o.config.direct and not o.config.sourcing]
-        err = check_workqueue_consumer(ncfg, stream.config, others, name=name)
-        if err is not None:
-            return err
+        if stream.config.retention == "workqueue":
+            others = [filter_subjects(o.config) for o in stream.consumers.values()
+                      if not o.config.direct and not o.config.sourcing]
+            err = check_workqueue_consumer(ncfg, stream.config, others, name=name)
+            if err is not None:
+                return err
         err = check_consumer_name(ncfg)
         if err is not None:
             return err

@@ -65,6 +65,17 @@ def create_consumer_name() -> str:
 
 
 class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
+    # Thousands of consumers per stream are normal: no per-instance __dict__.
+    __slots__ = (
+        "cset", "stream", "server", "clock", "config", "name", "created", "store", "persistent", "closed", "durable",
+        "filters", "_literal", "_wild", "filtered", "sseq", "dseq", "adflr", "asflr", "pending", "rdc", "rdq", "lss",
+        "lss_resume", "maxp", "maxdc", "sfreq", "waiting", "active", "ldt", "lat", "_ptmr", "_ptmr_end", "_hb_timer",
+        "_dtmr", "_wq_timer", "_wq_timer_at", "_pause_timer", "_delay_timer", "_lwqic", "dthresh", "pbytes", "maxpb",
+        "pblimit", "fcsz", "fcid", "_rl_rate", "_rl_burst", "_rl_tokens", "_rl_last", "_unwatch", "_replay",
+        "_replay_lseq", "_lts", "_held", "_npc", "_np_last", "_np_gen", "_running", "_again", "_continue_scheduled",
+        "_stop", "_ack_pre", "__weakref__",
+    )
+
     def __init__(self, cset: "ConsumerSet", config: ConsumerConfig, name: str, created: int,
                  store: "ConsumerStore") -> None:
         stream = cset.stream

@@ -40,6 +40,8 @@ _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 class PushMixin:
     """The push half of :class:`~.consumer.Consumer`."""
 
+    __slots__ = ()
+
     # ------------------------------------------------------------------ interest
     def _start_push(self: "Consumer") -> None:
         subject = self.config.deliver_subject

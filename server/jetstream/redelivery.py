@@ -31,6 +31,8 @@ ACK_WAIT_DELAY = 0.001  # nats-server ackWaitDelay
 class RedeliveryMixin:
     """Redelivery half of :class:`~.consumer.Consumer`."""
 
+    __slots__ = ()
+
     def _ack_wait(self: "Consumer", nxt_ns: int = 0) -> float:
         return (nxt_ns if nxt_ns > 0 else self.config.ack_wait) / 1e9 + ACK_WAIT_DELAY
 

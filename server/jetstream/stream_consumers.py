@@ -128,7 +128,11 @@ class ConsumerSet:
     def write_meta(self, c: Consumer) -> None:
         if not c.persistent:
             return
-        c.store.write_meta({"v": META_VERSION, "config": c.config.to_json(), "created": c.created})
+        # As nats-server writeConsumerMeta: fsync only with sync_always (the store's ``durable`` flag).
+        st = c.store
+        st.dir.mkdir(parents=True, exist_ok=True)
+        meta.write_meta(st.dir / meta.META_FILE, {"v": META_VERSION, "config": c.config.to_json(),
+                                                  "created": c.created}, durable=st.durable)
 
     # ------------------------------------------------------------------ stream signals
     def _new_message(self, seq: int, subject: str) -> None:
