@@ -53,6 +53,45 @@ def publish_advisory(server: "Server", subject: str, event: dict[str, Any]) -> b
     return True
 
 
+API_AUDIT = "$JS.EVENT.ADVISORY.API"
+API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
+
+
+def client_info(server: "Server", conn: Any) -> dict[str, Any]:
+    """nats-server ClientInfo.forAdvisory for a client connection (Go field order, omitempty)."""
+    ci: dict[str, Any] = {}
+    start = getattr(conn, "start_ns", 0)
+    if start:
+        ci["start"] = format_time(start)
+    for key, attr in (("host", "host"), ("id", "cid")):
+        v = getattr(conn, attr, None)
+        if v:
+            ci[key] = v
+    ci["acc"] = "$G"
+    for key, attr in (("user", "user"), ("name", "name"), ("lang", "lang"), ("ver", "version"), ("rtt", "rtt_ns")):
+        v = getattr(conn, attr, None)
+        if v:
+            ci[key] = v
+    ci["server"] = server.server_name
+    ci["kind"] = "Client"
+    ci["client_type"] = "nats"
+    return ci
+
+
+def api_audit(server: "Server", origin: Any, subject: str, request: bytes, response: bytes) -> None:
+    """nats-server sendJetStreamAPIAuditAdvisory: one event per answered API request (only if someone listens)."""
+    if origin is None or not server.sublist.has_interest(API_AUDIT):
+        return
+    ev = envelope(server, API_AUDIT_TYPE)
+    ev["server"] = server.server_name
+    ev["client"] = client_info(server, origin)
+    ev["subject"] = subject
+    if request:
+        ev["request"] = request.decode("utf-8", "replace")
+    ev["response"] = response.decode("utf-8", "replace")
+    publish_advisory(server, API_AUDIT, ev)
+
+
 def stream_action(server: "Server", stream: str, action: str) -> None:
     """nats-server JSStreamActionAdvisory: created / updated (``modify``) / deleted."""
     subject = {ACTION_CREATE: STREAM_CREATED, ACTION_MODIFY: STREAM_UPDATED, ACTION_DELETE: STREAM_DELETED}[action]

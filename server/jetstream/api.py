@@ -28,7 +28,7 @@ from protocol.errors import ApiError
 from protocol.jsapi.subjects import TYPE_PREFIX
 
 from ..version import API_LEVEL
-from . import jsonout
+from . import advisories, jsonout
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -156,18 +156,22 @@ class ApiRouter:
     def reply_ok(self, req: ApiRequest, route: Route, body: dict) -> None:
         out = {"type": route.type}
         out.update(body)
-        if route.count_success:
-            self.total += 1
+        data = jsonout.dumpb(out)
         if req.reply:
-            self.server.publish(req.reply, jsonout.dumpb(out))
+            self.server.publish(req.reply, data)
+        if route.count_success:  # MSG.GET answers outside the API layer: no stats, no audit
+            self.total += 1
+            advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
 
     def reply_error(self, req: ApiRequest, route: Route, err: ApiError) -> None:
         out: dict = {"type": route.type, "error": err.to_dict()}
         out.update(route.error_extra)
+        data = jsonout.dumpb(out)
         self.total += 1
         self.errors += 1
         if req.reply:
-            self.server.publish(req.reply, jsonout.dumpb(out))
+            self.server.publish(req.reply, data)
+        advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
 
 
 def _api_level_too_high(hdr: bytes) -> bool:

@@ -150,7 +150,8 @@ class Stream:
         self.dedupe.set_window(config.duplicate_window)
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
-        self.store.update_config(self.js.store_config(config))
+        self.store.update_config(self.js.store_config(config))  # may evict at once (new limits)
+        self.js.durability.dirty(self)
         self._arm_expiry(force=True)
 
     def _ack_prefix(self) -> bytes:

@@ -368,3 +368,25 @@ async def test_mirrors_and_sources_are_refused(jsc, target):
         r = await jsc.api(f"STREAM.CREATE.{name}", {"name": name, "storage": "memory", **cfg})
         assert r["error"] == {"code": 500, "err_code": 10052,
                               "description": "stream mirrors and sources are not supported by Skiff"}
+
+
+async def test_api_audit_advisory(jsc):
+    from tests.jetstream.conftest import validate
+
+    name = jsc.name()
+    sub = await jsc.nc.subscribe("$JS.EVENT.ADVISORY.API")
+    await jsc.api(f"STREAM.INFO.{name}")
+    await jsc.create(name, storage="memory")
+    events = []
+    while len(events) < 2:
+        e = json.loads((await sub.next_msg(timeout=2)).data)
+        if name in e["subject"]:
+            events.append(e)
+    for e in events:
+        validate(e)
+        assert list(e)[:6] == ["type", "id", "timestamp", "server", "client", "subject"]
+        assert e["client"]["acc"] == "$G" and e["client"]["kind"] == "Client"
+    assert events[0]["subject"] == f"$JS.API.STREAM.INFO.{name}" and "request" not in events[0]
+    assert json.loads(events[0]["response"])["error"]["err_code"] == 10059
+    assert json.loads(events[1]["request"])["name"] == name
+    assert json.loads(events[1]["response"])["did_create"] is True
