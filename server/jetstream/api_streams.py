@@ -11,7 +11,7 @@ limits, subject overlap.  Bodies of NAMES/LIST/INFO/PURGE are decoded only when 
 Replies are dicts in Go field order; :func:`stream_info` builds the StreamInfo object shared by CREATE, UPDATE,
 INFO and LIST (LIST omits ``cluster`` and the dynamic ``_nats.*`` metadata, CREATE omits ``cluster``, INFO carries
 ``cluster: {"leader": <server name>}`` like a standalone nats-server).  Skiff reports its own version and API level
-(server/version.py) in ``_nats.ver`` / ``_nats.level``.
+(server/version.py) in ``_nats.ver`` / ``_nats.level``; the config JSON is cached by the stream.
 """
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from protocol.jsapi import requests as rq
 from protocol.jsapi._subjects import subjects_collide
 from protocol.jsapi.stream_config import (
     StreamConfig, check_stream_create, check_stream_update, configs_equal, normalize_stream_config,
-    parse_stream_config_request, set_static_stream_metadata, with_dynamic_metadata,
+    parse_stream_config_request, set_static_stream_metadata,
 )
 from protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
 from protocol.jsapi.timefmt import format_time
 
-from ..version import API_LEVEL, VERSION
 from . import jsonout
 from .api import ApiRequest, ApiRouter
 
@@ -68,11 +67,8 @@ def is_json_object_or_array(body: bytes) -> bool:
 
 def stream_info(js: "JetStream", stream: "Stream", *, dynamic_meta: bool = True, cluster: bool = False,
                 deleted_details: bool = False) -> dict:
-    cfg = stream.config
-    if dynamic_meta:
-        cfg = with_dynamic_metadata(cfg, VERSION, API_LEVEL)
     out: dict = {
-        "config": jsonout.Raw(cfg.to_json()),
+        "config": jsonout.Raw(stream.config_json(dynamic_meta)),
         "created": jsonout.time_json(stream.created),
         "state": stream.state_json(deleted_details),
     }

@@ -12,6 +12,7 @@ Go's ``omitempty`` is the caller's business: leave the key out of the dict.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring  # the C string encoder json.dumps(ensure_ascii=False) uses
 from typing import Any
 
 from protocol.jsapi.timefmt import GoTime, format_time
@@ -36,7 +37,7 @@ def _enc(v: Any, out: list[str]) -> None:
     if isinstance(v, Raw):
         out.append(v)
     elif isinstance(v, str):
-        out.append(_escape(json.dumps(v, ensure_ascii=False)))
+        out.append(_escape(encode_basestring(v)))
     elif v is True:
         out.append("true")
     elif v is False:
@@ -52,7 +53,7 @@ def _enc(v: Any, out: list[str]) -> None:
             if not first:
                 out.append(",")
             first = False
-            out.append(_escape(json.dumps(str(k), ensure_ascii=False)))
+            out.append(_escape(encode_basestring(str(k))))
             out.append(":")
             _enc(x, out)
         out.append("}")

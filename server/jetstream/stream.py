@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from protocol import headers
 from protocol.errors import ApiError
-from protocol.jsapi.stream_config import StreamConfig
+from protocol.jsapi.stream_config import StreamConfig, with_dynamic_metadata
 from protocol.jsapi.timefmt import SECOND, format_go_duration, format_time
 from protocol.subjects import is_valid_literal_subject, subject_matches
 from storage.base import StreamStore
 from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
 
+from ..version import API_LEVEL, VERSION
 from . import jsonout
 from .dedupe import DedupeWindow
 from .transform import new_transform
@@ -85,8 +86,10 @@ class Stream:
         store.on_remove = self._store_removed
 
     def _apply_flags(self) -> None:
-        """Plain attributes for what the publish path reads on every message (cheaper than the config model)."""
+        """Plain attributes for what the publish path reads on every message (cheaper than the config model),
+        and the config's JSON, which INFO/LIST would otherwise re-encode on every request."""
         cfg = self.config
+        self._config_json: dict[bool, str] = {}
         self._no_ack = cfg.no_ack
         self._sealed = cfg.sealed
         self._max_msg_size = cfg.max_msg_size
@@ -159,6 +162,14 @@ class Stream:
         if domain:
             return ('{"stream":' + jsonout.dumps(self.name) + ',"domain":' + jsonout.dumps(domain) + ',"seq":').encode()
         return ('{"stream":' + jsonout.dumps(self.name) + ',"seq":').encode()
+
+    def config_json(self, dynamic_meta: bool) -> str:
+        """The config as nats-server echoes it; with ``dynamic_meta`` plus ``_nats.ver`` / ``_nats.level``."""
+        out = self._config_json.get(dynamic_meta)
+        if out is None:
+            cfg = with_dynamic_metadata(self.config, VERSION, API_LEVEL) if dynamic_meta else self.config
+            out = self._config_json[dynamic_meta] = cfg.to_json()
+        return out
 
     # ------------------------------------------------------------------ state
     @property

@@ -73,6 +73,19 @@ async def test_names_list_paging_and_filter(fresh_jsc):
     assert item["config"]["metadata"] == {"_nats.req.level": "0"}
 
 
+async def test_list_page_limit(fresh_jsc):
+    for i in range(260):
+        r = await fresh_jsc.api(f"STREAM.CREATE.P{i:03d}", {"name": f"P{i:03d}", "storage": "memory"}, check=False)
+        assert "error" not in r
+    r = await fresh_jsc.api("STREAM.LIST")
+    assert (r["total"], r["offset"], r["limit"], len(r["streams"])) == (260, 0, 256, 256)
+    assert r["streams"][-1]["config"]["name"] == "P255"
+    r = await fresh_jsc.api("STREAM.LIST", {"offset": 256})
+    assert [s["config"]["name"] for s in r["streams"]] == ["P256", "P257", "P258", "P259"]
+    r = await fresh_jsc.api("STREAM.NAMES", {"offset": 250})
+    assert (r["total"], len(r["streams"]), r["streams"][0]) == (260, 10, "P250")
+
+
 async def test_names_bad_json(jsc):
     r = await jsc.api("STREAM.NAMES", "{junk")
     assert r["error"] == {"code": 400, "err_code": 10025,
