@@ -39,6 +39,16 @@ PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 # Deliberate difference: Skiff does not copy messages between streams.  Accepting the config and doing nothing would
 # look like data loss, so the request fails with a config error that says why.
 NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF", err="stream mirrors and sources are not supported by Skiff")
+NOT_SUPPORTED_PUBLISH = ApiError.of(
+    "JSStreamInvalidConfigF", err="atomic and batch publish and message schedules are not supported by Skiff")
+
+
+def unsupported(cfg: StreamConfig) -> ApiError | None:
+    if cfg.mirror is not None or cfg.sources:
+        return NOT_SUPPORTED
+    if cfg.allow_atomic or cfg.allow_msg_schedules or cfg.allow_batched:
+        return NOT_SUPPORTED_PUBLISH
+    return None
 
 
 def register(router: ApiRouter) -> None:
@@ -120,8 +130,9 @@ class StreamApi:
             return ncfg
         if ncfg.num_replicas > 1:
             return ApiError.of("JSStreamReplicasNotSupportedErr")
-        if ncfg.mirror is not None or ncfg.sources:
-            return NOT_SUPPORTED
+        err = unsupported(ncfg)
+        if err is not None:
+            return err
         existing = js.streams.get(ncfg.name)
         if existing is not None:
             if not configs_equal(ncfg, existing.config):
@@ -165,8 +176,9 @@ class StreamApi:
                                   lookup_stream=js.lookup_config)
         if isinstance(cfg, ApiError):
             return cfg
-        if cfg.mirror is not None or cfg.sources:
-            return NOT_SUPPORTED
+        err = unsupported(cfg)
+        if err is not None:
+            return err
         if js.subjects_overlap(cfg.subjects or [], stream):
             return ApiError.of("JSStreamSubjectOverlapErr")
         err = js.check_stream_limits(cfg, exclude=stream)

@@ -43,7 +43,7 @@ class Durability:
         self.server = js.server
         self.sync_always = sync_always
         self.sync_interval = sync_interval
-        # (stream or None, seq, reply, payload or None): payload None = "ack seq of stream once durable".
+        # (stream, seq, reply, ack tail): "ack seq of stream once durable"; (None, 0, reply, payload): send as is.
         self._acks: list[tuple] = []
         self._dirty: dict["Stream", None] = {}
         self._unsynced: dict["Stream", None] = {}
@@ -57,10 +57,11 @@ class Durability:
         self.fsyncs = 0
 
     # ------------------------------------------------------------------ producers
-    def stored(self, stream: "Stream", seq: int, reply: str) -> None:
+    def stored(self, stream: "Stream", seq: int, reply: str, tail: bytes = b"}") -> None:
+        """``tail`` ends the ack JSON after the sequence (counter streams add ``,"val":".."``)."""
         self._dirty[stream] = None
         if reply:
-            self._acks.append((stream, seq, reply, None))
+            self._acks.append((stream, seq, reply, tail))
         self._pending()
 
     def dirty(self, stream: "Stream") -> None:
@@ -116,7 +117,7 @@ class Durability:
         publish = self.server.publish
         wait = self.sync_always
         for stream, seq, reply, payload in acks:
-            if payload is not None:
+            if stream is None:
                 if self._sync_wait:
                     self._sync_wait.append((reply, payload))
                 else:
@@ -126,7 +127,7 @@ class Durability:
             if f is not None and seq in f[0]:
                 out = f[1]
             else:
-                out = stream.ack_payload(seq)
+                out = stream.ack_payload(seq, payload)
             if wait and stream.path is not None:
                 self._sync_wait.append((reply, out))
             elif self._sync_wait:

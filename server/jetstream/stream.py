@@ -41,7 +41,7 @@ from storage.base import StreamStore
 from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
 
 from ..version import API_LEVEL, VERSION
-from . import jsonout
+from . import counters, jsonout
 from .dedupe import DedupeWindow
 from .transform import new_transform
 from .publish_checks import (
@@ -97,6 +97,7 @@ class Stream:
         self._allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
         self._max_age = cfg.max_age
         self._sdm_ttl = cfg.subject_delete_marker_ttl if cfg.max_msgs_per_subject != 1 else 0
+        self._counter = cfg.allow_msg_counter
         st, rp = cfg.subject_transform, cfg.republish
         self._itr = new_transform(st.src, st.dest) if st is not None else None
         self._rp = new_transform(rp.src, rp.dest) if rp is not None else None
@@ -218,7 +219,11 @@ class Stream:
         if self._sealed:
             return self._nak(reply, can_respond, ApiError.of("JSStreamSealedErr"))
         msg_id = rollup = ""
+        incr = None
         if hdr:
+            incr = counters.check_incr(hdr, msg, self._counter)
+            if isinstance(incr, ApiError):
+                return self._nak(reply, can_respond, incr)
             res = check_headers(self, subject, hdr)
             if isinstance(res, ApiError):
                 return self._nak(reply, can_respond, res)
@@ -227,6 +232,18 @@ class Stream:
                     self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
                 return 0
             msg_id, rollup = res
+        ack_tail = b"}"
+        if self._counter:
+            if incr is None:
+                return self._nak(reply, can_respond, ApiError.of("JSMessageIncrMissingErr"))
+            res = counters.apply(self.store, subject, hdr, incr)
+            if isinstance(res, ApiError):
+                return self._nak(reply, can_respond, res)
+            hdr, msg, value = res
+            maxp = self.server.options.max_payload
+            if len(hdr) > maxp or len(msg) > maxp - len(hdr):
+                return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+            ack_tail = b',"val":"' + value.encode() + b'"}'
         mms = self._max_msg_size
         if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
             return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
@@ -246,7 +263,7 @@ class Stream:
             self.dedupe.store(msg_id, seq, now)
             if rollup and self._allow_rollup:
                 self._rollup(subject, rollup, 0)
-            js.durability.stored(self, seq, reply if can_respond else "")
+            js.durability.stored(self, seq, reply if can_respond else "", ack_tail)
             return seq
 
         ttl = 0
@@ -283,7 +300,7 @@ class Stream:
             self._rollup(subject, rollup, 1)
         if rp_subject:
             self._republish(rp_subject, subject, seq, now, rp_last, hdr, msg)
-        js.durability.stored(self, seq, reply if can_respond else "")
+        js.durability.stored(self, seq, reply if can_respond else "", ack_tail)
         if self._max_age or ttl:
             if self._expiry_timer is None or (ttl > 0 and now + ttl * SECOND < self._expiry_at):
                 self._arm_expiry(force=True)
@@ -303,8 +320,8 @@ class Stream:
         base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
         self.server.publish(to, msg, hdr=base + extra.encode("utf-8", "surrogateescape") + b"\r\n")
 
-    def ack_payload(self, seq: int) -> bytes:
-        return self._pub_ack_prefix + b"%d}" % seq
+    def ack_payload(self, seq: int, tail: bytes = b"}") -> bytes:
+        return self._pub_ack_prefix + b"%d" % seq + tail
 
     def error_ack(self, err: ApiError) -> bytes:
         return jsonout.dumpb({"error": err.to_dict(), "stream": self.name, "seq": 0, **self._domain()})
