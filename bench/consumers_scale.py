@@ -6,12 +6,13 @@
 
 For each target (a fresh server process with a file store):
 
-    baseline     create a file stream, publish N messages with a window of outstanding PubAcks: msgs/s
-    create       create C durable pull consumers (explicit ack), 64 requests in flight: seconds, creates/s
+    create       two file streams, SCALE and BASE; create C durable pull consumers (explicit ack) on SCALE,
+                 64 requests in flight: seconds, creates/s
     memory       server RSS growth over the creation, per consumer (KiB)
-    idle         publish N more messages while the C consumers sit idle (no pull request waiting): msgs/s,
-                 and the ratio to the baseline - idle consumers must not slow publishing
-    delivery     one pull consumer fetches the 2N messages: msgs/s (sanity: the consumers still work)
+    publish      N messages to each stream with a window of outstanding PubAcks, in alternating rounds
+                 (BASE, SCALE, BASE, ...) so that the load of the machine hits both alike: the median msgs/s
+                 of each and their ratio - idle consumers (no pull request waiting) must not slow publishing
+    delivery     one more pull consumer on SCALE fetches everything: msgs/s (the consumers still work)
 
 Issue 4's requirement: 10,000 durables creatable, little memory each, idle ones do not slow publishing.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,7 @@ from bench.servers import BenchServer  # noqa: E402
 
 WINDOW = 512  # publishes in flight
 CREATE_WINDOW = 64
+ROUNDS = 6
 
 
 async def publish_rate(nc, subject: str, n: int, payload: bytes) -> float:
@@ -104,30 +107,36 @@ async def run_target(kind: str, consumers: int, n: int, size: int) -> dict:
     out: dict = {"target": kind, "consumers": consumers, "msgs": n, "size": size}
     try:
         nc = await nats.connect(srv.url, pending_size=1 << 26)
-        stream = "SCALE"
-        r = await nc.request(f"$JS.API.STREAM.CREATE.{stream}",
-                             json.dumps({"name": stream, "subjects": [f"{stream}.>"],
-                                         # nats-server 2.15 allows 1000 consumers per stream unless told more
-                                         "max_consumers": consumers + 10}).encode(), timeout=10)
-        assert b'"error"' not in r.data, r.data
+        for stream in ("SCALE", "BASE"):
+            r = await nc.request(f"$JS.API.STREAM.CREATE.{stream}",
+                                 json.dumps({"name": stream, "subjects": [f"{stream}.>"],
+                                             # nats-server 2.15 allows 1000 consumers per stream unless told more
+                                             "max_consumers": consumers + 10}).encode(), timeout=10)
+            assert b'"error"' not in r.data, r.data
         payload = b"x" * size
-        await publish_rate(nc, f"{stream}.warm", 1000, payload)
-        out["baseline_msgs_per_s"] = await publish_rate(nc, f"{stream}.a", n, payload)
+        await publish_rate(nc, "BASE.warm", 1000, payload)
+        await publish_rate(nc, "SCALE.warm", 1000, payload)
         await asyncio.sleep(0.5)
         rss0 = srv.rss_kib() or 0
-        dt = await create_consumers(nc, stream, consumers)
+        dt = await create_consumers(nc, "SCALE", consumers)
         out["create_seconds"] = dt
         out["creates_per_s"] = consumers / dt
         await asyncio.sleep(1.0)
         rss1 = srv.rss_kib() or 0
         out["rss_before_kib"], out["rss_after_kib"] = rss0, rss1
         out["kib_per_consumer"] = (rss1 - rss0) / consumers if consumers else 0.0
-        await publish_rate(nc, f"{stream}.warm", 1000, payload)  # the same warm-up the baseline had
-        out["idle_msgs_per_s"] = await publish_rate(nc, f"{stream}.a", n, payload)
+        base, idle = [], []
+        per_round = max(n // ROUNDS, 500)
+        for _ in range(ROUNDS):
+            base.append(await publish_rate(nc, "BASE.a", per_round, payload))
+            idle.append(await publish_rate(nc, "SCALE.a", per_round, payload))
+        out["baseline_msgs_per_s"] = statistics.median(base)
+        out["idle_msgs_per_s"] = statistics.median(idle)
         out["idle_vs_baseline"] = out["idle_msgs_per_s"] / out["baseline_msgs_per_s"]
-        r = await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=10)
+        out["rounds"] = {"base": base, "idle": idle}
+        r = await nc.request("$JS.API.STREAM.INFO.SCALE", b"", timeout=10)
         out["consumer_count"] = json.loads(r.data)["state"]["consumer_count"]
-        out["fetch_msgs_per_s"] = await fetch_rate(nc, stream, 2 * n + 1000)
+        out["fetch_msgs_per_s"] = await fetch_rate(nc, "SCALE", per_round * ROUNDS + 1000)
         await nc.close()
     except Exception as e:  # noqa: BLE001 - report and move on to the next target
         out["error"] = f"{type(e).__name__}: {e}"

@@ -58,7 +58,8 @@ def register(router: ApiRouter) -> None:
     router.register("CONSUMER.DELETE.*.*", h.delete, "consumer_delete_response")
     router.register("CONSUMER.NAMES.*", h.names, "consumer_names_response", {**PAGED_ERR, "consumers": []})
     router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
-    router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response")
+    router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response",
+                    {"paused": False, "pause_until": "0001-01-01T00:00:00Z"})
     router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
                     "consumer_leader_stepdown_response")
     srv = js.server

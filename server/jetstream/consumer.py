@@ -39,6 +39,7 @@ from protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects, is_d
 from protocol.jsapi.timefmt import format_time
 from protocol.subjects import has_wildcard, subject_matches
 from storage.consumer import FileConsumerStore
+from storage.records import ConsumerState, Pending, SequencePair
 
 from ..version import API_LEVEL, VERSION
 from . import consumer_advisories as adv
@@ -679,10 +680,7 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
                 del self.pending[seq]
                 self.rdc.pop(seq, None)
                 self.rdq.pop(seq, None)
-                try:
-                    self.store.update_acks(p[0], seq)
-                except Exception:  # noqa: BLE001
-                    pass
+                self.lat = self.clock.time_ns()
                 changed = True
         if self.asflr < first - 1:
             self.asflr = first - 1
@@ -695,8 +693,19 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
             del self.rdq[seq]
         self._npc = -1
         if changed:
-            self._state_changed()
+            # nats-server writes the consumer's own view to the store after a purge (writeStoreState).
+            self._write_store_state()
         self.kick()
+
+    def _write_store_state(self) -> None:
+        state = ConsumerState(SequencePair(self.dseq - 1, self.sseq - 1), SequencePair(self.adflr, self.asflr),
+                              {s: Pending(p[0], p[1]) for s, p in self.pending.items()}, dict(self.rdc))
+        try:
+            self.store.set_state(state, force=True)
+        except (ValueError, AttributeError) as e:
+            self.server.log_warning("JetStream consumer state not written", stream=self.stream.name,
+                                    consumer=self.name, error=str(e))
+        self._state_changed()
 
     # ------------------------------------------------------------------ stop
     def stop(self, delete: bool = False, advisory: bool = True) -> None:
