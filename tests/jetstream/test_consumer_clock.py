@@ -214,3 +214,34 @@ async def test_state_survives_restart_embedded(tmp_path, target):
     finally:
         await nc.close()
         await srv.shutdown()
+
+
+async def test_idle_consumers_do_no_work_per_published_message(env, target, monkeypatch):
+    """The scale invariant: consumers without a waiting pull request, without push interest or at max_ack_pending
+    are not in their stream's ready set, so publishing never calls into them."""
+    from server.jetstream.consumer import Consumer
+
+    for i in range(50):
+        await env.consumer("S", f"idle{i}", ack_policy="explicit")
+    await env.consumer("S", "full", ack_policy="explicit", max_ack_pending=1)
+    await env.consumer("S", "push", deliver_subject="nobody.listens")
+    await env.pub("s.a")
+    sub = await env.request("S", "full", {"batch": 5})  # takes the one message, then waits at max_ack_pending
+    assert len(await drain(sub)) == 1
+    cset = env.srv.jetstream.streams["S"]._consumer_set
+    assert cset.ready == set()
+    calls = []
+    for name in ("kick", "matches", "_run"):
+        orig = getattr(Consumer, name)
+        monkeypatch.setattr(Consumer, name, lambda self, *a, _o=orig, _n=name: calls.append(_n) or _o(self, *a))
+    for _ in range(20):
+        await env.pub("s.a")
+    assert calls == []
+    # A waiting pull request makes its consumer ready; the next publish reaches exactly that one.
+    await env.consumer("S", "waiter", ack_policy="explicit", deliver_policy="new")
+    sub = await env.request("S", "waiter", {"batch": 1, "expires": 60 * SECOND})
+    assert [c.name for c in cset.ready] == ["waiter"]
+    calls.clear()
+    await env.pub("s.a")
+    assert len(await drain(sub)) == 1
+    assert "kick" in calls and cset.ready == set()
