@@ -120,3 +120,36 @@ async def test_nats_py_push_subscribe_and_ack(jsc):
     info = await js.consumer_info(s, "pd")
     assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 3
     await sub.unsubscribe()
+
+
+async def test_replay_original_keeps_the_spacing(jsc):
+    s = await _stream(jsc)
+    for i in range(3):
+        await jsc.pub(f"{s}.a", b"%d" % i)
+        await asyncio.sleep(0.25)
+    dsubj = jsc.name("rp")
+    sub = await jsc.nc.subscribe(dsubj)
+    loop = asyncio.get_running_loop()
+    await add_consumer(jsc, s, "R", deliver_subject=dsubj, replay_policy="original")
+    times = []
+    for _ in range(3):
+        await sub.next_msg(timeout=2)
+        times.append(loop.time())
+    gaps = [times[1] - times[0], times[2] - times[1]]
+    assert all(0.18 < g < 0.45 for g in gaps), gaps
+
+
+async def test_rate_limit_bps(jsc):
+    s = jsc.name()
+    await jsc.create(s, max_msg_size=1000)  # the limiter's burst is the stream's max_msg_size
+    for _ in range(6):
+        await jsc.pub(f"{s}.a", b"x" * 900)
+    dsubj = jsc.name("rl")
+    sub = await jsc.nc.subscribe(dsubj)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await add_consumer(jsc, s, "L", deliver_subject=dsubj, rate_limit_bps=80_000)  # 10,000 bytes/s
+    for _ in range(6):
+        await sub.next_msg(timeout=2)
+    took = loop.time() - t0
+    assert 0.35 < took < 1.5, took
