@@ -221,7 +221,7 @@ def split_direct_headers(hdr: bytes) -> tuple[str, int, int, int, bytes]:
             own[k] = v
         else:
             orig.append((k, v))
-    ts = parse_time(json.dumps(own["Nats-Time-Stamp"])).unix_ns if "Nats-Time-Stamp" in own else 0
+    ts = parse_time(own["Nats-Time-Stamp"]).unix_ns if "Nats-Time-Stamp" in own else 0
     original = hdrs.build(orig) if orig else b""
     return (own.get("Nats-Subject", ""), int(own.get("Nats-Sequence", 0)), ts,
             int(own.get("Nats-Num-Pending", -1)), original)

@@ -121,6 +121,8 @@ class JetStreamBatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: SeqRange):
+        if not isinstance(partition, SeqRange):
+            return iter(())  # an empty range plans no partitions; Spark then runs one with a bare InputPartition
         return read_partition(self.opts, partition.start, partition.end, self.arrow_schema)
 
 

@@ -1,0 +1,122 @@
+"""Test-side JetStream administration through nats-py (an independent client: the connector under test never
+checks itself).  Async functions for the client tests, ``sync(...)`` wrappers for the Spark tests."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+
+import nats
+
+_unique = itertools.count()
+
+
+def unique(base: str = "S") -> str:
+    return f"{base}{os.getpid() % 10000}N{next(_unique)}"
+
+
+class Admin:
+    def __init__(self, nc) -> None:
+        self.nc = nc
+
+    @classmethod
+    async def connect(cls, url: str) -> "Admin":
+        return cls(await nats.connect(url, connect_timeout=3, allow_reconnect=False))
+
+    async def close(self) -> None:
+        await self.nc.close()
+
+    async def api(self, suffix: str, body=None, timeout: float = 5.0) -> dict:
+        data = json.dumps(body).encode() if body is not None else b""
+        msg = await self.nc.request("$JS.API." + suffix, data, timeout=timeout)
+        return json.loads(msg.data)
+
+    async def create(self, name: str, **cfg) -> dict:
+        cfg.setdefault("subjects", [f"{name}.>"])
+        cfg.setdefault("storage", "memory")
+        r = await self.api(f"STREAM.CREATE.{name}", {"name": name, **cfg})
+        assert "error" not in r, r
+        return r
+
+    async def info(self, name: str) -> dict:
+        r = await self.api(f"STREAM.INFO.{name}")
+        assert "error" not in r, r
+        return r
+
+    async def publish(self, subject: str, data: bytes, headers: dict | None = None) -> dict:
+        msg = await self.nc.request(subject, data, timeout=5.0, headers=headers)
+        ack = json.loads(msg.data)
+        assert "error" not in ack, ack
+        return ack
+
+    async def publish_many(self, items) -> list[int]:
+        """Publish (subject, data[, headers]) items pipelined; return the stream sequences in order."""
+        futs = []
+        for it in items:
+            subject, data = it[0], it[1]
+            hdrs = it[2] if len(it) > 2 else None
+            futs.append(self.nc.request(subject, data, timeout=10.0, headers=hdrs))
+        seqs = []
+        for m in await asyncio.gather(*futs):
+            ack = json.loads(m.data)
+            assert "error" not in ack, ack
+            seqs.append(ack["seq"])
+        return seqs
+
+    async def delete_msg(self, stream: str, seq: int) -> None:
+        r = await self.api(f"STREAM.MSG.DELETE.{stream}", {"seq": seq})
+        assert r.get("success"), r
+
+    async def consumer_names(self, stream: str) -> list[str]:
+        r = await self.api(f"CONSUMER.NAMES.{stream}", {})
+        return r.get("consumers") or []
+
+    async def messages(self, stream: str) -> list[tuple[int, str, bytes, dict]]:
+        """Every stored message as (seq, subject, data, headers) through STREAM.MSG.GET, seq by seq."""
+        info = await self.info(stream)
+        st = info["state"]
+        out = []
+        for seq in range(max(st["first_seq"], 1), st["last_seq"] + 1):
+            r = await self.api(f"STREAM.MSG.GET.{stream}", {"seq": seq})
+            if "error" in r:
+                continue
+            m = r["message"]
+            import base64
+
+            data = base64.b64decode(m.get("data", ""))
+            hdrs = {}
+            if m.get("hdrs"):
+                raw = base64.b64decode(m["hdrs"]).decode()
+                for line in raw.split("\r\n")[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        hdrs.setdefault(k, []).append(v.strip())
+            out.append((m["seq"], m["subject"], data, hdrs))
+        return out
+
+
+def sync(url: str, fn):
+    """Run ``await fn(admin)`` on a fresh connection, from synchronous (Spark) test code."""
+
+    async def go():
+        a = await Admin.connect(url)
+        try:
+            return await fn(a)
+        finally:
+            await a.close()
+
+    return asyncio.run(go())
+
+
+async def raw_hpub(url: str, subject: str, hdr: bytes, data: bytes) -> None:
+    """Publish one message with a raw header block (nats-py cannot repeat a header key) over a plain socket."""
+    host, port = url.removeprefix("nats://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    await reader.readline()  # INFO
+    writer.write(b'CONNECT {"verbose":false,"headers":true}\r\n')
+    writer.write(b"HPUB %s %d %d\r\n%s%s\r\nPING\r\n" % (subject.encode(), len(hdr), len(hdr) + len(data), hdr, data))
+    await writer.drain()
+    line = await asyncio.wait_for(reader.readline(), 5)
+    assert line == b"PONG\r\n", line
+    writer.close()

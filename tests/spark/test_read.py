@@ -1,0 +1,120 @@
+"""Batch reads through Spark: full, ranged and filtered, with no gaps and no duplicates, on both servers."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.spark.helpers import raw_hpub, sync, unique
+
+N = 1000
+DELETED = {1, 2, 250, 500, 501, 502, 777, 999}
+REGIONS = ("eu", "us", "asia")
+
+
+@pytest.fixture(scope="module")
+def orders(shared_server):
+    """A stream of N messages on three subjects, every 10th with headers, some deleted; and the expected rows."""
+    name = unique("ORDERS")
+
+    async def fill(a):
+        await a.create(name, storage="file", allow_direct=True)
+        items = []
+        for i in range(1, N + 1):
+            subject = f"{name}.{REGIONS[i % 3]}"
+            items.append((subject, b"order-%d" % i, {"n": str(i)} if i % 10 == 0 else None))
+        assert await a.publish_many(items) == list(range(1, N + 1))
+        for seq in DELETED:
+            await a.delete_msg(name, seq)
+        return items
+
+    items = sync(shared_server.url, fill)
+    expected = {i: items[i - 1] for i in range(1, N + 1) if i not in DELETED}
+    return shared_server.url, name, expected
+
+
+def load(spark, url, stream, **options):
+    r = spark.read.format("jetstream").option("servers", url).option("stream", stream)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_full_read_in_many_partitions(spark, orders):
+    url, name, expected = orders
+    df = load(spark, url, name, maxSeqsPerPartition=97)
+    assert df.rdd.getNumPartitions() == 11  # [3, 1001) - the deleted 1 and 2 are below first_seq
+    assert [f.name for f in df.schema.fields] == ["stream", "subject", "seq", "timestamp", "headers", "data"]
+    rows = df.collect()
+    seqs = [r.seq for r in rows]
+    assert len(seqs) == len(set(seqs)), "duplicates"
+    assert sorted(seqs) == sorted(expected), "gaps or extra rows"
+    now = dt.datetime.now()
+    for r in rows:
+        subject, data, hdrs = expected[r.seq]
+        assert (r.stream, r.subject, bytes(r.data)) == (name, subject, data)
+        assert r.headers == ({"n": [hdrs["n"]]} if hdrs else None)
+        assert abs((now - r.timestamp).total_seconds()) < 600
+    ts = [r.timestamp for r in sorted(rows, key=lambda r: r.seq)]
+    assert ts == sorted(ts)
+
+
+def test_ranged_read(spark, orders):
+    url, name, expected = orders
+    df = load(spark, url, name, startingOffsets=240, endingOffsets=780, minPartitions=5)
+    assert df.rdd.getNumPartitions() == 5
+    seqs = [r.seq for r in df.select("seq").collect()]
+    assert len(seqs) == len(set(seqs))
+    assert sorted(seqs) == [s for s in sorted(expected) if 240 <= s < 780]
+
+
+def test_filtered_read(spark, orders):
+    url, name, expected = orders
+    df = load(spark, url, name, filterSubjects=f"{name}.eu,{name}.asia", minPartitions=3)
+    got = sorted((r.seq, r.subject) for r in df.select("seq", "subject").collect())
+    assert got == [(s, expected[s][0]) for s in sorted(expected) if not expected[s][0].endswith(".us")]
+    # one filter subject, read with Direct Get, and a subset of the columns by a user-given schema
+    df = (spark.read.format("jetstream").schema("seq bigint, data binary").option("servers", url)
+          .option("stream", name).option("filterSubjects", f"{name}.us").option("readMethod", "direct")
+          .option("maxSeqsPerPartition", 300).load())
+    got = sorted((r.seq, bytes(r.data)) for r in df.collect())
+    assert got == [(s, expected[s][1]) for s in sorted(expected) if expected[s][0].endswith(".us")]
+
+
+def test_aggregate_per_subject(spark, orders):
+    url, name, expected = orders
+    counts = {r.subject: r["count"] for r in load(spark, url, name).groupBy("subject").count().collect()}
+    want: dict = {}
+    for subject, _data, _h in expected.values():
+        want[subject] = want.get(subject, 0) + 1
+    assert counts == want
+
+
+def test_repeated_headers_and_empty_stream(spark, shared_server):
+    name = unique("H")
+
+    async def fill(a):
+        await a.create(name)
+        await raw_hpub(shared_server.url, f"{name}.x", b"NATS/1.0\r\nA: 1\r\nB: x\r\nA: 2\r\n\r\n", b"payload")
+
+    empty = unique("E")
+    sync(shared_server.url, lambda a: a.create(empty))
+    assert load(spark, shared_server.url, empty).count() == 0
+    sync(shared_server.url, fill)
+    (row,) = load(spark, shared_server.url, name).collect()
+    assert row.headers == {"A": ["1", "2"], "B": ["x"]}
+    assert bytes(row.data) == b"payload"
+
+
+def test_batch_data_loss(spark, shared_server):
+    name = unique("L")
+
+    async def fill(a):
+        await a.create(name, max_msgs=5)
+        await a.publish_many([(f"{name}.x", b"%d" % i) for i in range(1, 21)])
+
+    sync(shared_server.url, fill)  # retention keeps 16..20
+    with pytest.raises(Exception, match="removed"):
+        load(spark, shared_server.url, name, startingOffsets=3).collect()
+    rows = load(spark, shared_server.url, name, startingOffsets=3, failOnDataLoss="false").collect()
+    assert sorted(r.seq for r in rows) == [16, 17, 18, 19, 20]
