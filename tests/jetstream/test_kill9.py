@@ -13,7 +13,7 @@ import nats
 import pytest
 
 PUBLISHERS = 4
-KILL_AFTER = 1500
+KILL_AFTER = 1000
 
 
 async def _storm(server, acked: dict[int, bytes]) -> None:
@@ -75,13 +75,13 @@ async def test_kill9_keeps_every_acked_message(server_factory, sync):
     sub = await nc.subscribe(inbox)
     seq = 1
     while seq <= top:
-        await nc.publish("$JS.API.DIRECT.GET.STORM", json.dumps({"seq": seq, "batch": 500}).encode(), reply=inbox)
+        await nc.publish("$JS.API.DIRECT.GET.STORM", json.dumps({"seq": seq, "batch": 1000}).encode(), reply=inbox)
         while True:
             m = await sub.next_msg(timeout=3)
             if m.headers and m.headers.get("Status") == "204":
                 break
             stored[int(m.headers["Nats-Sequence"])] = m.data
-        seq += 500
+        seq += 1000
     missing = [s for s in acked if stored.get(s) != acked[s]]
     assert not missing, f"{len(missing)} acknowledged messages lost or changed, e.g. {missing[:5]}"
     await nc.close()
