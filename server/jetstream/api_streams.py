@@ -76,15 +76,15 @@ def is_json_object_or_array(body: bytes) -> bool:
 
 
 def stream_info(js: "JetStream", stream: "Stream", *, dynamic_meta: bool = True, cluster: bool = False,
-                deleted_details: bool = False) -> dict:
+                deleted_details: bool = False, domain: bool = True) -> dict:
     out: dict = {
         "config": jsonout.Raw(stream.config_json(dynamic_meta)),
         "created": jsonout.time_json(stream.created),
         "state": stream.state_json(deleted_details),
     }
-    domain = js.server.options.jetstream_domain
-    if domain:
-        out["domain"] = domain
+    name = js.server.options.jetstream_domain
+    if domain and name:  # nats-server's CREATE reply leaves the domain out; UPDATE, INFO and LIST have it
+        out["domain"] = name
     if cluster:
         ci: dict = {}
         cname = getattr(js.server.options, "cluster_name", "") or ""
@@ -151,7 +151,7 @@ class StreamApi:
             except Exception as e:  # the store could not be created (disk, path)
                 js.server.log_warning("Stream create failed", stream=name, error=str(e))
                 return ApiError.of("JSStreamCreateErrF", err=str(e))
-        out = stream_info(js, stream)
+        out = stream_info(js, stream, domain=False)
         out["did_create"] = True
         return out
 

@@ -324,11 +324,8 @@ class Stream:
         return self._pub_ack_prefix + b"%d" % seq + tail
 
     def error_ack(self, err: ApiError) -> bytes:
-        return jsonout.dumpb({"error": err.to_dict(), "stream": self.name, "seq": 0, **self._domain()})
-
-    def _domain(self) -> dict:
-        d = self.server.options.jetstream_domain
-        return {"domain": d} if d else {}
+        # nats-server builds error acks from PubAck{Stream: name}: no domain, even when one is configured.
+        return jsonout.dumpb({"error": err.to_dict(), "stream": self.name, "seq": 0})
 
     def _nak(self, reply: str, can_respond: bool, err: ApiError) -> int:
         if can_respond:

@@ -219,3 +219,26 @@ async def test_many_publishes_in_one_read_get_ordered_acks(jsc):
     acks = await collect(sub, 200, timeout=2)
     assert len(acks) == 200
     assert all(json.loads(m.data)["seq"] == int(m.subject.rsplit(".", 1)[1]) + 1 for m in acks)
+
+
+async def test_domain_in_acks_and_api(server_factory):
+    """With ``jetstream { domain: hub }``: PubAcks carry the domain, $JS.hub.API reaches the API, replies say it
+    (except the CREATE reply, which nats-server leaves without it)."""
+    srv = server_factory(config="jetstream { domain: hub }\n")
+    nc = await nats.connect(srv.url)
+    try:
+        r = json.loads((await nc.request("$JS.hub.API.STREAM.CREATE.D", b'{"name":"D","storage":"memory"}',
+                                         timeout=2)).data)
+        assert "domain" not in r and r["did_create"] is True
+        ack = await nc.request("D", b"x", timeout=2)
+        assert ack.data == b'{"stream":"D","domain":"hub","seq":1}'
+        err = await nc.request("D", b"x", headers={"Nats-Expected-Stream": "E"}, timeout=2)
+        assert json.loads(err.data) == {"error": {"code": 400, "err_code": 10060,
+                                                  "description": "expected stream does not match"},
+                                        "stream": "D", "seq": 0}  # no domain in error acks
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.D", b"", timeout=2)).data)
+        assert info["domain"] == "hub" and list(info)[-3:] == ["domain", "cluster", "ts"]
+        acct = json.loads((await nc.request("$JS.hub.API.INFO", b"", timeout=2)).data)
+        assert acct["domain"] == "hub"
+    finally:
+        await nc.close()
