@@ -95,7 +95,7 @@ class Durability:
     # ------------------------------------------------------------------ flush
     def flush(self) -> None:
         self.js.has_pending = False
-        failed: dict["Stream", tuple[set[int], bytes]] = {}
+        failed: dict["Stream", tuple[set[int] | None, bytes]] = {}  # None: every ack of that stream failed
         if self._dirty:
             dirty, self._dirty = self._dirty, {}
             for stream in dirty:
@@ -109,6 +109,9 @@ class Durability:
                     stream.write_failed(e)
                     err = ApiError.of("JSStreamStoreFailedF", err=_os_text(e.cause))
                     failed[stream] = (set(e.seqs), stream.error_ack(err))
+                except Exception as e:  # a store bug must not take the server down; nothing of it is acked
+                    self.server.log_error("JetStream flush failed", stream=stream.name, error=repr(e))
+                    failed[stream] = (None, stream.error_ack(ApiError.of("JSStreamStoreFailedF", err=str(e))))
                 if stream.path is not None:
                     self._unsynced[stream] = None
         if not self._acks:
@@ -124,7 +127,7 @@ class Durability:
                     publish(reply, payload)
                 continue
             f = failed.get(stream)
-            if f is not None and seq in f[0]:
+            if f is not None and (f[0] is None or seq in f[0]):
                 out = f[1]
             else:
                 out = stream.ack_payload(seq, payload)
