@@ -207,7 +207,11 @@ class Stream:
                 hdr = _strip_status(hdr)
         else:
             hdr, msg = b"", bytes(data)
-        self.process(subject, reply, hdr, msg)
+        try:
+            self.process(subject, reply, hdr, msg)
+        except Exception as e:  # a bug (here or in a consumer hook) must not cost the publisher its connection
+            self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                  subject=subject, error=repr(e))
 
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes) -> int:
         """Store one published message; returns its sequence, or 0 when it was not stored."""
