@@ -66,7 +66,7 @@ def register(router: ApiRouter) -> None:
     srv.subscribe_internal(MSG_NEXT_PREFIX + ">", h.on_next)
     srv.subscribe_internal("$JS.ACK.>", h.on_ack)
     srv.subscribe_internal("$JS.FC.>", h.on_fc)
-    js.stream_recovered.append(recover) if hasattr(js, "stream_recovered") else None
+    js.stream_recovered.append(recover)  # consumers come back with their streams at start
 
 
 class ConsumerApi:
