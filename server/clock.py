@@ -67,39 +67,41 @@ class LoopClock(Clock):
 
 
 class ManualClock(Clock):
-    """A clock that only moves when told to.  ``start_ns`` is the initial wall time."""
+    """A clock that only moves when told to.  ``start_ns`` is the initial wall time.
+
+    Time is kept as integer nanoseconds elapsed, so a timer set for ``d`` seconds fires exactly when the test has
+    advanced ``d`` seconds (no float drift at the boundary)."""
 
     def __init__(self, start_ns: int | None = None) -> None:
-        self._wall = start_ns if start_ns is not None else time.time_ns()
-        self._mono = 1000.0
-        self._heap: list[tuple[float, int, Timer]] = []
+        self._start_wall = start_ns if start_ns is not None else time.time_ns()
+        self._elapsed = 0  # ns
+        self._heap: list[tuple[int, int, Timer]] = []
         self._seq = itertools.count()
 
     def time_ns(self) -> int:
-        return self._wall
+        return self._start_wall + self._elapsed
 
     def monotonic(self) -> float:
-        return self._mono
+        return 1000.0 + self._elapsed / 1e9
 
     def call_later(self, delay: float, cb: Callable, *args) -> Timer:
-        t = Timer(self._mono + max(delay, 0.0), cb, args)
-        heapq.heappush(self._heap, (t.when, next(self._seq), t))
+        due = self._elapsed + max(round(delay * 1e9), 0)
+        t = Timer(1000.0 + due / 1e9, cb, args)
+        heapq.heappush(self._heap, (due, next(self._seq), t))
         return t
 
     def advance(self, seconds: float) -> int:
         """Move time forward, running every timer that falls due (including ones they schedule). Returns how many ran."""
-        target = self._mono + seconds
+        target = self._elapsed + round(seconds * 1e9)
         ran = 0
         while self._heap and self._heap[0][0] <= target:
-            when, _, t = heapq.heappop(self._heap)
+            due, _, t = heapq.heappop(self._heap)
             if t.cancelled:
                 continue
-            self._wall += int((when - self._mono) * 1e9)
-            self._mono = when
+            self._elapsed = max(self._elapsed, due)
             t.cb(*t.args)
             ran += 1
-        self._wall += int((target - self._mono) * 1e9)
-        self._mono = target
+        self._elapsed = target
         return ran
 
     def pending(self) -> int:
