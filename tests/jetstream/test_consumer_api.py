@@ -211,3 +211,24 @@ async def test_info_counts_and_pending_in_ack_subject(jsc):
     info = await cinfo(jsc, s, "D")
     assert info["ack_floor"]["consumer_seq"] == 2 and info["ack_floor"]["stream_seq"] == 2
     assert "last_active" in info["ack_floor"]
+
+
+async def test_default_cap_of_1000_consumers_per_stream(jsc):
+    """nats-server 2.15 caps a stream whose max_consumers is unset at 1000 consumers (10026 beyond)."""
+    import asyncio
+    import json
+
+    s = await _stream(jsc)
+    sem = asyncio.Semaphore(100)
+
+    async def create(i: int) -> bytes:
+        async with sem:
+            body = json.dumps({"stream_name": s, "config": {"durable_name": f"c{i}"}}).encode()
+            return (await jsc.nc.request(f"$JS.API.CONSUMER.CREATE.{s}.c{i}", body, timeout=10)).data
+
+    replies = await asyncio.gather(*(create(i) for i in range(1000)))
+    assert not [r for r in replies if b'"error"' in r]
+    r = await add_consumer(jsc, s, "one_more", check=False)
+    assert r["error"] == {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"}
+    assert (await jsc.info(s))["state"]["consumer_count"] == 1000
+    assert (await jsc.api(f"STREAM.DELETE.{s}"))["success"] is True

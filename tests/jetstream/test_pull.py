@@ -124,6 +124,10 @@ async def test_max_waiting_and_num_waiting(jsc):
     # A request whose inbox lost interest is dropped silently.
     await subs[1].unsubscribe()
     await nc.flush()
+    for _ in range(20):  # the server sees the UNSUB a moment later
+        if (await cinfo(jsc, s, "C"))["num_waiting"] == 0:
+            break
+        await asyncio.sleep(0.05)
     assert (await cinfo(jsc, s, "C"))["num_waiting"] == 0
 
 
@@ -168,8 +172,10 @@ async def test_two_pullers_split_the_work(jsc):
         got: dict[str, list[bytes]] = {"a": [], "b": []}
 
         async def worker(key, nc):
-            for _ in range(10):
-                msgs = await pull(nc, s, "C", {"batch": 1, "expires": 300 * MS}, timeout=0.5)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 5
+            while len(got["a"]) + len(got["b"]) < 20 and loop.time() < deadline:
+                msgs = await pull(nc, s, "C", {"batch": 1, "expires": 100 * MS}, max_msgs=1, timeout=0.3)
                 for m in msgs:
                     if status(m) is None:
                         got[key].append(m.data)
