@@ -1,4 +1,4 @@
-"""One consumer: its position over the stream, delivery selection, the delivery loop, info, and its life cycle.
+"""One consumer: its state and position over the stream, its pending count, info, purge handling and stop.
 
 Theory of operation
 -------------------
@@ -9,14 +9,11 @@ acknowledged (see :mod:`.redelivery`), ``adflr`` / ``asflr`` the ack floor.  Eve
 reads back; file stores are flushed by the stream's :class:`~.stream_consumers.ConsumerSet` shortly after a change
 and when the server stops, so a delivered-but-unacked message is redelivered after a restart.
 
-Delivery never waits on anything: :meth:`kick` runs :meth:`_run` in-line, which repeats "pick the next message,
-pick its destination, send" until there is nothing to send or no one to send to (nats-server
-``loopAndGatherMsgs``).  The next message is, in this order: a queued redelivery (which ignores ``max_ack_pending``),
-nothing if ``max_ack_pending`` is reached, the next entry of the last-per-subject start list, else the next stored
-message at or after ``sseq`` that matches the filters, found with the store's filtered loads (no scans).  The
-destination is the deliver subject (push, while someone listens and flow control allows) or the head of the pull
-wait queue.  A long backlog is sent in slices of :data:`RUN_SLICE` messages, continued on the next loop turn, so a
-new consumer on a big stream does not stall the server.
+Delivery (:mod:`.delivery`) never waits: it runs in-line whenever something may allow it (a new message, a pull
+request, an ack, new interest, a timer).  The other halves of the class live next to it, by concept: acks
+(:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), push delivery (:mod:`.push`), pause,
+inactivity and config updates (:mod:`.lifecycle`).  This module holds the state, the start position, the pending
+count, info, purge handling and stop.
 
 A consumer that cannot use a new message (no waiting pull, no push interest, at max_ack_pending, paused) is not in
 its stream's *ready* set and costs nothing per published message; being kicked by an ack, a pull request or new
@@ -29,7 +26,6 @@ without a store query per message.
 """
 from __future__ import annotations
 
-import asyncio
 import random
 import secrets
 from collections import deque
@@ -45,18 +41,16 @@ from ..version import API_LEVEL, VERSION
 from . import consumer_advisories as adv
 from . import jsonout
 from .acks import AckMixin
+from .delivery import DeliveryMixin
+from .lifecycle import LifecycleMixin, sample_freq
 from .pull import PullMixin, WaitQueue
 from .push import PushMixin
 from .redelivery import RedeliveryMixin
 
 if TYPE_CHECKING:  # pragma: no cover
     from storage.base import ConsumerStore
-    from storage.records import StoredMsg
-
     from .stream_consumers import ConsumerSet
 
-RUN_SLICE = 1024  # messages per delivery pass before yielding to the event loop
-MSG_SIZE_HDR = b"Nats-Msg-Size"
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -65,7 +59,7 @@ def create_consumer_name() -> str:
     return "".join(secrets.choice(_B62) for _ in range(8))
 
 
-class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
+class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMixin, PushMixin):
     # Thousands of consumers per stream are normal: no per-instance __dict__.
     __slots__ = (
         "cset", "stream", "server", "clock", "config", "name", "created", "store", "persistent", "closed", "durable",
@@ -103,7 +97,7 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
         self.lss_resume = 0
         self.maxp = config.max_ack_pending
         self.maxdc = max(config.max_deliver, 0)
-        self.sfreq = _sample_freq(config.sample_freq)
+        self.sfreq = sample_freq(config.sample_freq)
         self.waiting: WaitQueue | None = None if config.deliver_subject else WaitQueue(config.max_waiting)
         self.active = False
         self.ldt = 0
@@ -300,354 +294,6 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
             return store.num_pending(start, "")
         return sum(store.num_pending(start, f) for f in self.filters)
 
-    # ------------------------------------------------------------------ delivery
-    def kick(self) -> None:
-        """Something changed that may allow delivery: run the delivery loop now (never re-entered)."""
-        if self.closed:
-            return
-        if self._running:
-            self._again = True
-            return
-        self._run()
-
-    def _can_deliver(self) -> bool:
-        if self._held is not None or self._paused():
-            return False
-        if self.waiting is None:
-            return self.active and not self._fc_blocked()
-        return bool(self.waiting.q)
-
-    def _run(self) -> None:
-        self._running = True
-        stop = ""
-        try:
-            while True:
-                self._again = False
-                sent = 0
-                stop = ""
-                while not self.closed:
-                    if not self._can_deliver():
-                        break
-                    got = self._get_next_msg()
-                    if got is None:
-                        stop = self._stop
-                        break
-                    if not self._prepare_and_send(*got):
-                        break
-                    sent += 1
-                    if sent >= RUN_SLICE:
-                        self._continue_later()
-                        break
-                if not self._again or self.closed:
-                    break
-        finally:
-            self._running = False
-        if self.closed:
-            return
-        if self._replay and self.sseq > self._replay_lseq:
-            self._replay = False
-        if self.waiting is not None:
-            self._process_waiting(stop != "maxp")
-        self._update_ready()
-
-    def _continue_later(self) -> None:
-        if self._continue_scheduled:
-            return
-        self._continue_scheduled = True
-
-        def cont() -> None:
-            self._continue_scheduled = False
-            self.kick()
-
-        asyncio.get_running_loop().call_soon(cont)
-
-    def _load_next(self, start: int) -> "tuple[StoredMsg | None, int]":
-        store = self.stream.store
-        fs = self.filters
-        if not fs:
-            return store.load_next_msg("", start)
-        if len(fs) == 1:
-            return store.load_next_msg(fs[0], start)
-        best = None
-        for f in fs:
-            sm, _ = store.load_next_msg(f, start)
-            if sm is not None and (best is None or sm.seq < best.seq):
-                best = sm
-        if best is None:
-            return None, store.last_seq
-        return best, best.seq
-
-    def _get_next_msg(self) -> "tuple[StoredMsg, int, str] | None":
-        """nats-server getNextMsg: (message, delivery count, source) or None with ``_stop`` set."""
-        store = self.stream.store
-        while self.rdq:
-            seq = self._next_redelivery()
-            r = self.rdc.get(seq, 0) + 1
-            self.rdc[seq] = r
-            dc = r + 1
-            if self.maxdc and dc > self.maxdc:
-                if dc == self.maxdc + 1:
-                    adv.max_deliveries(self, seq, dc - 1)
-                p = self.pending.pop(seq, None)
-                if p is not None:
-                    self.store.update_delivered(p[0], seq, dc, p[1])
-                    self._move_ack_floor(p[0], seq)
-                    self._state_changed()
-                continue
-            sm = store.load_msg(seq)
-            if sm is None:
-                self.rdc[seq] -= 1
-                p = self.pending.get(seq)
-                if p is not None:
-                    self.process_term(seq, p[0], dc - 1, adv.TERM_UNACKED_LIMITS_REASON, "")
-                continue
-            return sm, dc, "rdq"
-        if self.maxp > 0 and len(self.pending) >= self.maxp:
-            self._stop = "maxp"
-            return None
-        valid = self._np_valid()
-        while self.lss:
-            seq = self.lss.popleft()
-            if not self.lss:
-                self.lss = None
-                self.sseq = self.lss_resume + 1
-            else:
-                self.sseq = seq + 1
-            sm = store.load_msg(seq)
-            if valid:
-                self._npc -= 1
-            if sm is not None:
-                return sm, 1, "lss"
-        sm, seq = self._load_next(self.sseq)
-        if sm is None:
-            if seq >= self.sseq:
-                self.sseq = seq + 1
-            self._stop = "eof"
-            return None
-        self.sseq = sm.seq + 1
-        if valid:
-            self._npc -= 1
-        return sm, 1, "new"
-
-    def _unget(self, sm: "StoredMsg", dc: int, src: str) -> None:
-        """A message was taken but could not be sent: put it back where it came from."""
-        if src == "rdq":
-            self.rdc[sm.seq] = self.rdc.get(sm.seq, 1) - 1
-            self.rdq[sm.seq] = None
-        elif src == "lss":
-            if self.lss is None:
-                self.lss = deque()
-            self.lss.appendleft(sm.seq)
-            self._npc = -1
-        elif sm.seq == self.sseq - 1:
-            self.sseq -= 1
-            self._npc = -1
-
-    def _prepare_and_send(self, sm: "StoredMsg", dc: int, src: str) -> bool:
-        pending = self.num_pending()
-        ack = f"{self._ack_pre}{dc}.{sm.seq}.{self.dseq}.{sm.ts}.{pending}"
-        hdr, data = sm.hdr, sm.data
-        if self.config.headers_only:
-            hdr = _headers_only(hdr, len(data))
-            data = b""
-        sz = len(sm.subject) + len(ack) + len(hdr) + len(data)
-        wrn = wrb = 0
-        if self.waiting is None:
-            dsubj = self.config.deliver_subject
-        else:
-            wr = self._next_waiting(sz)
-            if wr is None:
-                self._unget(sm, dc, src)
-                return False
-            dsubj, wrn, wrb = wr.reply, wr.n, wr.b
-            if wr.n > 0 and wr.hb:
-                wr.hbt = self.clock.monotonic() + wr.hb
-        prepared = (dsubj, ack, sm, dc, hdr, data, wrn, wrb)
-        delay = 0.0
-        if self._replay and self._lts > 0:
-            d = (sm.ts - self._lts) / 1e9
-            if d > 0.001:
-                delay = d
-        self._lts = sm.ts
-        if self._rl_rate:
-            delay = max(delay, self._rate_delay(sz))
-        if delay > 0:
-            self._held = prepared
-            self._delay_timer = self.clock.call_later(delay, self._send_held)
-            return False
-        self._send(prepared)
-        return True
-
-    def _send_held(self) -> None:
-        self._delay_timer = None
-        held, self._held = self._held, None
-        if held is None or self.closed:
-            return
-        self._send(held)
-        self.kick()
-
-    def _send(self, prepared: tuple) -> None:
-        dsubj, ack, sm, dc, hdr, data, wrn, wrb = prepared
-        dseq = self.dseq
-        self.dseq += 1
-        seq = sm.seq
-        now = self.clock.time_ns()
-        psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
-        if self.maxpb > 0:
-            self.pbytes += psz
-        try:
-            self.store.update_delivered(dseq, seq, dc, sm.ts)
-        except Exception:  # noqa: BLE001 - ack none redelivery cannot happen; state stays consistent enough
-            pass
-        self.ldt = now
-        self._state_changed()
-        policy = self.config.ack_policy
-        if policy == "none":
-            self.adflr, self.asflr = dseq, seq
-        else:
-            self._track_pending(seq, dseq, now)
-        deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
-        if self.maxpb > 0:
-            self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
-        if self.waiting is None:
-            if self.config.idle_heartbeat:
-                self._reset_hb()
-        elif self.dthresh > 0:
-            self.waiting.last = self.clock.monotonic()
-        if policy == "none" and self.stream.config.retention != "limits":
-            self.cset.ack_msg(None, seq)
-        if self.waiting is not None and wrn <= 0 and wrb > 0:
-            from .pull import status_pending
-
-            self.server.publish(dsubj, b"", "", status_pending(409, "Batch Completed", wrn, wrb))
-
-    # ------------------------------------------------------------------ ready set
-    def _update_ready(self) -> None:
-        ready = not self.closed and self._can_deliver() and not (self.maxp > 0 and len(self.pending) >= self.maxp)
-        self.cset.set_ready(self, ready)
-
-    def _after_change(self) -> None:
-        if not self._running:
-            self._update_ready()
-
-    # ------------------------------------------------------------------ pause
-    def _paused(self) -> bool:
-        pu = self.config.pause_until
-        return pu is not None and not pu.is_zero and self.clock.time_ns() < pu.unix_ns
-
-    def _update_pause_timer(self) -> None:
-        if self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-        if not self._paused():
-            return
-        delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
-        self._pause_timer = self.clock.call_later(delay, self._unpause)
-
-    def _unpause(self) -> None:
-        self._pause_timer = None
-        if self.closed:
-            return
-        adv.pause(self, False, None)
-        self.kick()
-
-    # ------------------------------------------------------------------ inactivity
-    def _update_inactive_threshold(self) -> None:
-        it = self.config.inactive_threshold
-        if it <= 0:
-            self.dthresh = 0.0
-        elif self.waiting is not None or (not self.durable and self.cset.defaulted_threshold(self)):
-            self.dthresh = it / 1e9 + 0.1 + random.random() * 0.9  # nats-server adds up to 1s of jitter
-        else:
-            self.dthresh = it / 1e9
-
-    def _cancel_delete_timer(self) -> None:
-        if self._dtmr is not None:
-            self._dtmr.cancel()
-            self._dtmr = None
-
-    def _suppress_deletion(self) -> None:
-        if self.closed:
-            return
-        if self.waiting is None:
-            if self._dtmr is not None:
-                self._dtmr.cancel()
-                self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-        else:
-            self.waiting.last = self.clock.monotonic()
-            if self._dtmr is not None:
-                self._dtmr.cancel()
-                self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-
-    def _delete_not_active(self) -> None:
-        """nats-server deleteNotActive."""
-        self._dtmr = None
-        if self.closed:
-            return
-        if self.waiting is None:
-            if self.active:
-                return
-        else:
-            now = self.clock.monotonic()
-            elapsed = now - self.waiting.last
-            if elapsed < self.dthresh:
-                self._dtmr = self.clock.call_later(self.dthresh - elapsed, self._delete_not_active)
-                return
-            self._process_waiting(True)
-            if self.waiting.q:
-                self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-                return
-            wall = self.clock.time_ns()
-            backoff = self.config.backoff
-            delay = 0
-            for seq, p in self.pending.items():
-                if backoff:
-                    bi = min(max(self.rdc.get(seq, 0), 0), len(backoff) - 1)
-                    aw = int(self._ack_wait(backoff[bi]) * 1e9)
-                else:
-                    aw = int(self._ack_wait(0) * 1e9)
-                ts = p[1] + aw + int(self.dthresh * 1e9)
-                if ts > wall:
-                    delay = max(delay, ts - wall)
-            if delay > 0:
-                self._dtmr = self.clock.call_later(delay / 1e9, self._delete_not_active)
-                return
-        self.cset.delete_consumer(self)
-
-    # ------------------------------------------------------------------ config update
-    def update_config(self, cfg: ConsumerConfig) -> None:
-        """nats-server updateConfig for an already checked config."""
-        old = self.config
-        if cfg.deliver_subject != old.deliver_subject and self.waiting is None:
-            self.change_deliver_subject(cfg.deliver_subject)
-        if cfg.max_ack_pending != old.max_ack_pending:
-            self.maxp = cfg.max_ack_pending
-        if cfg.ack_wait != old.ack_wait and self._ptmr is not None:
-            self._reset_ptmr(0.1)
-        if cfg.sample_freq != old.sample_freq:
-            self.sfreq = _sample_freq(cfg.sample_freq)
-        if cfg.max_deliver != old.max_deliver:
-            self.maxdc = max(cfg.max_deliver, 0)
-        new_filters = filter_subjects(cfg) != self.filters
-        self.config = cfg
-        if cfg.rate_limit_bps != old.rate_limit_bps:
-            self._set_rate_limit()
-        if cfg.inactive_threshold != old.inactive_threshold:
-            self._update_inactive_threshold()
-            self._cancel_delete_timer()
-            if self.dthresh > 0:
-                self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-        op = old.pause_until.unix_ns if old.pause_until is not None else 0
-        np_ = cfg.pause_until.unix_ns if cfg.pause_until is not None else 0
-        if op != np_:
-            self._update_pause_timer()
-            adv.pause(self, self._paused(), np_ if self._paused() else None)
-        if new_filters:
-            self._set_filters(cfg)
-            self.cset.filters_changed(self)
-            self._npc = -1
-        self.kick()
-
     # ------------------------------------------------------------------ retention / purge
     def need_ack(self, sseq: int, subject: str) -> bool:
         """nats-server needAck: does this consumer still have to see (or ack) ``sseq``?"""
@@ -777,46 +423,3 @@ class Consumer(AckMixin, RedeliveryMixin, PullMixin, PushMixin):
         if self.sseq > store.last_seq and not self.lss:
             return 0
         return self.num_pending()
-
-
-def deliver_msg(server, dsubj: str, subject: str, reply: str, hdr: bytes, data: bytes) -> bool:
-    """Send a stored message to whoever listens on ``dsubj`` with the message's own ``subject`` in the frame, as
-    nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``).  Routing, queue-group
-    picking and frame writing are the server's own (``_pick`` / ``_deliver`` / ``_frame_parts``)."""
-    from ..core import server as core
-
-    payload = hdr + data if hdr else data
-    hlen = len(hdr)
-    plain, queues = server.sublist.match(dsubj)
-    if not plain and not queues:
-        return False
-    head, tail = core._frame_parts(subject, reply, hlen, len(payload))
-    for sub in plain:
-        if sub.conn is None:
-            sub.callback(sub, dsubj, reply, hlen, payload, None)
-        else:
-            server._deliver(sub, sub.conn, head, tail, hlen, payload)
-    for members in queues:
-        sub = server._pick(members, None)
-        if sub is None:
-            continue
-        if sub.conn is None:
-            sub.callback(sub, dsubj, reply, hlen, payload, None)
-        else:
-            server._deliver(sub, sub.conn, head, tail, hlen, payload)
-    return True
-
-
-def _headers_only(hdr: bytes, size: int) -> bytes:
-    """nats-server convertToHeadersOnly: keep the headers, add ``Nats-Msg-Size``, drop the payload."""
-    base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
-    return base + MSG_SIZE_HDR + b": %d\r\n\r\n" % size
-
-
-def _sample_freq(text: str) -> int:
-    if not text:
-        return 0
-    try:
-        return int(text.rstrip("%"))
-    except ValueError:
-        return 0

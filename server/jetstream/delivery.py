@@ -1,0 +1,303 @@
+"""Delivery: picking the next message, picking its destination, sending it (nats-server ``loopAndGatherMsgs``).
+
+Theory of operation
+-------------------
+Delivery never waits on anything: :meth:`DeliveryMixin.kick` runs :meth:`_run` in-line, which repeats "pick the
+next message, pick its destination, send" until there is nothing to send or no one to send to.  The next message is,
+in this order: a queued redelivery (which ignores ``max_ack_pending``), nothing if ``max_ack_pending`` is reached,
+the next entry of the last-per-subject start list, else the next stored message at or after ``sseq`` that matches
+the filters, found with the store's filtered loads (no scans).  The destination is the deliver subject (push, while
+someone listens and flow control allows) or the head of the pull wait queue; a message nobody can take is put back
+(:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE` messages, continued on the next loop turn.
+
+``replay_policy: original`` and ``rate_limit_bps`` hold a prepared delivery (``_held``) and finish it from a clock
+timer, as nats-server sleeps in its delivery loop; nothing else is delivered meanwhile.
+
+The frame carries the message's stored subject while it is routed on the deliver subject (or the pull request's
+inbox) - :func:`deliver_msg`.  After each pass the consumer tells its stream whether it wants to hear about new
+messages (:meth:`_update_ready`): only *ready* consumers are touched per published message.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+from . import consumer_advisories as adv
+from .pull import status_pending
+
+if TYPE_CHECKING:  # pragma: no cover
+    from storage.records import StoredMsg
+
+    from .consumer import Consumer
+
+RUN_SLICE = 1024  # messages per delivery pass before yielding to the event loop
+MSG_SIZE_HDR = b"Nats-Msg-Size"
+
+
+class DeliveryMixin:
+    """Delivery half of :class:`~.consumer.Consumer`."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ delivery
+    def kick(self: "Consumer") -> None:
+        """Something changed that may allow delivery: run the delivery loop now (never re-entered)."""
+        if self.closed:
+            return
+        if self._running:
+            self._again = True
+            return
+        self._run()
+
+    def _can_deliver(self: "Consumer") -> bool:
+        if self._held is not None or self._paused():
+            return False
+        if self.waiting is None:
+            return self.active and not self._fc_blocked()
+        return bool(self.waiting.q)
+
+    def _run(self: "Consumer") -> None:
+        self._running = True
+        stop = ""
+        try:
+            while True:
+                self._again = False
+                sent = 0
+                stop = ""
+                while not self.closed:
+                    if not self._can_deliver():
+                        break
+                    got = self._get_next_msg()
+                    if got is None:
+                        stop = self._stop
+                        break
+                    if not self._prepare_and_send(*got):
+                        break
+                    sent += 1
+                    if sent >= RUN_SLICE:
+                        self._continue_later()
+                        break
+                if not self._again or self.closed:
+                    break
+        finally:
+            self._running = False
+        if self.closed:
+            return
+        if self._replay and self.sseq > self._replay_lseq:
+            self._replay = False
+        if self.waiting is not None:
+            self._process_waiting(stop != "maxp")
+        self._update_ready()
+
+    def _continue_later(self: "Consumer") -> None:
+        if self._continue_scheduled:
+            return
+        self._continue_scheduled = True
+
+        def cont() -> None:
+            self._continue_scheduled = False
+            self.kick()
+
+        asyncio.get_running_loop().call_soon(cont)
+
+    def _load_next(self: "Consumer", start: int) -> "tuple[StoredMsg | None, int]":
+        store = self.stream.store
+        fs = self.filters
+        if not fs:
+            return store.load_next_msg("", start)
+        if len(fs) == 1:
+            return store.load_next_msg(fs[0], start)
+        best = None
+        for f in fs:
+            sm, _ = store.load_next_msg(f, start)
+            if sm is not None and (best is None or sm.seq < best.seq):
+                best = sm
+        if best is None:
+            return None, store.last_seq
+        return best, best.seq
+
+    def _get_next_msg(self: "Consumer") -> "tuple[StoredMsg, int, str] | None":
+        """nats-server getNextMsg: (message, delivery count, source) or None with ``_stop`` set."""
+        store = self.stream.store
+        while self.rdq:
+            seq = self._next_redelivery()
+            r = self.rdc.get(seq, 0) + 1
+            self.rdc[seq] = r
+            dc = r + 1
+            if self.maxdc and dc > self.maxdc:
+                if dc == self.maxdc + 1:
+                    adv.max_deliveries(self, seq, dc - 1)
+                p = self.pending.pop(seq, None)
+                if p is not None:
+                    self.store.update_delivered(p[0], seq, dc, p[1])
+                    self._move_ack_floor(p[0], seq)
+                    self._state_changed()
+                continue
+            sm = store.load_msg(seq)
+            if sm is None:
+                self.rdc[seq] -= 1
+                p = self.pending.get(seq)
+                if p is not None:
+                    self.process_term(seq, p[0], dc - 1, adv.TERM_UNACKED_LIMITS_REASON, "")
+                continue
+            return sm, dc, "rdq"
+        if self.maxp > 0 and len(self.pending) >= self.maxp:
+            self._stop = "maxp"
+            return None
+        valid = self._np_valid()
+        while self.lss:
+            seq = self.lss.popleft()
+            if not self.lss:
+                self.lss = None
+                self.sseq = self.lss_resume + 1
+            else:
+                self.sseq = seq + 1
+            sm = store.load_msg(seq)
+            if valid:
+                self._npc -= 1
+            if sm is not None:
+                return sm, 1, "lss"
+        sm, seq = self._load_next(self.sseq)
+        if sm is None:
+            if seq >= self.sseq:
+                self.sseq = seq + 1
+            self._stop = "eof"
+            return None
+        self.sseq = sm.seq + 1
+        if valid:
+            self._npc -= 1
+        return sm, 1, "new"
+
+    def _unget(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> None:
+        """A message was taken but could not be sent: put it back where it came from."""
+        if src == "rdq":
+            self.rdc[sm.seq] = self.rdc.get(sm.seq, 1) - 1
+            self.rdq[sm.seq] = None
+        elif src == "lss":
+            if self.lss is None:
+                self.lss = deque()
+            self.lss.appendleft(sm.seq)
+            self._npc = -1
+        elif sm.seq == self.sseq - 1:
+            self.sseq -= 1
+            self._npc = -1
+
+    def _prepare_and_send(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> bool:
+        pending = self.num_pending()
+        ack = f"{self._ack_pre}{dc}.{sm.seq}.{self.dseq}.{sm.ts}.{pending}"
+        hdr, data = sm.hdr, sm.data
+        if self.config.headers_only:
+            hdr = _headers_only(hdr, len(data))
+            data = b""
+        sz = len(sm.subject) + len(ack) + len(hdr) + len(data)
+        wrn = wrb = 0
+        if self.waiting is None:
+            dsubj = self.config.deliver_subject
+        else:
+            wr = self._next_waiting(sz)
+            if wr is None:
+                self._unget(sm, dc, src)
+                return False
+            dsubj, wrn, wrb = wr.reply, wr.n, wr.b
+            if wr.n > 0 and wr.hb:
+                wr.hbt = self.clock.monotonic() + wr.hb
+        prepared = (dsubj, ack, sm, dc, hdr, data, wrn, wrb)
+        delay = 0.0
+        if self._replay and self._lts > 0:
+            d = (sm.ts - self._lts) / 1e9
+            if d > 0.001:
+                delay = d
+        self._lts = sm.ts
+        if self._rl_rate:
+            delay = max(delay, self._rate_delay(sz))
+        if delay > 0:
+            self._held = prepared
+            self._delay_timer = self.clock.call_later(delay, self._send_held)
+            return False
+        self._send(prepared)
+        return True
+
+    def _send_held(self: "Consumer") -> None:
+        self._delay_timer = None
+        held, self._held = self._held, None
+        if held is None or self.closed:
+            return
+        self._send(held)
+        self.kick()
+
+    def _send(self: "Consumer", prepared: tuple) -> None:
+        dsubj, ack, sm, dc, hdr, data, wrn, wrb = prepared
+        dseq = self.dseq
+        self.dseq += 1
+        seq = sm.seq
+        now = self.clock.time_ns()
+        psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
+        if self.maxpb > 0:
+            self.pbytes += psz
+        try:
+            self.store.update_delivered(dseq, seq, dc, sm.ts)
+        except Exception:  # noqa: BLE001 - ack none redelivery cannot happen; state stays consistent enough
+            pass
+        self.ldt = now
+        self._state_changed()
+        policy = self.config.ack_policy
+        if policy == "none":
+            self.adflr, self.asflr = dseq, seq
+        else:
+            self._track_pending(seq, dseq, now)
+        deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
+        if self.maxpb > 0:
+            self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
+        if self.waiting is None:
+            if self.config.idle_heartbeat:
+                self._reset_hb()
+        elif self.dthresh > 0:
+            self.waiting.last = self.clock.monotonic()
+        if policy == "none" and self.stream.config.retention != "limits":
+            self.cset.ack_msg(None, seq)
+        if self.waiting is not None and wrn <= 0 and wrb > 0:
+            self.server.publish(dsubj, b"", "", status_pending(409, "Batch Completed", wrn, wrb))
+
+    # ------------------------------------------------------------------ ready set
+    def _update_ready(self: "Consumer") -> None:
+        ready = not self.closed and self._can_deliver() and not (self.maxp > 0 and len(self.pending) >= self.maxp)
+        self.cset.set_ready(self, ready)
+
+    def _after_change(self: "Consumer") -> None:
+        if not self._running:
+            self._update_ready()
+
+
+def deliver_msg(server, dsubj: str, subject: str, reply: str, hdr: bytes, data: bytes) -> bool:
+    """Send a stored message to whoever listens on ``dsubj`` with the message's own ``subject`` in the frame, as
+    nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``).  Routing, queue-group
+    picking and frame writing are the server's own (``_pick`` / ``_deliver`` / ``_frame_parts``)."""
+    from ..core import server as core
+
+    payload = hdr + data if hdr else data
+    hlen = len(hdr)
+    plain, queues = server.sublist.match(dsubj)
+    if not plain and not queues:
+        return False
+    head, tail = core._frame_parts(subject, reply, hlen, len(payload))
+    for sub in plain:
+        if sub.conn is None:
+            sub.callback(sub, dsubj, reply, hlen, payload, None)
+        else:
+            server._deliver(sub, sub.conn, head, tail, hlen, payload)
+    for members in queues:
+        sub = server._pick(members, None)
+        if sub is None:
+            continue
+        if sub.conn is None:
+            sub.callback(sub, dsubj, reply, hlen, payload, None)
+        else:
+            server._deliver(sub, sub.conn, head, tail, hlen, payload)
+    return True
+
+
+def _headers_only(hdr: bytes, size: int) -> bytes:
+    """nats-server convertToHeadersOnly: keep the headers, add ``Nats-Msg-Size``, drop the payload."""
+    base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
+    return base + MSG_SIZE_HDR + b": %d\r\n\r\n" % size
