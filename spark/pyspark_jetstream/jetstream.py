@@ -20,7 +20,9 @@ The range is complete - no gaps, no duplicates - when one of these holds:
 * a message with ``sseq >= last`` arrived (messages arrive in stream order; anything above ``last`` is dropped);
 * a message arrived with ``pending == 0``, or the create reply said ``num_pending == 0``: nothing matching exists
   after it *now*, and every sequence up to ``last`` existed when the range was planned, so the rest were deleted;
-* a ``404 No Messages`` answered a ``no_wait`` pull: same reasoning.
+* a ``404 No Messages`` answered a ``no_wait`` pull: same reasoning - unless the last delivery still said
+  ``pending > 0``, which means the server ended the pull before the end of what it has; then the task pulls again
+  (if a pull round brings nothing new, the 404 is believed).
 
 Messages deleted from the stream are simply absent.  ``ack_policy=none`` means nothing is ever redelivered, so a
 sequence is never seen twice.  The consumer is deleted at the end (``finally``); if the task was killed the
@@ -144,7 +146,7 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
     conn = js.conn
     inbox = conn.new_inbox()
     queue: asyncio.Queue = asyncio.Queue()
-    sid = conn.subscribe(inbox, queue.put_nowait)
+    sid = conn.subscribe(inbox + ".*", queue.put_nowait)  # one reply subject per pull: <inbox>.<pull number>
     next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}"
     try:
         if info.get("num_pending", 0) == 0:
@@ -154,12 +156,18 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
         asked = got = 0
         seen = first - 1
         done = False
+        last_pending = info.get("num_pending", 0)
+        live: set[str] = set()  # reply subjects of the pulls of the current round
+        pulls = round_got = 0
 
         def pull() -> None:
-            nonlocal asked
+            nonlocal asked, pulls
             batch = min(chunk, last - seen - (asked - got))
             if batch > 0:
-                conn.publish(next_subject, b'{"batch":%d,"no_wait":true}' % batch, inbox)
+                pulls += 1
+                reply = f"{inbox}.{pulls}"
+                live.add(reply)
+                conn.publish(next_subject, b'{"batch":%d,"no_wait":true}' % batch, reply)
                 asked += batch
 
         pull()
@@ -174,6 +182,7 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
                 if m.reply:
                     got += 1
                     sseq, ts, pending = ack_metadata(m.reply)
+                    last_pending = pending
                     if sseq > last:
                         done = True
                     elif sseq > seen:
@@ -183,13 +192,27 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
                             done = True
                 else:
                     code = status_of(m.hdr)
-                    if code == 404:  # a no_wait pull found nothing (more) to deliver: the rest was deleted
-                        done = True
+                    if code == 404:
+                        # A no_wait pull found nothing more to deliver: the rest of the range was deleted.  Unless
+                        # the last delivery said more is pending and messages arrived since this round of pulls
+                        # began: then the server ended the pull early (Skiff may, between delivery passes) and a
+                        # new round of pulls is right.  A round that brings nothing is believed; 404s of pulls
+                        # from earlier rounds are stale and ignored.
+                        if m.subject in live:
+                            live.clear()
+                            if last_pending > 0 and got > round_got:
+                                round_got = got
+                                asked = got
+                            else:
+                                done = True
                     elif code == 409 and b"Consumer Deleted" in m.hdr:
                         raise NatsError(f"consumer {name} on {stream} was deleted while reading")
-                    elif code in (100, 408, 409):
-                        # heartbeat, or a pull that ended without being filled: the next pull covers it
+                    elif code in (408, 409):
+                        # a pull that ended without being filled: the next pull covers it
+                        live.discard(m.subject)
                         asked = got
+                    elif code == 100:
+                        pass  # idle heartbeat
                     else:
                         raise NatsError(f"unexpected status from consumer {name}: {m.hdr[:80]!r}")
                 if done or queue.empty():

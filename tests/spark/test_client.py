@@ -146,3 +146,17 @@ async def test_credentials(server_factory):
 async def test_unreachable_server_lists_every_attempt():
     with pytest.raises(NatsError, match="127.0.0.1:1.*127.0.0.1:2"):
         await Connection.connect("nats://127.0.0.1:1,127.0.0.1:2", timeout=1)
+
+
+async def test_large_range_across_server_delivery_passes(env):
+    """More messages than one delivery pass of a server (Skiff delivers 1024 per pass and may end a no_wait pull
+    at a pass boundary): the reader pulls again while the deliveries say more is pending."""
+    admin, js = env
+    name = unique("BIG")
+    await admin.create(name)
+    n = 5000
+    await admin.publish_many([(f"{name}.x", b"%d" % i) for i in range(n)])
+    msgs = await asyncio.wait_for(collect(read_range(js, name, 1, n, [], chunk=2000)), 60)
+    assert [m.seq for m in msgs] == list(range(1, n + 1))
+    part = await asyncio.wait_for(collect(read_range(js, name, 1200, 4100, [], chunk=1500)), 60)
+    assert [m.seq for m in part] == list(range(1200, 4101))

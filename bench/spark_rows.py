@@ -1,0 +1,161 @@
+"""Rows per second of the PySpark ``jetstream`` data source, read and write, on Skiff and on nats-server.
+
+    python -m bench.spark_rows                     # 200k rows of 128 bytes, both servers
+    python -m bench.spark_rows --rows 50000 --targets skiff
+
+For each server (started by bench.servers, file store, default profile) it measures, with a local[2] Spark
+session whose Python workers are already warm:
+
+* ``connector publish``: the connector's pipelined publisher alone (no Spark), filling the stream read below;
+* ``connector read``: one ephemeral-consumer range read of the whole stream alone (no Spark);
+* ``spark read (consumer)`` / ``spark read (direct)``: ``spark.read.format("jetstream")`` with 2 partitions,
+  materialised with the ``noop`` sink (every row built, nothing collected);
+* ``spark write``: ``spark.range(rows)`` as (subject, 128-byte data) written with ``format("jetstream")`` in
+  2 partitions, every message with a Nats-Msg-Id and all PubAcks awaited.
+
+Each figure is rows / wall-clock seconds of the whole action (planning, task start, connections included).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "spark"), str(ROOT)]
+
+from bench.servers import BenchServer  # noqa: E402
+from pyspark_jetstream.jetstream import Publisher, read_range  # noqa: E402
+from pyspark_jetstream.options import ConnectOptions  # noqa: E402
+from pyspark_jetstream.runner import open_jetstream  # noqa: E402
+
+
+async def fill(url: str, stream: str, rows: int, size: int) -> float:
+    js = await open_jetstream(ConnectOptions(servers=url))
+    try:
+        await js.api(f"STREAM.CREATE.{stream}", {"name": stream, "subjects": [f"{stream}.>"], "storage": "file",
+                                                  "allow_direct": True})
+        payload = b"x" * size
+        pub = Publisher(js.conn, max_in_flight=4096)
+        t = time.perf_counter()
+        for i in range(rows):
+            await pub.publish(f"{stream}.{i % 8}", payload)
+        await pub.wait()
+        return rows / (time.perf_counter() - t)
+    finally:
+        await js.conn.close()
+
+
+async def client_read(url: str, stream: str, rows: int) -> float:
+    js = await open_jetstream(ConnectOptions(servers=url))
+    try:
+        t = time.perf_counter()
+        n = 0
+        async for chunk in read_range(js, stream, 1, rows, []):
+            n += len(chunk)
+        assert n == rows, (n, rows)
+        return rows / (time.perf_counter() - t)
+    finally:
+        await js.conn.close()
+
+
+async def create(url: str, stream: str) -> None:
+    js = await open_jetstream(ConnectOptions(servers=url))
+    try:
+        await js.api(f"STREAM.CREATE.{stream}", {"name": stream, "subjects": [f"{stream}.>"], "storage": "file"})
+    finally:
+        await js.conn.close()
+
+
+def spark_session():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "spark"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    from pyspark.sql import SparkSession
+
+    import pyspark_jetstream
+
+    spark = (SparkSession.builder.master("local[2]").appName("spark-rows-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    pyspark_jetstream.register(spark)
+    return spark
+
+
+def spark_read(spark, url: str, stream: str, rows: int, method: str) -> float:
+    df = (spark.read.format("jetstream").option("servers", url).option("stream", stream)
+          .option("minPartitions", 2).option("maxSeqsPerPartition", 10**9).option("readMethod", method).load())
+    t = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    el = time.perf_counter() - t
+    assert df.count() == rows
+    return rows / el
+
+
+def spark_write(spark, url: str, stream: str, rows: int, size: int) -> float:
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, rows, 1, 2).select(
+        F.concat(F.lit(f"{stream}."), (F.col("id") % 8).cast("string")).alias("subject"),
+        F.expr(f"repeat('x', {size})").cast("binary").alias("data"))
+    t = time.perf_counter()
+    df.write.format("jetstream").mode("append").option("servers", url).option("stream", stream).save()
+    return rows / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--targets", default="skiff,nats-server")
+    args = ap.parse_args()
+    spark = spark_session()
+    results: dict[str, dict[str, float]] = {}
+    try:
+        for kind in args.targets.split(","):
+            srv = BenchServer(kind)
+            if not srv.start():
+                print(f"{kind}: {srv.error}")
+                continue
+            try:
+                url = srv.url
+                r: dict[str, float] = {}
+                # warm-up: Python workers, JIT of the JVM paths, connections
+                asyncio.run(fill(url, "WARM", 2000, args.size))
+                spark_read(spark, url, "WARM", 2000, "consumer")
+                asyncio.run(create(url, "WARMW"))
+                spark_write(spark, url, "WARMW", 2000, args.size)
+                r["connector publish"] = asyncio.run(fill(url, "R", args.rows, args.size))
+                r["connector read"] = asyncio.run(client_read(url, "R", args.rows))
+                r["spark read (consumer)"] = spark_read(spark, url, "R", args.rows, "consumer")
+                r["spark read (direct)"] = spark_read(spark, url, "R", args.rows, "direct")
+                asyncio.run(create(url, "W"))
+                r["spark write"] = spark_write(spark, url, "W", args.rows, args.size)
+                results[srv.label] = r
+                print(srv.label, {k: round(v) for k, v in r.items()}, flush=True)
+            finally:
+                srv.stop()
+                srv.cleanup()
+    finally:
+        spark.stop()
+    labels = list(results)
+    print()
+    print(f"{args.rows} rows of {args.size} bytes, local[2], {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print()
+    print("| rows/second | " + " | ".join(labels) + (" | Skiff / nats-server |" if len(labels) == 2 else " |"))
+    print("|---|" + "---:|" * (len(labels) + (1 if len(labels) == 2 else 0)))
+    for key in next(iter(results.values()), {}):
+        cells = [f"{results[lbl][key]:,.0f}" for lbl in labels]
+        if len(labels) == 2:
+            cells.append(f"{results[labels[0]][key] / results[labels[1]][key]:.2f}")
+        print(f"| {key} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
