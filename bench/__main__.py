@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import shlex
 import signal
 import sys
@@ -47,8 +48,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fresh-servers", action=argparse.BooleanOptionalAction, default=None,
                    help="new servers for every workload (default: on in a full run, off with --quick)")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--merge", type=Path, metavar="JSON",
+                   help="put this run's workloads into an earlier results file (replacing those of the same name) "
+                        "and report the whole; e.g. rerun one workload of a full run")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown too")
     p.add_argument("--update-docs", action="store_true", help="rewrite the results block of docs/benchmarks.md")
+    p.add_argument("--report", type=Path, metavar="JSON",
+                   help="run nothing: print (and with --update-docs publish) the results saved in this file")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     return p.parse_args(argv)
 
@@ -77,21 +83,31 @@ def main(argv: list[str] | None = None) -> int:
         if "/" in cmd[0] and not Path(cmd[0]).is_absolute():
             commands[k] = [str(Path(cmd[0]).resolve())] + cmd[1:]
     fresh = (not a.quick) if a.fresh_servers is None else a.fresh_servers
+    if a.report:
+        results = json.loads(a.report.read_text())
+        print(report.text_table(results))
+        return _publish(a, results)
     try:
         results = run(ctx, workloads, kinds, commands, fresh)
     except BuildError as e:
         print(f"bench: cannot build the load generators: {e}", file=sys.stderr)
         return 3
+    if a.merge:
+        results = report.merge(json.loads(a.merge.read_text()), results)
     print(report.text_table(results))
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for path in [RESULTS / f"bench-{stamp}.json", RESULTS / "latest.json"] + ([a.json] if a.json else []):
+        report.write_json(results, path)
+    print(f"\nresults: {RESULTS / f'bench-{stamp}.json'}", file=sys.stderr)
+    return _publish(a, results)
+
+
+def _publish(a: argparse.Namespace, results: dict) -> int:
     if a.markdown:
         print()
         print(report.machine_markdown(results["meta"]))
         print()
         print(report.markdown_table(results))
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    for path in [RESULTS / f"bench-{stamp}.json", RESULTS / "latest.json"] + ([a.json] if a.json else []):
-        report.write_json(results, path)
-    print(f"\nresults: {RESULTS / f'bench-{stamp}.json'}", file=sys.stderr)
     if a.update_docs:
         doc = ROOT / "docs" / "benchmarks.md"
         ok = doc.exists() and report.update_docs(results, doc)

@@ -2,11 +2,12 @@
 
     python bench/natspy_client.py MODE --url U [--size N] [--duration S] [--count N] ...
 
-Modes: ``pub`` (publish only), ``pubsub`` (1 publisher + 1 subscriber, two connections), ``reqrep`` (one client,
-back-to-back requests, latency), ``jspub`` (JetStream publish, waiting for each ack), ``jsapub`` (publish_async,
-at most --window acks outstanding), ``fetch`` (pull consumer, fetch --batch + ack each, over a prefilled stream),
-``kvput`` / ``kvget`` (random keys of a bucket set up beforehand).  nats-py cannot saturate a server: these figures
-say what a Python application gets, and the ratio says whether the server is what holds it back.
+Modes: ``pub`` (publish only), ``pubsub`` (1 publisher + 1 subscriber, two connections, the publisher at most
+--window x 40 messages ahead of the subscriber), ``reqrep`` (one client, back-to-back requests, latency),
+``jspub`` (JetStream publish, waiting for each ack), ``jsapub`` (publish_async, at most --window acks
+outstanding), ``fetch`` (pull consumer, fetch --batch + ack each, over a prefilled stream), ``kvput`` / ``kvget``
+(random keys of a bucket set up beforehand).  nats-py cannot saturate a server: these figures say what a Python
+application gets, and the ratio says whether the server is what holds it back.
 Run as a plain script (not a package module) so its start-up cost is the same as any nats-py program.
 """
 from __future__ import annotations
@@ -68,8 +69,14 @@ async def pubsub(nc, a, data):
     while True:
         await nc.publish("bench.py.ps", data)
         n += 1
-        if n % 1000 == 0 and time.perf_counter() >= deadline:
-            break
+        if n % 1000 == 0:
+            if time.perf_counter() >= deadline:
+                break
+            # A nats-py subscriber is slower than a nats-py publisher: unpaced, the server's buffer for the
+            # subscriber overflows and it is cut off as a slow consumer (both servers do it).  Keep the
+            # publisher at most `window` messages ahead, as an application that wants every message must.
+            while n - got > a.window * 40:
+                await asyncio.sleep(0.001)
     await nc.flush(timeout=60)
     seen, idle_since, cap = -1, time.perf_counter(), time.perf_counter() + 10 + 2 * a.duration
     while got < n:

@@ -117,6 +117,11 @@ def machine_markdown(meta: dict) -> str:
         f"- Mode: {meta.get('mode', '?')}: {meta.get('runs', '?')} run(s) per server per workload, alternating, "
         f"{meta.get('duration', '?')} s per run; medians shown",
     ]
+    if "load" in meta:
+        lines.append(f"- Load average (1 min) when the run started / ended: {meta['load']['start']:.1f} / "
+                     f"{meta['load']['end']:.1f} (anything above the benchmark's own ~2 is other work on the machine)")
+    for m in meta.get("merged", []):
+        lines.append(f"- Rerun on {m['finished']} and merged in: {', '.join(m['workloads'])}")
     return "\n".join(lines)
 
 
@@ -129,6 +134,16 @@ def _jsonable(o):
     if isinstance(o, float) and math.isnan(o):
         return None
     return str(o)
+
+
+def merge(base: dict, new: dict) -> dict:
+    """`base` with the workloads of `new` in place of those of the same name (new ones appended)."""
+    by_name = {w["name"]: w for w in new["workloads"]}
+    workloads = [by_name.pop(w["name"], w) for w in base["workloads"]] + list(by_name.values())
+    meta = dict(base["meta"])
+    meta["merged"] = meta.get("merged", []) + [{"finished": new["meta"].get("finished"),
+                                               "workloads": [w["name"] for w in new["workloads"]]}]
+    return {"meta": meta, "workloads": workloads}
 
 
 BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"

@@ -230,6 +230,7 @@ def select(workloads: list[Workload], only: list[str], skip: list[str], groups: 
 def run(ctx: Context, workloads: list[Workload], kinds: list[str], server_commands: dict[str, list[str]],
         fresh: bool, log=lambda s: print(s, file=sys.stderr, flush=True)) -> dict:
     started = _dt.datetime.now().isoformat(timespec="seconds")
+    load_before = os.getloadavg()[0]
     ctx.bins = ensure_built()
     nofile = raise_nofile(max(4096, 2 * ctx.conns + 1024))
     if nofile < ctx.conns + 512:
@@ -249,7 +250,7 @@ def run(ctx: Context, workloads: list[Workload], kinds: list[str], server_comman
             "sizes": {"prefill": ctx.prefill, "kv_keys": ctx.kv_keys, "conns": ctx.conns,
                       "consumers": ctx.consumers, "restart_msgs": ctx.restart_msgs},
             "servers": {k: " ".join(server_commands[k]) for k in kinds}, "versions": versions,
-            "machine": machine()}
+            "machine": machine(), "load": {"start": load_before, "end": os.getloadavg()[0]}}
     return {"meta": meta, "workloads": results}
 
 

@@ -227,6 +227,8 @@ def server_version(kind: str, command: list[str] | None = None) -> str:
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
         text = (out.stdout or out.stderr).strip().splitlines()
-        return text[0] if text and out.returncode == 0 else f"unknown (exit {out.returncode})"
+        if not text or out.returncode != 0:
+            return f"unknown (exit {out.returncode})"
+        return text[0].split(": ", 1)[-1]  # "nats-server: v2.15.1" -> "v2.15.1"
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unknown ({e})"
