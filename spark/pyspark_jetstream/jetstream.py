@@ -43,7 +43,6 @@ import asyncio
 import json
 from dataclasses import dataclass
 
-from protocol import headers as hdrs
 from protocol.jsapi.timefmt import parse_time
 
 from .client import Connection, NatsError
@@ -230,24 +229,43 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
             pass  # the inactive threshold removes it
 
 
-_DIRECT_KEYS = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
-                "Nats-Last-Sequence", "Nats-UpTo-Sequence")
+_DIRECT_KEYS = {b"Nats-Stream", b"Nats-Subject", b"Nats-Sequence", b"Nats-Time-Stamp", b"Nats-Num-Pending",
+                b"Nats-Last-Sequence", b"Nats-UpTo-Sequence"}
+_ts_cache: list = [b"", 0]  # (seconds part of the last RFC3339 stamp, its Unix ns): stamps share seconds in a run
+
+
+def _time_ns(value: bytes) -> int:
+    """Unix ns of a ``Nats-Time-Stamp`` (RFC3339, UTC ``Z`` as nats-server writes it; others via parse_time)."""
+    head = value[:19]
+    if len(value) > 20 and value[19:20] in (b".", b"Z") and value.endswith(b"Z"):
+        if head != _ts_cache[0]:
+            _ts_cache[0] = head
+            _ts_cache[1] = parse_time(head.decode() + "Z").unix_ns
+        frac = value[20:-1] if value[19:20] == b"." else b""
+        return _ts_cache[1] + (int(frac.ljust(9, b"0")[:9]) if frac else 0)
+    return parse_time(value.decode()).unix_ns
 
 
 def split_direct_headers(hdr: bytes) -> tuple[str, int, int, int, bytes]:
-    """(subject, seq, time ns, num pending, original header block) of a Direct Get reply."""
-    code, _text, items = hdrs.parse(hdr)
+    """(subject, seq, time ns, num pending, original header block) of a Direct Get reply.
+
+    nats-server appends its ``Nats-*`` reply headers to the stored block; the other lines are the message's own
+    and are kept byte for byte."""
+    lines = hdr.split(b"\r\n")
     own = {}
-    orig = []
-    for k, v in items:
+    kept = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        k, _, v = line.partition(b":")
         if k in _DIRECT_KEYS:
-            own[k] = v
+            own[k] = v.strip()
         else:
-            orig.append((k, v))
-    ts = parse_time(own["Nats-Time-Stamp"]).unix_ns if "Nats-Time-Stamp" in own else 0
-    original = hdrs.build(orig) if orig else b""
-    return (own.get("Nats-Subject", ""), int(own.get("Nats-Sequence", 0)), ts,
-            int(own.get("Nats-Num-Pending", -1)), original)
+            kept.append(line)
+    ts = _time_ns(own[b"Nats-Time-Stamp"]) if b"Nats-Time-Stamp" in own else 0
+    original = b"NATS/1.0\r\n" + b"\r\n".join(kept) + b"\r\n\r\n" if kept else b""
+    return (own.get(b"Nats-Subject", b"").decode("utf-8", "surrogateescape"), int(own.get(b"Nats-Sequence", 0)), ts,
+            int(own.get(b"Nats-Num-Pending", -1)), original)
 
 
 async def read_range_direct(js: JetStream, stream: str, first: int, last: int, filters: list[str],

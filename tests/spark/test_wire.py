@@ -68,3 +68,22 @@ def test_encoders():
     assert wire.sub("a.*", 3, "q") == b"SUB a.* q 3\r\n"
     assert wire.unsub(3) == b"UNSUB 3\r\n" and wire.unsub(3, 5) == b"UNSUB 3 5\r\n"
     assert wire.connect({"verbose": False}) == b'CONNECT {"verbose":false}\r\n'
+
+
+def test_ack_subject_and_direct_get_headers():
+    from protocol.jsapi.timefmt import parse_time
+    from pyspark_jetstream.jetstream import _time_ns, ack_metadata, split_direct_headers, status_of
+
+    assert ack_metadata("$JS.ACK.S.C.1.5.2.1700000000000000000.7") == (5, 1700000000000000000, 7)
+    assert ack_metadata("$JS.ACK.dom.ACCHASH.S.C.1.5.2.1700000000000000000.7.rnd") == (5, 1700000000000000000, 7)
+    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n") == 404
+    assert status_of(b"NATS/1.0\r\nA: 1\r\n\r\n") == 0
+    for t in ("2026-11-21T21:16:38.01727887Z", "2026-11-21T21:16:38Z", "2026-11-21T21:16:38.5Z",
+              "2026-11-21T21:16:39.000000001Z", "2026-11-21T21:16:38.123+02:00"):
+        assert _time_ns(t.encode()) == parse_time(t).unix_ns, t
+    hdr = (b"NATS/1.0\r\nA: 1\r\nA: 2\r\nNats-Stream: T\r\nNats-Subject: t.2\r\nNats-Sequence: 3\r\n"
+           b"Nats-Time-Stamp: 2026-11-21T21:07:00.576372658Z\r\nNats-Num-Pending: 6\r\nNats-Last-Sequence: 0\r\n\r\n")
+    assert split_direct_headers(hdr) == ("t.2", 3, parse_time("2026-11-21T21:07:00.576372658Z").unix_ns, 6,
+                                         b"NATS/1.0\r\nA: 1\r\nA: 2\r\n\r\n")
+    bare = b"NATS/1.0\r\nNats-Stream: T\r\nNats-Subject: x\r\nNats-Sequence: 9\r\nNats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n"
+    assert split_direct_headers(bare)[4] == b""
