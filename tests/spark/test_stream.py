@@ -13,14 +13,17 @@ from tests.spark.helpers import sync, unique
 class Batches:
     """A foreachBatch sink that records the stream sequences of every micro-batch, in the driver."""
 
-    def __init__(self) -> None:
+    def __init__(self, during_first_batch=None) -> None:
         self.lock = threading.Lock()
         self.batches: list[tuple[int, list[int]]] = []
+        self.during_first_batch = during_first_batch
 
     def __call__(self, df, batch_id: int) -> None:
         seqs = sorted(r.seq for r in df.select("seq").collect())
         with self.lock:
             self.batches.append((batch_id, seqs))
+        if self.during_first_batch is not None and len(self.batches) == 1:
+            self.during_first_batch()
 
     @property
     def seqs(self) -> list[int]:
@@ -50,21 +53,23 @@ def test_trigger_limit_and_restart_reads_only_new(spark, shared_server, tmp_path
     sync(url, lambda a: a.create(name))
     publish(url, f"{name}.a", 0, 25)
     ckpt = str(tmp_path / "ckpt")
-    first = Batches()
+    # messages published while an available-now run is going are not part of it (its target is fixed at start)
+    first = Batches(during_first_batch=lambda: publish(url, f"{name}.a", 25, 30))
     run_available_now(spark, url, name, ckpt, first, startingOffsets="earliest", maxOffsetsPerTrigger=10)
     # at most 10 sequences per micro-batch, in order, no gaps, no duplicates
     assert [seqs for _b, seqs in first.batches if seqs] == [list(range(1, 11)), list(range(11, 21)),
                                                             list(range(21, 26))]
-    # nothing new: a restart reads nothing
-    idle = Batches()
-    run_available_now(spark, url, name, ckpt, idle, startingOffsets="earliest", maxOffsetsPerTrigger=10)
-    assert idle.seqs == []
-    # new messages: the restarted query picks up exactly those
-    publish(url, f"{name}.a", 25, 32)
+    # the restarted query reads exactly what came after: first the messages published during the first run ...
     second = Batches()
     run_available_now(spark, url, name, ckpt, second, startingOffsets="earliest", maxOffsetsPerTrigger=10)
-    assert second.seqs == list(range(26, 33))
-    assert min(b for b, s in second.batches if s) > max(b for b, s in first.batches if s)
+    assert second.seqs == list(range(26, 31))
+    # ... then, after new messages, only those
+    publish(url, f"{name}.a", 30, 37)
+    third = Batches()
+    run_available_now(spark, url, name, ckpt, third, startingOffsets="earliest", maxOffsetsPerTrigger=10)
+    assert third.seqs == list(range(31, 38))
+    batch_ids = [b for run in (first, second, third) for b, s in run.batches if s]
+    assert batch_ids == sorted(batch_ids) and len(set(batch_ids)) == len(batch_ids)
 
 
 def test_starting_latest_and_filter(spark, shared_server, tmp_path):
