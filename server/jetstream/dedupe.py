@@ -8,23 +8,45 @@ arrival order.  An id is a duplicate while ``now - ts < window`` (nats-server ``
 window is consulted or extended: the result is the same for every observer, and time comes from the server clock
 only, so a test that moves a ``ManualClock`` sees ids expire exactly at the window.  ``window == 0`` disables
 tracking (nats-server ``storeMsgIdLocked``: "Zero means disabled").
+
+After a restart the ids stored inside the window must be learned again from the stream (nats-server
+rebuildDedupe).  That means reading every message of the window, which for a busy stream is most of it, so it is
+deferred: ``set_loader`` takes a function that yields the stored ``(id, seq, ts)`` in order, and it runs the first
+time a duplicate check needs the window.  A restart of a large stream is fast, and streams whose publishers never
+send ``Nats-Msg-Id`` never pay for the scan.  Ids learned that way go before any stored since the restart.
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from typing import Callable, Iterable
 
 
 class DedupeWindow:
-    __slots__ = ("window", "_now", "_ids", "_fifo")
+    __slots__ = ("window", "_now", "_ids", "_fifo", "_loader")
 
     def __init__(self, window_ns: int, now: Callable[[], int]) -> None:
         self.window = window_ns
         self._now = now
         self._ids: dict[str, tuple[int, int]] = {}
         self._fifo: deque[tuple[str, int, int]] = deque()
+        self._loader: Callable[[], Iterable[tuple[str, int, int]]] | None = None
+
+    def set_loader(self, loader: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
+        self._loader = loader
+
+    def _load(self) -> None:
+        loader, self._loader = self._loader, None
+        newer_ids, newer_fifo = self._ids, self._fifo
+        self._ids, self._fifo = {}, deque()
+        for msg_id, seq, ts in loader():
+            self._ids[msg_id] = (seq, ts)
+            self._fifo.append((msg_id, seq, ts))
+        self._ids.update(newer_ids)
+        self._fifo.extend(newer_fifo)
 
     def __len__(self) -> int:
+        if self._loader is not None:
+            self._load()
         self._prune()
         return len(self._ids)
 
@@ -42,6 +64,8 @@ class DedupeWindow:
 
     def check(self, msg_id: str) -> int:
         """The sequence a live duplicate was stored at, or 0."""
+        if self._loader is not None and msg_id:
+            self._load()
         if not msg_id or not self._ids:
             return 0
         self._prune()
@@ -66,9 +90,11 @@ class DedupeWindow:
     def set_window(self, window_ns: int) -> None:
         self.window = window_ns
         if window_ns <= 0:
+            self._loader = None
             self._ids.clear()
             self._fifo.clear()
 
     def clear(self) -> None:
+        self._loader = None
         self._ids.clear()
         self._fifo.clear()

@@ -30,6 +30,8 @@ removes what is due and, with ``subject_delete_marker_ttl``, a marker is stored 
 """
 from __future__ import annotations
 
+from functools import partial
+
 from typing import TYPE_CHECKING, Any, Callable
 
 from protocol import headers
@@ -415,25 +417,28 @@ class Stream:
 
     # ------------------------------------------------------------------ recovery
     def rebuild_dedupe(self) -> None:
-        """After a restart: re-learn Nats-Msg-Id values stored inside the window (nats-server rebuildDedupe)."""
-        window = self.config.duplicate_window
+        """After a restart: the last Nats-Msg-Id now (Expected-Last-Msg-Id needs it), and the ids stored inside
+        the window when a duplicate check first needs them (nats-server rebuildDedupe; see dedupe.py)."""
         store = self.store
         if store.msgs == 0:
             return
         last = store.load_last_msg("")
         if last is not None and last.hdr:
             self.last_msg_id = headers.get(last.hdr, MSG_ID) or ""
-        if window <= 0:
-            return
-        seq = store.get_seq_from_time(self.clock.time_ns() - window)
-        while True:
+        if self.config.duplicate_window > 0:
+            self.dedupe.set_loader(partial(self._stored_msg_ids, store.last_seq))
+
+    def _stored_msg_ids(self, up_to: int):
+        store = self.store
+        seq = store.get_seq_from_time(self.clock.time_ns() - self.config.duplicate_window)
+        while seq <= up_to:
             m, _ = store.load_next_msg("", seq)
-            if m is None:
-                break
+            if m is None or m.seq > up_to:
+                return
             if m.hdr:
                 msg_id = headers.get(m.hdr, MSG_ID)
                 if msg_id:
-                    self.dedupe.store(msg_id, m.seq, m.ts)
+                    yield msg_id, m.seq, m.ts
             seq = m.seq + 1
 
     def captures(self, subject: str) -> bool:
