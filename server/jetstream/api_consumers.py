@@ -64,6 +64,11 @@ def register(router: ApiRouter) -> None:
                     "consumer_leader_stepdown_response")
     srv = js.server
     srv.subscribe_internal(MSG_NEXT_PREFIX + ">", h.on_next)
+    domain = srv.options.jetstream_domain
+    if domain:  # $JS.<domain>.API.CONSUMER.MSG.NEXT.<s>.<c> reaches the same consumers
+        pre = f"$JS.{domain}.API."
+        srv.subscribe_internal(pre + "CONSUMER.MSG.NEXT.>", lambda sub, subject, *rest: h.on_next(
+            sub, "$JS.API." + subject[len(pre):], *rest))
     srv.subscribe_internal("$JS.ACK.>", h.on_ack)
     srv.subscribe_internal("$JS.FC.>", h.on_fc)
     js.stream_recovered.append(recover)  # consumers come back with their streams at start
