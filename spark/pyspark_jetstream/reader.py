@@ -87,6 +87,7 @@ def read_partition(opts: ReadOptions, start: int, end: int, schema) -> Iterator:
         return
     runner = LoopRunner()
     js = None
+    batches = None
     try:
         js = runner.run(open_jetstream(opts.connect, name=f"pyspark-jetstream read {opts.stream}"))
         if opts.fail_on_data_loss:
@@ -97,9 +98,12 @@ def read_partition(opts: ReadOptions, start: int, end: int, schema) -> Iterator:
             agen = read_range_direct(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch)
         else:
             agen = read_range(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch)
-        for msgs in runner.iterate(agen):
+        batches = runner.iterate(agen)
+        for msgs in batches:
             yield to_record_batch(opts.stream, msgs, schema)
     finally:
+        if batches is not None:
+            batches.close()  # a read stopped early (a LIMIT): delete the consumer before the connection goes
         if js is not None:
             runner.run(js.conn.close())
         runner.close()

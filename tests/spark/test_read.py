@@ -57,6 +57,7 @@ def test_full_read_in_many_partitions(spark, orders):
         assert abs((now - r.timestamp).total_seconds()) < 600
     ts = [r.timestamp for r in sorted(rows, key=lambda r: r.seq)]
     assert ts == sorted(ts)
+    assert sync(url, lambda a: a.consumer_names(name)) == []  # every task deleted the consumer it created
 
 
 def test_ranged_read(spark, orders):
