@@ -73,9 +73,12 @@ class DeliveryMixin:
                         stop = self._stop
                         break
                     if not self._prepare_and_send(*got):
+                        if self._held is not None:
+                            stop = "held"
                         break
                     sent += 1
                     if sent >= RUN_SLICE:
+                        stop = "slice"
                         self._continue_later()
                         break
                 if not self._again or self.closed:
@@ -87,7 +90,9 @@ class DeliveryMixin:
         if self._replay and self.sseq > self._replay_lseq:
             self._replay = False
         if self.waiting is not None:
-            self._process_waiting(stop != "maxp")
+            # Only the end of the available messages ends no_wait requests (not max_ack_pending, not a paused
+            # slice of a long backlog, not a delivery held for replay spacing or the rate limit).
+            self._process_waiting(stop not in ("maxp", "slice", "held"))
         self._update_ready()
 
     def _continue_later(self: "Consumer") -> None:

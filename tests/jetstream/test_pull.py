@@ -194,3 +194,22 @@ async def test_two_pullers_split_the_work(jsc):
         assert info["ack_floor"]["stream_seq"] == 20 and info["num_ack_pending"] == 0
     finally:
         await nc2.close()
+
+
+async def test_no_wait_batch_larger_than_a_delivery_pass(jsc):
+    """A no_wait pull for more messages than Skiff sends in one delivery pass still gets all of them before 404."""
+    s = jsc.name()
+    await jsc.create(s)
+    payload = b"x" * 16
+    for _ in range(3000):
+        await jsc.nc.publish(f"{s}.a", payload)
+    await jsc.nc.flush()
+    for _ in range(50):
+        if (await jsc.info(s))["state"]["messages"] == 3000:
+            break
+        await asyncio.sleep(0.05)
+    await add_consumer(jsc, s, "C", ack_policy="none")
+    msgs = await pull(jsc.nc, s, "C", {"batch": 2500, "no_wait": True}, max_msgs=2501, timeout=2)
+    assert len([m for m in msgs if status(m) is None]) == 2500
+    msgs = await pull(jsc.nc, s, "C", {"batch": 2500, "no_wait": True}, max_msgs=2501, timeout=2)
+    assert len([m for m in msgs if status(m) is None]) == 500 and status(msgs[-1]) == (404, "No Messages")
