@@ -149,8 +149,9 @@ async def test_unreachable_server_lists_every_attempt():
 
 
 async def test_large_range_across_server_delivery_passes(env):
-    """More messages than one delivery pass of a server (Skiff delivers 1024 per pass and may end a no_wait pull
-    at a pass boundary): the reader pulls again while the deliveries say more is pending."""
+    """More messages than one delivery pass of a server (Skiff delivers 1024 per pass; before 3b02826 it ended
+    no_wait pulls at a pass boundary with 404): every message arrives, the reader pulls again while the deliveries
+    say more is pending."""
     admin, js = env
     name = unique("BIG")
     await admin.create(name)
