@@ -194,10 +194,9 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
                     if code == 404:
                         # A no_wait pull found nothing more to deliver: the rest of the range was deleted.  Unless
                         # the last delivery said more is pending and messages arrived since this round of pulls
-                        # began: then the server ended the pull early (Skiff did at 1024-message delivery passes until
-                        # 3b02826) and a
-                        # new round of pulls is right.  A round that brings nothing is believed; 404s of pulls
-                        # from earlier rounds are stale and ignored.
+                        # began: then the server ended the pull early (Skiff did at 1024-message delivery passes
+                        # until 3b02826) and a new round of pulls is right.  A round that brings nothing is
+                        # believed; 404s of pulls from earlier rounds are stale and ignored.
                         if m.subject in live:
                             live.clear()
                             if last_pending > 0 and got > round_got:
