@@ -353,8 +353,12 @@ class Server:
             self.log_debug("client closed", cid=conn.cid, reason=conn.close_reason)
 
     # ------------------------------------------------------------------ routing
-    def route(self, origin: ClientConnection | None, subject: str, reply: str, hdr_len: int, data: bytes) -> bool:
+    def route(self, origin: ClientConnection | None, subject: str, reply: str, hdr_len: int, data: bytes,
+              msg_subject: str | None = None) -> bool:
         """Deliver one message to every interested subscription. Returns whether anyone got it.
+
+        ``msg_subject`` is the subject written in the frame when it differs from the one routed on: JetStream
+        delivers a stored message to a deliver subject or pull inbox with the message's own subject in the MSG line.
 
         A frame is ``head`` + sid + ``tail`` + payload + CRLF, where head (``MSG <subject> ``) and tail
         (`` [reply] <size>\\r\\n``) are built once per message and shared by every receiver, so a fan-out costs
@@ -378,7 +382,7 @@ class Server:
             if conn is origin and not conn.echo:
                 continue
             if head is None:
-                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                head, tail = _frame_parts(msg_subject or subject, reply, hdr_len, len(data))
             self._deliver(sub, conn, head, tail, hdr_len, data)
             delivered = True
         for members in queues:
@@ -389,7 +393,7 @@ class Server:
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
             else:
                 if head is None:
-                    head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                    head, tail = _frame_parts(msg_subject or subject, reply, hdr_len, len(data))
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data)
             delivered = True
         return delivered

@@ -276,30 +276,8 @@ class DeliveryMixin:
 
 def deliver_msg(server, dsubj: str, subject: str, reply: str, hdr: bytes, data: bytes) -> bool:
     """Send a stored message to whoever listens on ``dsubj`` with the message's own ``subject`` in the frame, as
-    nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``).  Routing, queue-group
-    picking and frame writing are the server's own (``_pick`` / ``_deliver`` / ``_frame_parts``)."""
-    from ..core import server as core
-
-    payload = hdr + data if hdr else data
-    hlen = len(hdr)
-    plain, queues = server.sublist.match(dsubj)
-    if not plain and not queues:
-        return False
-    head, tail = core._frame_parts(subject, reply, hlen, len(payload))
-    for sub in plain:
-        if sub.conn is None:
-            sub.callback(sub, dsubj, reply, hlen, payload, None)
-        else:
-            server._deliver(sub, sub.conn, head, tail, hlen, payload)
-    for members in queues:
-        sub = server._pick(members, None)
-        if sub is None:
-            continue
-        if sub.conn is None:
-            sub.callback(sub, dsubj, reply, hlen, payload, None)
-        else:
-            server._deliver(sub, sub.conn, head, tail, hlen, payload)
-    return True
+    nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``)."""
+    return server.route(None, dsubj, reply, len(hdr), hdr + data if hdr else data, subject)
 
 
 def _headers_only(hdr: bytes, size: int) -> bytes:
