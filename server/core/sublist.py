@@ -11,6 +11,9 @@ from __future__ import annotations
 from ..core.subscription import Subscription
 
 CACHE_MAX = 4096
+# Subjects that are unique per message (JetStream ack replies carry sequences and a timestamp): caching them would
+# only evict the entries that do repeat.
+_UNCACHED = ("$JS.ACK.",)
 _EMPTY: tuple[list, list] = ([], [])
 
 
@@ -125,6 +128,8 @@ class Sublist:
         qmap: dict[str, list[Subscription]] = {}
         _collect(self._root, tokens, 0, plain, qmap)
         result = (plain, list(qmap.values())) if (plain or qmap) else _EMPTY
+        if subject.startswith(_UNCACHED):
+            return result
         cache = self.cache
         if len(cache) >= CACHE_MAX:
             # Drop an arbitrary quarter, as nats-server prunes its cache in bulk.
