@@ -161,3 +161,82 @@ async def test_large_range_across_server_delivery_passes(env):
     assert [m.seq for m in msgs] == list(range(1, n + 1))
     part = await asyncio.wait_for(collect(read_range(js, name, 1200, 4100, [], chunk=1500)), 60)
     assert [m.seq for m in part] == list(range(1200, 4101))
+
+
+class EarlyEndingServer:
+    """A stand-in JetStream server for one behaviour no real server shows today: it ends every ``no_wait`` pull
+    with ``404 No Messages`` after ``per_pull`` messages although more are pending (Skiff did so at 1024-message
+    delivery passes until 3b02826).  It speaks just enough of the protocol (Skiff's own client-side parser
+    ``protocol.parser`` reads the connector's frames, ``protocol.encoder`` builds the replies) to serve one
+    ephemeral consumer on a stream holding ``deleted``-free sequences 1..n."""
+
+    def __init__(self, n: int, per_pull: int, deleted=()) -> None:
+        self.n, self.per_pull, self.deleted = n, per_pull, set(deleted)
+        self.next_seq = 1
+        self.pulls = 0
+
+    async def start(self) -> str:
+        self.srv = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.srv.sockets[0].getsockname()[1]}"
+
+    async def _client(self, reader, writer) -> None:
+        import json
+
+        from protocol import encoder, parser
+
+        p = parser.Parser()
+        subs: dict[str, bytes] = {}
+        writer.write(encoder.info({"server_id": "FAKE", "headers": True, "max_payload": 1 << 20}))
+
+        def send(subject: str, reply: str, data: bytes, hdr: bytes = b"", shown_as: str = "") -> None:
+            """Route to the subscription matching ``subject``; a consumer delivery shows the stored subject."""
+            for pattern, sid in subs.items():
+                if pattern == subject or (pattern.endswith(".*") and subject.rsplit(".", 1)[0] == pattern[:-2]):
+                    writer.write(encoder.msg((shown_as or subject).encode(), sid, reply.encode(), len(hdr),
+                                             hdr + data))
+
+        while data := await reader.read(65536):
+            for op in p.feed(data):
+                if isinstance(op, parser.Sub):
+                    subs[op.subject] = op.sid.encode()
+                elif isinstance(op, parser.Ping):
+                    writer.write(encoder.PONG)
+                elif isinstance(op, parser.Pub):
+                    if ".CONSUMER.CREATE." in op.subject:
+                        body = json.loads(op.data)["config"]
+                        self.next_seq = body["opt_start_seq"]
+                        send(op.reply, "", json.dumps({"name": "C", "num_pending": self.n - self.next_seq + 1})
+                             .encode())
+                    elif ".CONSUMER.DELETE." in op.subject:
+                        send(op.reply, "", b'{"success":true}')
+                    elif ".CONSUMER.MSG.NEXT." in op.subject:
+                        self.pulls += 1
+                        batch = json.loads(op.data)["batch"]
+                        for _ in range(min(batch, self.per_pull)):
+                            while self.next_seq in self.deleted:
+                                self.next_seq += 1
+                            if self.next_seq > self.n:
+                                break
+                            s = self.next_seq
+                            self.next_seq += 1
+                            pending = sum(1 for q in range(s + 1, self.n + 1) if q not in self.deleted)
+                            send(op.reply, f"$JS.ACK.R.C.1.{s}.{s}.1700000000000000000.{pending}", b"%d" % s,
+                                 shown_as="R.x")
+                        if batch > self.per_pull or self.next_seq > self.n:
+                            send(op.reply, "", b"", encoder.enc("NATS/1.0 404 No Messages\r\n\r\n"))
+            await writer.drain()
+        writer.close()
+
+
+@pytest.mark.parametrize("deleted", [(), (90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100)])
+async def test_pulls_again_when_a_server_ends_no_wait_pulls_early(deleted):
+    fake = EarlyEndingServer(n=100, per_pull=7, deleted=deleted)
+    url = await fake.start()
+    conn = await Connection.connect(url)
+    try:
+        msgs = await asyncio.wait_for(collect(read_range(JetStream(conn), "R", 1, 100, [], chunk=20)), 10)
+        assert [m.seq for m in msgs] == [s for s in range(1, 101) if s not in deleted]
+        assert fake.pulls > 100 // 20  # it had to pull again after the early 404s
+    finally:
+        await conn.close()
+        fake.srv.close()
