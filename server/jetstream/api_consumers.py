@@ -32,12 +32,13 @@ from protocol.jsapi.consumer_config import (
 )
 from protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT
 from protocol.jsapi._subjects import subjects_collide
-from protocol.jsapi.timefmt import format_time
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens
 from .api import ApiRequest, ApiRouter
 from .consumer import Consumer, create_consumer_name
+from .pause import pause_advisory, pause_request
+from .priority import unpin_request
 from .stream_consumers import consumer_set, open_store, recover
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +61,7 @@ def register(router: ApiRouter) -> None:
     router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
     router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response",
                     {"paused": False, "pause_until": "0001-01-01T00:00:00Z"})
+    router.register("CONSUMER.UNPIN.*.*", lambda req: unpin_request(js, req), "consumer_unpin_response")
     router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
                     "consumer_leader_stepdown_response")
     srv = js.server
@@ -162,7 +164,10 @@ class ConsumerApi:
             ucfg = apply_inactive_threshold_default(ncfg)
             eo.update_config(ucfg)
             cs.write_meta(eo)
-            return eo.info()
+            info = eo.info()
+            if eo._paused():  # nats-server's create handler announces the pause on every request that finds it
+                pause_advisory(eo, eo.config)
+            return info
         if creq.action == "update":
             return ApiError.of("JSConsumerDoesNotExist")
         # nats-server 2.15 caps a stream without max_consumers at 1000 consumers (the "default_max_consumers"
@@ -208,7 +213,7 @@ class ConsumerApi:
         adv.action(c, True)
         c.kick()
         if c._paused():
-            adv.pause(c, True, c.config.pause_until.unix_ns)
+            pause_advisory(c, c.config)
         return info
 
     @staticmethod
@@ -286,29 +291,4 @@ class ConsumerApi:
 
     # ------------------------------------------------------------------ pause
     def pause(self, req: ApiRequest) -> dict | ApiError:
-        preq = rq.JSApiConsumerPauseRequest()
-        body = req.body.lstrip(b" \t\r\n")
-        if body[:1] in (b"{", b"["):
-            preq = rq.parse_request(rq.JSApiConsumerPauseRequest, req.body, strict=self.strict)
-            if isinstance(preq, ApiError):
-                return preq
-        stream = self.js.streams.get(req.tokens[2])
-        if stream is None:
-            return ApiError.of("JSStreamNotFoundErr")
-        c = stream.consumers.get(req.tokens[3])
-        if c is None:
-            return ApiError.of("JSConsumerNotFoundErr")
-        pu = preq.pause_until
-        if pu is not None and pu.is_zero:
-            pu = None
-        if pu is not None:
-            pu = pu.utc()
-        ncfg = set_static_consumer_metadata(c.config.model_copy(update={"pause_until": pu}))
-        c.update_config(ncfg)
-        c.cset.write_meta(c)
-        now = self.server.clock.time_ns()
-        out: dict = {"paused": pu is not None and now < pu.unix_ns,
-                     "pause_until": format_time(pu.unix_ns) if pu is not None else "0001-01-01T00:00:00Z"}
-        if out["paused"]:
-            out["pause_remaining"] = pu.unix_ns - now
-        return out
+        return pause_request(self.js, req, self.strict)

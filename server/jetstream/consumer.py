@@ -11,8 +11,8 @@ and when the server stops, so a delivered-but-unacked message is redelivered aft
 
 Delivery (:mod:`.delivery`) never waits: it runs in-line whenever something may allow it (a new message, a pull
 request, an ack, new interest, a timer).  The other halves of the class live next to it, by concept: acks
-(:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), push delivery (:mod:`.push`), pause,
-inactivity and config updates (:mod:`.lifecycle`).  This module holds the state, the start position, the pending
+(:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), priority groups (:mod:`.priority`),
+push delivery (:mod:`.push`), pause (:mod:`.pause`), inactivity and config updates (:mod:`.lifecycle`).  This module holds the state, the start position, the pending
 count, info, purge handling and stop.
 
 A consumer that cannot use a new message (no waiting pull, no push interest, at max_ack_pending, paused) is not in
@@ -43,6 +43,8 @@ from . import jsonout
 from .acks import AckMixin
 from .delivery import DeliveryMixin
 from .lifecycle import LifecycleMixin, sample_freq
+from .pause import PauseMixin
+from .priority import PriorityMixin
 from .pull import PullMixin, WaitQueue
 from .push import PushMixin
 from .redelivery import RedeliveryMixin
@@ -59,7 +61,8 @@ def create_consumer_name() -> str:
     return "".join(secrets.choice(_B62) for _ in range(8))
 
 
-class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMixin, PushMixin):
+class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMixin, PullMixin, PriorityMixin,
+               PushMixin):
     # Thousands of consumers per stream are normal: no per-instance __dict__.
     __slots__ = (
         "cset", "stream", "server", "clock", "config", "name", "created", "store", "persistent", "closed", "durable",
@@ -68,7 +71,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMix
         "_dtmr", "_wq_timer", "_wq_timer_at", "_pause_timer", "_delay_timer", "_lwqic", "dthresh", "pbytes", "maxpb",
         "pblimit", "fcsz", "fcid", "_rl_rate", "_rl_burst", "_rl_tokens", "_rl_last", "_unwatch", "_replay",
         "_replay_lseq", "_lts", "_held", "_npc", "_np_last", "_np_gen", "_running", "_again", "_continue_scheduled",
-        "_stop", "_ack_pre", "__weakref__",
+        "_stop", "_ack_pre", "_pin", "__weakref__",
     )
 
     def __init__(self, cset: "ConsumerSet", config: ConsumerConfig, name: str, created: int,
@@ -134,6 +137,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMix
         self._stop = ""
         self._continue_scheduled = False
         self._ack_pre = f"$JS.ACK.{stream.name}.{name}."
+        self._pin = None  # pinned_client: the current pin (priority.Pin), in memory only
 
     # ------------------------------------------------------------------ filters
     def _set_filters(self, config: ConsumerConfig) -> None:
@@ -366,6 +370,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMix
             if t is not None:
                 t.cancel()
         self._ptmr = self._dtmr = self._pause_timer = self._delay_timer = None
+        self._unassign_pin()
         self._stop_push()
         self.cset.forget(self)
         try:
@@ -414,8 +419,9 @@ class Consumer(DeliveryMixin, LifecycleMixin, AckMixin, RedeliveryMixin, PullMix
             out["paused"] = True
             out["pause_remaining"] = self.config.pause_until.unix_ns - self.clock.time_ns()
         out["ts"] = format_time(self.clock.time_ns())
-        if cfg.priority_groups:
-            out["priority_groups"] = [{"group": cfg.priority_groups[0]}]
+        groups = self._priority_groups_info()
+        if groups:
+            out["priority_groups"] = groups
         return out
 
     def _info_num_pending(self) -> int:

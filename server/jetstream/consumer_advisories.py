@@ -16,6 +16,8 @@ subject                                                     type (``io.nats.jets
 ``$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.<s>.<c>``      ``advisory.v1.terminated``
 ``$JS.EVENT.METRIC.CONSUMER.ACK.<s>.<c>``                   ``metric.v1.consumer_ack``
 ``$JS.EVENT.ADVISORY.CONSUMER.PAUSE.<s>.<c>``               ``advisory.v1.consumer_pause``
+``$JS.EVENT.ADVISORY.CONSUMER.PINNED.<s>.<c>``              ``advisory.v1.consumer_group_pinned``
+``$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.<s>.<c>``            ``advisory.v1.consumer_group_unpinned``
 ==========================================================  =====================================================
 """
 from __future__ import annotations
@@ -36,6 +38,8 @@ MAX_DELIVERIES = PRE + "MAX_DELIVERIES"
 MSG_NAKED = PRE + "MSG_NAKED"
 MSG_TERMINATED = PRE + "MSG_TERMINATED"
 PAUSE = PRE + "PAUSE"
+PINNED = PRE + "PINNED"
+UNPINNED = PRE + "UNPINNED"
 ACK_METRIC = "$JS.EVENT.METRIC.CONSUMER.ACK"
 
 T = "io.nats.jetstream."
@@ -45,6 +49,8 @@ NAK_TYPE = T + "advisory.v1.nak"
 TERMINATED_TYPE = T + "advisory.v1.terminated"
 ACK_METRIC_TYPE = T + "metric.v1.consumer_ack"
 PAUSE_TYPE = T + "advisory.v1.consumer_pause"
+PINNED_TYPE = T + "advisory.v1.consumer_group_pinned"
+UNPINNED_TYPE = T + "advisory.v1.consumer_group_unpinned"
 
 # processTerm reasons used by the server itself (consumer.go ackTermLimitsReason / ackTermUnackedLimitsReason).
 TERM_LIMITS_REASON = "Message deleted by stream limits"
@@ -91,8 +97,32 @@ def ack_metric(c: "Consumer", dseq: int, sseq: int, ack_time: int, deliveries: i
           {"consumer_seq": dseq, "stream_seq": sseq, "ack_time": ack_time, "deliveries": deliveries})
 
 
-def pause(c: "Consumer", paused: bool, until_ns: int | None) -> None:
-    fields: dict = {"paused": paused}
-    if paused and until_ns is not None:
-        fields["pause_until"] = format_time(until_ns)
-    _send(c, PAUSE, PAUSE_TYPE, fields)
+def pause(c: "Consumer", paused: bool, until_ns: int) -> None:
+    # pause_until is a Go time.Time value: omitempty never drops it (the zero time when not paused by request).
+    _send(c, PAUSE, PAUSE_TYPE, {"paused": paused, "pause_until": format_time(until_ns)})
+
+
+def _send_group(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
+    """The priority-group events put ``account`` before stream and consumer, and ``domain`` before their own
+    fields (jetstream_events.go JSConsumerGroupPinnedAdvisory / JSConsumerGroupUnpinnedAdvisory)."""
+    srv = c.server
+    subject = _subject(c, pre)
+    if not srv.sublist.has_interest(subject):
+        return
+    ev = envelope(srv, type_)
+    ev["account"] = "$G"  # Skiff has the global account only
+    ev["stream"] = c.stream.name
+    ev["consumer"] = c.name
+    domain = srv.options.jetstream_domain
+    if domain:
+        ev["domain"] = domain
+    ev.update(fields)
+    publish_advisory(srv, subject, ev)
+
+
+def pinned(c: "Consumer", group: str, pin_id: str) -> None:
+    _send_group(c, PINNED, PINNED_TYPE, {"group": group, "pinned_id": pin_id})
+
+
+def unpinned(c: "Consumer", group: str, reason: str) -> None:
+    _send_group(c, UNPINNED, UNPINNED_TYPE, {"group": group, "reason": reason})

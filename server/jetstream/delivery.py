@@ -205,6 +205,8 @@ class DeliveryMixin:
                 self._unget(sm, dc, src)
                 return False
             dsubj, wrn, wrb = wr.reply, wr.n, wr.b
+            if self.config.priority_policy == "pinned_client":
+                hdr = self._pin_header(hdr)  # on every message to a pull, after selection (nats-server)
             if wr.n > 0 and wr.hb:
                 wr.hbt = self.clock.monotonic() + wr.hb
         prepared = (dsubj, ack, sm, dc, hdr, data, wrn, wrb)

@@ -1,5 +1,4 @@
-"""Consumer life cycle: pause, inactivity clean-up, and config updates (nats-server ``deleteNotActive``,
-``updatePauseState``, ``updateConfig``).
+"""Consumer life cycle: inactivity clean-up and config updates (nats-server ``deleteNotActive``, ``updateConfig``).
 
 Theory of operation
 -------------------
@@ -8,7 +7,7 @@ subject has had no interest for that long, a pull consumer once no request arriv
 request or unacknowledged message (within its ack deadline) remains.  One clock timer per consumer; acks and pull
 requests push it back.  Pull consumers and defaulted ephemerals get up to a second of jitter on top, as nats-server.
 
-``pause_until`` stops delivery until the deadline; a clock timer resumes it and sends the PAUSE advisory.
+Pause (``pause_until``) lives in :mod:`.pause`; a config update only tells it the deadline may have changed.
 
 :meth:`LifecycleMixin.update_config` applies a config already checked by ``check_consumer_update``: deliver subject,
 max_ack_pending, ack_wait, rate limit, sample frequency, max_deliver, inactive threshold, pause and filters.
@@ -19,8 +18,6 @@ import random
 from typing import TYPE_CHECKING
 
 from protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects
-
-from . import consumer_advisories as adv
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
@@ -40,27 +37,6 @@ class LifecycleMixin:
     """Life-cycle half of :class:`~.consumer.Consumer`."""
 
     __slots__ = ()
-
-    # ------------------------------------------------------------------ pause
-    def _paused(self: "Consumer") -> bool:
-        pu = self.config.pause_until
-        return pu is not None and not pu.is_zero and self.clock.time_ns() < pu.unix_ns
-
-    def _update_pause_timer(self: "Consumer") -> None:
-        if self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-        if not self._paused():
-            return
-        delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
-        self._pause_timer = self.clock.call_later(delay, self._unpause)
-
-    def _unpause(self: "Consumer") -> None:
-        self._pause_timer = None
-        if self.closed:
-            return
-        adv.pause(self, False, None)
-        self.kick()
 
     # ------------------------------------------------------------------ inactivity
     def _update_inactive_threshold(self: "Consumer") -> None:
@@ -148,11 +124,7 @@ class LifecycleMixin:
             self._cancel_delete_timer()
             if self.dthresh > 0:
                 self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-        op = old.pause_until.unix_ns if old.pause_until is not None else 0
-        np_ = cfg.pause_until.unix_ns if cfg.pause_until is not None else 0
-        if op != np_:
-            self._update_pause_timer()
-            adv.pause(self, self._paused(), np_ if self._paused() else None)
+        self._pause_changed(old, cfg)
         if new_filters:
             self._set_filters(cfg)
             self.cset.filters_changed(self)

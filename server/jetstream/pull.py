@@ -14,7 +14,9 @@ a request whose ``max_bytes`` budget cannot hold the message gets ``409 Message 
 whose reply subject lost interest is dropped silently.  The chosen request's batch count goes down by one and, if it
 wants more, it moves to the tail, so concurrent pullers are served round-robin (waitQueue.pop).  A request whose
 batch is done but whose byte budget is not gets ``409 Batch Completed``; a batch that is simply complete ends
-silently.
+silently.  Priority groups (:mod:`.priority`) add their say before the byte budget: a pinned_client consumer pins
+a request or skips standbys and ends requests with a stale pin id (423), overflow requests below their thresholds
+are skipped, and a prioritized queue is kept in priority order.
 
 :meth:`PullMixin._process_waiting` runs after every delivery pass (nats-server runs it before it sleeps): at the end
 of the available messages a ``no_wait`` request ends with ``404 No Messages`` (or waits for its ``expires`` if it has
@@ -31,6 +33,9 @@ from protocol.jsapi.timefmt import format_go_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
+
+# What the pinned_client rules let the head request do (PriorityMixin._pin_verdict in .priority)
+PIN_OK, PIN_ASSIGNED, PIN_STANDBY, PIN_WRONG = range(4)
 
 PENDING_MSGS = "Nats-Pending-Messages"
 PENDING_BYTES = "Nats-Pending-Bytes"
@@ -154,24 +159,11 @@ class PullMixin:
             send(reply, b"", "", status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"))
             return
         is_json = body.strip()[:1] == b"{"
-        if is_json:
-            pp = cfg.priority_policy
-            if (req.min_pending or req.min_ack_pending) and pp != "overflow":
-                send(reply, b"", "", status(400, "Bad Request - Not a Overflow Priority consumer"))
+        if is_json:  # only JSON pulls carry a priority group (nats-server: priorityGroup != nil)
+            refused = self._check_priority_request(req)
+            if refused is not None:
+                send(reply, b"", "", refused)
                 return
-            if req.id and pp != "pinned_client":
-                send(reply, b"", "", status(400, "Bad Request - Not a Pinned Client Priority consumer"))
-                return
-            if req.priority < 0 or req.priority > 9:
-                send(reply, b"", "", status(400, "Bad Request - Priority must be between 0 and 9"))
-                return
-            if pp != "none":
-                if not req.group:
-                    send(reply, b"", "", status(400, "Bad Request - Priority Group missing"))
-                    return
-                if req.group not in (cfg.priority_groups or []):
-                    send(reply, b"", "", status(400, "Bad Request - Invalid Priority Group"))
-                    return
         now = self.clock.monotonic()
         wq = self.waiting
         if wq.is_full() and now - self._lwqic > 1.0:
@@ -193,7 +185,7 @@ class PullMixin:
         if is_json:
             wr.group, wr.pin_id, wr.priority = req.group, req.id, req.priority
             wr.min_pending, wr.min_ack_pending = req.min_pending, req.min_ack_pending
-        if not wq.add(wr):
+        if not self._add_waiting(wr):
             if hb_ns == 0:
                 send(reply, b"", "", status(409, "Exceeded MaxWaiting"))
             return
@@ -208,6 +200,10 @@ class PullMixin:
         now = self.clock.monotonic()
         has_interest = self.server.sublist.has_interest
         send = self.server.publish
+        pp = self.config.priority_policy
+        # Priority groups (see .priority): a pinned_client consumer without a pin pins the first request without an
+        # id; with a pin only requests carrying it are served; overflow requests wait below their thresholds.
+        need_pin = pp == "pinned_client" and self._pin is None
         cycled = 0
         while wq.q:
             wr = wq.q[0]
@@ -215,15 +211,26 @@ class PullMixin:
                 send(wr.reply, b"", "", status_pending(408, "Request Timeout", wr.n, wr.b))
                 wq.remove_head()
                 continue
-            if self.config.priority_policy == "overflow" and (wr.min_pending > 0 or wr.min_ack_pending > 0):
-                # npc has already been decremented for this message: compare with +1 as nats-server does.
-                if not ((wr.min_pending > 0 and wr.min_pending <= self.num_pending() + 1) or
-                        (wr.min_ack_pending > 0 and wr.min_ack_pending <= len(self.pending))):
+            assigned = False
+            if need_pin or self._pin is not None:
+                verdict = self._pin_verdict(wr, need_pin)
+                if verdict == PIN_WRONG:
+                    self._wrong_pin(wr)
+                    wq.remove_head()
+                    continue
+                if verdict == PIN_STANDBY:
                     wq.cycle()
                     cycled += 1
                     if cycled >= len(wq):
                         return None
                     continue
+                assigned = verdict == PIN_ASSIGNED
+            if pp == "overflow" and self._overflow_blocked(wr):
+                wq.cycle()
+                cycled += 1
+                if cycled >= len(wq):
+                    return None
+                continue
             if wr.b > 0:
                 if sz <= wr.b:
                     wr.b -= sz
@@ -231,10 +238,12 @@ class PullMixin:
                         wr.n = 1
                 else:
                     send(wr.reply, b"", "", status_pending(409, "Message Size Exceeds MaxBytes", wr.n, wr.b))
+                    if assigned:  # the pin just given to this request goes with it
+                        self._unassign_pin()
                     wq.remove_head()
                     continue
             if has_interest(wr.reply):
-                return wq.pop()
+                return self._pop_waiting()
             wq.remove_head()  # the requester is gone: drop silently
         return None
 

@@ -1,0 +1,129 @@
+"""Consumer pause (nats-server 2.11+, ADR-42's companion): ``pause_until`` and ``$JS.API.CONSUMER.PAUSE.<s>.<c>``.
+
+Theory of operation
+-------------------
+A consumer is paused while its config's ``pause_until`` lies in the future (wall clock, as nats-server compares it
+with ``time.Now()``).  While paused the delivery loop sends nothing (:meth:`~.delivery.DeliveryMixin._can_deliver`
+asks :meth:`PauseMixin._paused`), but everything else goes on as in nats-server: pull requests queue up, expire and
+get their idle heartbeats; push consumers keep sending idle heartbeats; acks and redelivery timers run.
+
+One clock timer per paused consumer fires at the deadline (nats-server ``updatePauseState``), sends the PAUSE
+advisory with ``paused: false`` and the deadline, and kicks delivery.  The timer runs on the monotonic clock while
+the deadline is wall time; the two drift a little, so a timer that fires a hair early re-arms itself for the rest
+instead of resuming a consumer that is still paused (which would leave it stuck until something else kicks it).
+
+``pause_until`` changes in three ways, matching nats-server:
+
+* at create (``config.pause_until``); the create handler sends the PAUSE advisory after its reply, and does so on
+  *every* create/update request that finds the consumer paused (jsConsumerCreateRequest's tail);
+* through ``CONSUMER.PAUSE`` (:func:`pause_request`): an empty body, ``{}`` or a zero time resumes, a time in the
+  past is stored and reported as not paused;
+* never through a config update: the create handler copies the existing ``pause_until`` over the request's.
+
+The advisory (:func:`pause_advisory`, nats-server ``sendPauseAdvisoryLocked``) always carries ``pause_until`` - Go's
+``time.Time`` with ``omitempty`` is never omitted - so a resume by request shows the zero time and a resume at the
+deadline shows the deadline; ``paused`` is "now is before the deadline".
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ApiError
+from protocol.jsapi import requests as rq
+from protocol.jsapi.consumer_config import ConsumerConfig, set_static_consumer_metadata
+from protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
+
+from . import consumer_advisories as adv
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .api import ApiRequest
+    from .consumer import Consumer
+    from .engine import JetStream
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+def pause_until_ns(cfg: ConsumerConfig) -> int | None:
+    """The configured deadline in Unix nanoseconds; None when unset or zero (not paused)."""
+    pu = cfg.pause_until
+    if pu is None or pu.is_zero:
+        return None
+    return pu.unix_ns
+
+
+def pause_advisory(c: "Consumer", cfg: ConsumerConfig) -> None:
+    """nats-server sendPauseAdvisoryLocked for ``cfg``'s deadline."""
+    until = pause_until_ns(cfg)
+    if until is None:
+        adv.pause(c, False, ZERO_TIME_NS)
+    else:
+        adv.pause(c, c.clock.time_ns() < until, until)
+
+
+class PauseMixin:
+    """The pause half of :class:`~.consumer.Consumer`."""
+
+    __slots__ = ()
+
+    def _paused(self: "Consumer") -> bool:
+        until = pause_until_ns(self.config)
+        return until is not None and self.clock.time_ns() < until
+
+    def _update_pause_timer(self: "Consumer") -> None:
+        """nats-server updatePauseState: (re)arm the resume timer for the configured deadline."""
+        if self._pause_timer is not None:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+        if not self._paused():
+            return
+        delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
+        self._pause_timer = self.clock.call_later(delay, self._unpause)
+
+    def _unpause(self: "Consumer") -> None:
+        self._pause_timer = None
+        if self.closed:
+            return
+        if self._paused():
+            # The loop's monotonic timer fired before the wall-clock deadline: wait for the rest.
+            delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
+            self._pause_timer = self.clock.call_later(max(delay, 0.001), self._unpause)
+            return
+        pause_advisory(self, self.config)
+        self.kick()
+
+    def _pause_changed(self: "Consumer", old: ConsumerConfig, new: ConsumerConfig) -> None:
+        """Called by ``update_config`` (with ``self.config`` already ``new``): nats-server re-arms the timer and
+        sends the advisory whenever the deadline changed."""
+        if pause_until_ns(old) != pause_until_ns(new):  # Go: !old.Equal(new), nil counting as the zero time
+            self._update_pause_timer()
+            pause_advisory(self, new)
+
+
+def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | ApiError:
+    """``$JS.API.CONSUMER.PAUSE.<stream>.<consumer>`` (nats-server jsConsumerPauseRequest, single server)."""
+    preq = rq.JSApiConsumerPauseRequest()
+    body = req.body.lstrip(b" \t\r\n")
+    if body[:1] in (b"{", b"["):
+        preq = rq.parse_request(rq.JSApiConsumerPauseRequest, req.body, strict=strict)
+        if isinstance(preq, ApiError):
+            return preq
+    stream = js.streams.get(req.tokens[2])
+    if stream is None:
+        return ApiError.of("JSStreamNotFoundErr")
+    c = stream.consumers.get(req.tokens[3])
+    if c is None:
+        return ApiError.of("JSConsumerNotFoundErr")
+    pu = preq.pause_until
+    if pu is not None and pu.is_zero:
+        pu = None
+    if pu is not None:
+        pu = pu.utc()
+    ncfg = set_static_consumer_metadata(c.config.model_copy(update={"pause_until": pu}))
+    c.update_config(ncfg)
+    c.cset.write_meta(c)
+    now = js.server.clock.time_ns()
+    out: dict = {"paused": pu is not None and now < pu.unix_ns,
+                 "pause_until": format_time(pu.unix_ns) if pu is not None else ZERO_TIME}
+    if out["paused"]:
+        out["pause_remaining"] = pu.unix_ns - now
+    return out
