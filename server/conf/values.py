@@ -17,7 +17,8 @@ Durations in the file are strings in Go's ``time.ParseDuration`` syntax (``"2m"`
 """
 from __future__ import annotations
 
-import re
+from protocol.jsapi.timefmt import parse_go_duration
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,49 +84,17 @@ def integer_value(text: str) -> int:
     return num * mult
 
 
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "\u00b5s": 1e-6,  # micro sign
-    "\u03bcs": 1e-6,  # greek mu
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)([^\d.]*)")
 
 
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration string (``time.ParseDuration``): ``"1h2m3.5s"``, ``"-250ms"``, ``"0"``.
 
-    Raises ``ValueError`` with Go's wording (``time: invalid duration "x"``, ``time: missing unit ...``).
+    Raises ``ValueError`` with Go's wording (``time: invalid duration "x"``, ``time: missing unit ...``); the
+    parsing itself is protocol.jsapi.timefmt's (one implementation of Go's rules).
     """
-    orig = text
     if not isinstance(text, str):
-        raise ValueError(f'time: invalid duration "{orig}"')
-    sign = 1.0
-    if text[:1] in ("-", "+"):
-        sign = -1.0 if text[0] == "-" else 1.0
-        text = text[1:]
-    if text == "0":
-        return 0.0
-    if not text:
-        raise ValueError(f'time: invalid duration "{orig}"')
-    total = 0.0
-    pos = 0
-    while pos < len(text):
-        m = _DURATION_PART.match(text, pos)
-        if not m or m.group(1) in ("", "."):
-            raise ValueError(f'time: invalid duration "{orig}"')
-        number, unit = m.group(1), m.group(2)
-        if not unit:
-            raise ValueError(f'time: missing unit in duration "{orig}"')
-        if unit not in _DURATION_UNITS:
-            raise ValueError(f'time: unknown unit "{unit}" in duration "{orig}"')
-        total += float(number) * _DURATION_UNITS[unit]
-        pos = m.end()
-    return sign * total
+        raise ValueError(f'time: invalid duration "{text}"')
+    return parse_go_duration(text) / 1e9
 
 
 def format_duration(seconds: float) -> str:
