@@ -54,9 +54,9 @@ async def _main(options: ServerOptions) -> int:
     # heap are what would otherwise show up as request/reply p99 spikes.
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
-    log.info(f"Listening for client connections on {options.host}:{server.port}")
-    if server.http_port:
+    if server.http_port:  # started first: harnesses poll /varz to know the server is ready
         log.info(f"Starting http monitor on {options.http_host or options.host}:{server.http_port}")
+    log.info(f"Listening for client connections on {options.host}:{server.port}")
     log.info("Server is ready")
     if options.pid_file:
         with open(options.pid_file, "w") as f:
