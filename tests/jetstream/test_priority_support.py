@@ -33,7 +33,9 @@ def validate_event(ev: dict) -> None:
 
 async def events(nc, kind: str, stream: str, consumer: str):
     """Subscribe to ``$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>``."""
-    return await nc.subscribe(f"{ADV}{kind}.{stream}.{consumer}")
+    sub = await nc.subscribe(f"{ADV}{kind}.{stream}.{consumer}")
+    await nc.flush()  # the server must know the subscription before the event happens
+    return sub
 
 
 async def next_event(sub, timeout: float = 2.0) -> dict:
@@ -61,7 +63,9 @@ class Puller:
     async def request(self, batch: int = 1, *, expires: int = 0, use_pin: bool = True, **extra) -> None:
         if self.sub is None:
             self.sub = await self.nc.subscribe(self.inbox)
-        body: dict = {"batch": batch, "group": self.group, **extra}
+        body: dict = {"batch": batch, **extra}
+        if self.group:
+            body["group"] = self.group
         if expires:
             body["expires"] = expires
         if use_pin and self.pin:
@@ -106,3 +110,51 @@ def delivered(m) -> int:
 
 def stream_seq(m) -> int:
     return ack_info(m.reply)["stream_seq"]
+
+
+class ClockEnv:
+    """An embedded Skiff driven by a ManualClock (skiff_only tests): a nats-py connection, stream ``S`` on
+    ``s.>``, and ``advance(seconds)`` that moves time and lets the resulting messages reach the client."""
+
+    def __init__(self, clock, srv, nc) -> None:
+        self.clock, self.srv, self.nc = clock, srv, nc
+
+    @classmethod
+    async def start(cls, store_dir: str) -> "ClockEnv":
+        from server.clock import ManualClock
+        from server.core.server import Server
+
+        clock = ManualClock()
+        srv = Server(clock=clock, jetstream=True, store_dir=store_dir)
+        await srv.start()
+        nc = await nats.connect(srv.client_url, allow_reconnect=False)
+        env = cls(clock, srv, nc)
+        r = await env.api("STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]})
+        assert "error" not in r, r
+        return env
+
+    async def stop(self) -> None:
+        await self.nc.close()
+        await self.srv.shutdown()
+
+    async def api(self, suffix: str, body: bytes | dict = b"") -> dict:
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        return json.loads((await self.nc.request("$JS.API." + suffix, body, timeout=2)).data)
+
+    async def pub(self, subject: str, data: bytes = b"x") -> None:
+        await self.nc.request(subject, data, timeout=2)
+
+    async def consumer(self, name: str, **cfg) -> dict:
+        cfg.setdefault("durable_name", name)
+        r = await self.api(f"CONSUMER.CREATE.S.{name}", {"stream_name": "S", "config": cfg})
+        assert "error" not in r, r
+        return r
+
+    async def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await self.nc.flush()
+        await asyncio.sleep(0)
+
+    def now_ns(self) -> int:
+        return self.clock.time_ns()
