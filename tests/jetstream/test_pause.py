@@ -16,8 +16,9 @@ PAUSE_ERR_EXTRA = {"paused": False, "pause_until": ZERO_TIME}
 
 
 def rfc3339(seconds_from_now: float) -> str:
+    """A UTC time as the servers print it back (Go RFC3339Nano: trailing zeros of the fraction trimmed)."""
     t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds_from_now)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
 
 
 async def _stream(jsc) -> str:
