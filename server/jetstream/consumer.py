@@ -12,8 +12,8 @@ and when the server stops, so a delivered-but-unacked message is redelivered aft
 Delivery (:mod:`.delivery`) never waits: it runs in-line whenever something may allow it (a new message, a pull
 request, an ack, new interest, a timer).  The other halves of the class live next to it, by concept: acks
 (:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), priority groups (:mod:`.priority`),
-push delivery (:mod:`.push`), pause (:mod:`.pause`), inactivity and config updates (:mod:`.lifecycle`).  This module holds the state, the start position, the pending
-count, info, purge handling and stop.
+push delivery (:mod:`.push`), pause (:mod:`.pause`), inactivity and config updates (:mod:`.lifecycle`).  This
+module holds the state, the start position, the pending count, info, purge handling and stop.
 
 A consumer that cannot use a new message (no waiting pull, no push interest, at max_ack_pending, paused) is not in
 its stream's *ready* set and costs nothing per published message; being kicked by an ack, a pull request or new
