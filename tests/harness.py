@@ -20,10 +20,21 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("skiff", "nats-server")
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports: the sockets are held open together so the kernel cannot hand out the
+    same port twice (two separate calls can get the same one back, and a server then fails to bind)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def nats_server_binary() -> str:
@@ -64,8 +75,9 @@ class ServerProcess:
         self._tmp = tempfile.mkdtemp(prefix=f"skiff-test-{self.kind}-")
         if self.store_dir is None:
             self.store_dir = os.path.join(self._tmp, "store")
-        self.port = self.port or free_port()
-        self.http_port = self.http_port or free_port()
+        port, http_port = free_ports(2)
+        self.port = self.port or port
+        self.http_port = self.http_port or (http_port if http_port != self.port else free_ports(2)[1])
         self.log_path = os.path.join(self._tmp, "server.log")
 
     @property
