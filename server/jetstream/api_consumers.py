@@ -232,26 +232,25 @@ class ConsumerApi:
         return True
 
     # ------------------------------------------------------------------ info / delete / names / list
-    def info(self, req: ApiRequest) -> dict | ApiError:
+    def _existing(self, req: ApiRequest):
+        """The consumer named by ``<stream>.<consumer>`` of an empty-body request, or the error in nats-server's
+        order (non-empty body, stream, consumer)."""
         if not rq.is_empty_request(req.body):
             return ApiError.of("JSNotEmptyRequestErr")
         stream = self.js.streams.get(req.tokens[2])
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
         c = stream.consumers.get(req.tokens[3])
-        if c is None:
-            return ApiError.of("JSConsumerNotFoundErr")
-        return c.info()
+        return ApiError.of("JSConsumerNotFoundErr") if c is None else c
+
+    def info(self, req: ApiRequest) -> dict | ApiError:
+        c = self._existing(req)
+        return c if isinstance(c, ApiError) else c.info()
 
     def delete(self, req: ApiRequest) -> dict | ApiError:
-        if not rq.is_empty_request(req.body):
-            return ApiError.of("JSNotEmptyRequestErr")
-        stream = self.js.streams.get(req.tokens[2])
-        if stream is None:
-            return ApiError.of("JSStreamNotFoundErr")
-        c = stream.consumers.get(req.tokens[3])
-        if c is None:
-            return ApiError.of("JSConsumerNotFoundErr")
+        c = self._existing(req)
+        if isinstance(c, ApiError):
+            return c
         c.cset.delete_consumer(c)
         return {"success": True}
 
