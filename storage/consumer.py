@@ -120,7 +120,7 @@ class MemoryConsumerStore(ConsumerStore):
             if self.dc > dseq:
                 # Move the floor up to just below the next outstanding delivery.
                 if len(pending) < self.ds - sseq:
-                    nxt = min(pending)
+                    nxt = next(iter(pending))  # the lowest: pending is kept in stream order (see set_state)
                     p2 = pending[nxt]
                 else:
                     nxt = next((s for s in range(sseq + 1, self.ds + 1) if s in pending), 0)
@@ -184,7 +184,8 @@ class MemoryConsumerStore(ConsumerStore):
         if not force and (d.consumer_seq < self.dc or a.stream_seq < self.as_):
             raise ValueError("old update ignored")
         self.dc, self.ds, self.ac, self.as_ = d.consumer_seq, d.stream_seq, a.consumer_seq, a.stream_seq
-        self.pending = {k: Pending(*v) for k, v in state.pending.items()}
+        # Stream order: new deliveries are appended in order (update_delivered), so the first key is the lowest.
+        self.pending = {k: Pending(*v) for k, v in sorted(state.pending.items())}
         self.redelivered = dict(state.redelivered)
         self.dirty = True
 
@@ -223,7 +224,7 @@ class MemoryConsumerStore(ConsumerStore):
         p, r = doc["p"], doc["r"]
         if len(p) % 3 or len(r) % 2:
             raise ValueError("malformed pending/redelivered")
-        self.pending = {p[i]: Pending(p[i + 1], p[i + 2]) for i in range(0, len(p), 3)}
+        self.pending = dict(sorted((p[i], Pending(p[i + 1], p[i + 2])) for i in range(0, len(p), 3)))
         self.redelivered = {r[i]: r[i + 1] for i in range(0, len(r), 2)}
 
 

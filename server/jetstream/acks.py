@@ -166,7 +166,7 @@ class AckMixin:
             self.adflr, self.asflr = dseq, sseq
             pending = self.pending
             if len(pending) < self.sseq - sseq:
-                nxt = min(pending)
+                nxt = next(iter(pending))  # the lowest: pending is kept in stream order (redelivery.py)
                 p = pending[nxt]
                 if p[0] > 0:
                     self.adflr, self.asflr = p[0] - 1, nxt - 1

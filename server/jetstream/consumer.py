@@ -188,7 +188,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.sseq = st.ds + 1
         self.dseq = st.dc + 1
         self.adflr, self.asflr = st.ac, st.as_
-        self.pending = {s: [p.sequence, p.timestamp] for s, p in st.pending.items()}
+        self.pending = {s: [p.sequence, p.timestamp] for s, p in sorted(st.pending.items())}
         self.rdc = dict(st.redelivered)
         last = self.stream.store.last_seq
         if self.sseq - 1 > last:

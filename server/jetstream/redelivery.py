@@ -49,11 +49,20 @@ class RedeliveryMixin:
 
     def _track_pending(self: "Consumer", sseq: int, dseq: int, now: int) -> None:
         """nats-server trackPending: remember the delivery and make sure the timer fires in time for it."""
-        p = self.pending.get(sseq)
+        pending = self.pending
+        p = pending.get(sseq)
         if p is not None:
             p[1] = now  # keep the first delivery's consumer sequence
         else:
-            self.pending[sseq] = [dseq, now]
+            # ``pending`` is kept in stream-sequence order so that its first key is the lowest (acks.py moves the
+            # ack floor with it in O(1) instead of min() over up to max_ack_pending entries).  New deliveries come
+            # in order; anything else re-sorts, which is rare.
+            out_of_order = bool(pending) and sseq < next(reversed(pending))
+            pending[sseq] = [dseq, now]
+            if out_of_order:
+                items = sorted(pending.items())
+                pending.clear()
+                pending.update(items)
             self.cset.has_pending(self)
         backoff = self.config.backoff
         if backoff:
