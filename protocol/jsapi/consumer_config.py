@@ -28,6 +28,7 @@ from typing import Annotated, Optional
 
 from ..errors import ApiError
 from . import _subjects as subj
+from .requests import parse_request
 from .gojson import DURATION, INT, OMIT, UINT64, Go, GoDecodeError, GoModel, enum_type, go_quote, slice_of
 from .stream_config import (
     JS_API_LEVEL, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, REQUIRED_LEVEL_KEY,
@@ -133,10 +134,8 @@ class CreateConsumerRequest(GoModel):
 
 
 def parse_create_consumer_request(data: bytes | str, *, strict: bool = True) -> CreateConsumerRequest | ApiError:
-    try:
-        return CreateConsumerRequest.from_json(data, strict=strict)
-    except GoDecodeError as e:
-        return ApiError.of("JSInvalidJSONErr", err=str(e))
+    """Decode a CONSUMER.CREATE body; a bad body is 10025 ``invalid JSON: <Go's text>``."""
+    return parse_request(CreateConsumerRequest, data, strict=strict)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ._transform import new_transform_error, validate_mapping
 from .gojson import (
     BOOL, DURATION, INT, INT32, INT64, OMIT, STRING, UINT64, Go, GoDecodeError, GoModel, enum_type, go_quote,
 )
+from .requests import parse_request
 from .timefmt import MS, SECOND, GoTime, format_go_duration
 
 __all__ = [
@@ -219,10 +220,7 @@ class StreamConfigRequest(StreamConfig):
 
 def parse_stream_config_request(data: bytes | str, *, strict: bool = True) -> StreamConfigRequest | ApiError:
     """Decode a STREAM.CREATE/UPDATE body; a bad body is 10025 ``invalid JSON: <Go's text>``."""
-    try:
-        return StreamConfigRequest.from_json(data, strict=strict)
-    except GoDecodeError as e:
-        return ApiError.of("JSInvalidJSONErr", err=str(e))
+    return parse_request(StreamConfigRequest, data, strict=strict)
 
 
 # --- normalization --------------------------------------------------------------------------------------------------
