@@ -477,6 +477,8 @@ def normalize_stream_config(
         if cfg.mirror is not None:
             return ApiError.of("JSMirrorWithSubjectsErr")
         seen: set[str] = set()
+        # The first colliding pair in the order of the all-pairs loop, found without comparing all pairs.
+        overlap = subj.first_overlap(cfg.subjects) if len(cfg.subjects) > 1 else None
         for i, s in enumerate(cfg.subjects):
             if not subj.is_valid_subject(s):
                 return _invalid("invalid subject")
@@ -493,9 +495,9 @@ def normalize_stream_config(
                         return _invalid("subjects that overlap with jetstream api require no-ack to be true")
                 if subj.subjects_collide(s, "$SYS.>") and not subj.subject_is_subset_match(s, "$SYS.ACCOUNT.>"):
                     return _invalid("subjects that overlap with system api require no-ack to be true")
-            for t in cfg.subjects[i + 1:]:
-                if subj.subjects_collide(t, s):
-                    return _invalid(f"subject {go_quote(s)} overlaps with {go_quote(t)}")
+            if overlap is not None and overlap[0] == i:
+                t = cfg.subjects[overlap[1]]
+                return _invalid(f"subject {go_quote(s)} overlaps with {go_quote(t)}")
             seen.add(s)
 
     if not cfg.subjects and not cfg.sources and cfg.mirror is None:
