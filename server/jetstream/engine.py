@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ApiError
 from protocol.jsapi.stream_config import StreamConfig, StreamLimits
-from protocol.jsapi._subjects import subjects_collide
+from protocol.jsapi._subjects import any_collide
 from protocol.jsapi.timefmt import format_time
 from storage.layout import StoreRoot
 
@@ -144,14 +144,8 @@ class JetStream:
 
     def subjects_overlap(self, subjects: list[str], own: Stream | None) -> bool:
         """nats-server jsAccount.subjectsOverlap: any subject colliding with another stream's subjects."""
-        for s in self.streams.values():
-            if s is own:
-                continue
-            for a in s.config.subjects or []:
-                for b in subjects:
-                    if subjects_collide(a, b):
-                        return True
-        return False
+        others = [a for s in self.streams.values() if s is not own for a in s.config.subjects or []]
+        return any_collide(subjects, others)  # indexed: all pairs froze the event loop (issue #15 finding 8)
 
     def stream_limits(self, cfg: StreamConfig) -> StreamLimits:
         return StreamLimits()
