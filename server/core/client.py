@@ -159,6 +159,9 @@ class ClientConnection(asyncio.Protocol):
             plain, handshake_done = tls.receive(data)
         except TLSError as e:
             self.server.log_debug("TLS error", cid=self.cid, error=str(e))
+            alert = tls.take_out()  # OpenSSL's alert for the failure: Go sends its own before closing too
+            if alert:
+                self.transport.write(alert)
             self.close("TLS Handshake Error")
             return
         out = tls.take_out()
@@ -172,6 +175,9 @@ class ClientConnection(asyncio.Protocol):
                 self.server.flush_pending()
         if plain:
             self._process(plain)
+        if tls.peer_closed and not self.closed:
+            # close_notify from the client: answer it and close (see tls.py), as nats-server's tls.Conn does.
+            self.close(CLIENT_CLOSED)
 
     def _process(self, data: bytes) -> None:
         self.last_in = self.server.clock.monotonic()
@@ -461,6 +467,10 @@ class ClientConnection(asyncio.Protocol):
                 self.transport.abort()
             else:
                 self.flush()
+                if self.tls is not None and not self.transport.is_closing():
+                    out = self.tls.shutdown()  # close_notify after the last output (tls.py)
+                    if out:
+                        self.transport.write(out)
                 self.transport.close()
         self._teardown()
 

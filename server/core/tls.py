@@ -1,4 +1,24 @@
-"""TLS for the client port (nats-server opts.go/TLSConfig): server certificate, optional client verification."""
+"""TLS for the client port (nats-server opts.go/TLSConfig): server certificate, optional client verification.
+
+Theory of operation
+-------------------
+TLS runs over the connection's own byte stream through a pair of ``ssl.MemoryBIO``: bytes from the socket go in
+with ``receive``, application bytes come out, and whatever OpenSSL wants to send (handshake records, alerts,
+``close_notify``) is taken with ``take_out`` and written by the connection.  Doing it by hand rather than with
+``loop.start_tls`` is what lets one listener serve nats-server's three modes: plain INFO then upgrade (the
+default), handshake before INFO (``handshake_first``), and either (``allow_non_tls``: the first byte tells a
+ClientHello from a CONNECT, and those bytes are already read when we look at them - ``start_tls`` cannot be handed
+bytes that were already received).
+
+Closing follows Go's crypto/tls as nats-server uses it:
+
+* a client's ``close_notify`` ends the connection: ``receive`` sets ``peer_closed`` and the connection closes,
+  answering with its own ``close_notify`` (Go's ``Conn.Close`` sends one once the handshake is complete).  Without
+  the answer a client that waits for it (asyncio's SSL transport: nats-py) sits out its 30 s shutdown timeout;
+* when the server closes a TLS client for any reason it sends ``close_notify`` after the last output (``shutdown``);
+* a handshake that fails leaves OpenSSL's alert in the outgoing buffer; it is written before the socket closes, as
+  Go sends its alert (e.g. ``certificate_required`` to a client without a certificate under ``verify``).
+"""
 from __future__ import annotations
 
 import ssl
@@ -24,7 +44,7 @@ class TLSLayer:
     send INFO, and then upgrade (nats-server's default), do the handshake first (``handshake_first``), or let the
     client choose (``allow_non_tls``: the first byte tells a ClientHello from a CONNECT)."""
 
-    __slots__ = ("_in", "_out", "_obj", "started", "established")
+    __slots__ = ("_in", "_out", "_obj", "started", "established", "peer_closed")
 
     def __init__(self, ctx: ssl.SSLContext) -> None:
         self._in = ssl.MemoryBIO()
@@ -32,9 +52,13 @@ class TLSLayer:
         self._obj = ctx.wrap_bio(self._in, self._out, server_side=True)
         self.started = False
         self.established = False
+        self.peer_closed = False  # the client sent close_notify: nothing more will come
 
     def receive(self, data: bytes) -> tuple[bytes, bool]:
-        """Feed bytes from the socket: (decrypted application bytes, handshake completed by this call)."""
+        """Feed bytes from the socket: (decrypted application bytes, handshake completed by this call).
+
+        Raises TLSError on a failed handshake or a broken record; the alert OpenSSL wrote for it stays in the
+        outgoing buffer for ``take_out``."""
         self.started = True
         self._in.write(data)
         done = False
@@ -52,8 +76,10 @@ class TLSLayer:
                 except ssl.SSLWantReadError:
                     break
                 except ssl.SSLZeroReturnError:
+                    self.peer_closed = True
                     break
-                if not chunk:
+                if not chunk:  # _ssl returns b"" rather than raising once close_notify was received
+                    self.peer_closed = True
                     break
                 chunks.append(chunk)
             return b"".join(chunks), done
@@ -66,6 +92,16 @@ class TLSLayer:
 
     def take_out(self) -> bytes:
         return self._out.read() if self._out.pending else b""
+
+    def shutdown(self) -> bytes:
+        """Our close_notify (plus anything still pending), to write just before closing the socket.  The peer's
+        answer is not waited for, as Go's Conn.Close does not wait for it either."""
+        if self.established:
+            try:
+                self._obj.unwrap()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLError, ValueError):
+                pass  # close_notify is written even when unwrap wants the peer's; a broken session sends none
+        return self.take_out()
 
     def cipher(self) -> str:
         c = self._obj.cipher()
