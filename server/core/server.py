@@ -35,6 +35,7 @@ from ..log import get_logger
 from ..version import API_LEVEL, GO_FIELD, PROTO, VERSION
 from .auth import Auth
 from .client import SERVER_SHUTDOWN, ClientConnection
+from .permissions import REPLY_PRUNE_LIMIT
 from .sublist import Sublist
 from .subscription import Subscription
 
@@ -305,11 +306,13 @@ class Server:
 
         return stop
 
-    def subscribe_internal(self, subject: str, callback: Callable, queue: str = "") -> Subscription:
+    def subscribe_internal(self, subject: str, callback: Callable, queue: str = "",
+                           server_msgs: bool = False) -> Subscription:
         """An internal subscription: ``callback(sub, subject, reply, hdr_len, data, origin)`` runs in-line when a
-        message is routed to ``subject``.  ``origin`` is the publishing ClientConnection or None."""
+        message is routed to ``subject``.  ``origin`` is the publishing ClientConnection, or None for a message the
+        server published, which reaches the callback only with ``server_msgs`` (see Subscription)."""
         self._internal_sid += 1
-        sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback)
+        sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback, server_msgs)
         self.add_subscription(sub)
         return sub
 
@@ -373,45 +376,59 @@ class Server:
             return False
         head = tail = None
         delivered = False
+        msubj = msg_subject or subject
         for sub in plain:
             conn = sub.conn
             if conn is None:
-                sub.callback(sub, subject, reply, hdr_len, data, origin)
-                delivered = True
+                if origin is not None or sub.server_msgs:
+                    sub.callback(sub, subject, reply, hdr_len, data, origin)
+                    delivered = True
                 continue
             if conn is origin and not conn.echo:
                 continue
+            if conn.deny_delivery and conn.perms.deliver_denied(msubj):
+                continue
             if head is None:
-                head, tail = _frame_parts(msg_subject or subject, reply, hdr_len, len(data))
-            self._deliver(sub, conn, head, tail, hdr_len, data)
+                head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
+            self._deliver(sub, conn, head, tail, hdr_len, data, reply)
             delivered = True
         for members in queues:
-            sub = self._pick(members, origin)
+            sub = self._pick(members, origin, msubj)
             if sub is None:
                 continue
             if sub.conn is None:
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
             else:
                 if head is None:
-                    head, tail = _frame_parts(msg_subject or subject, reply, hdr_len, len(data))
-                self._deliver(sub, sub.conn, head, tail, hdr_len, data)
+                    head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
+                self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
             delivered = True
         return delivered
 
     @staticmethod
-    def _pick(members: list[Subscription], origin: ClientConnection | None) -> Subscription | None:
+    def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str) -> Subscription | None:
+        """The queue member to get a message: tried from a random start, the first one able to take it
+        (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
+        passed over for the next)."""
         n = len(members)
-        sub = members[random.randrange(n)] if n > 1 else members[0]
-        if sub.conn is not None and sub.conn is origin and not origin.echo:
-            others = [m for m in members if m.conn is not origin]
-            return random.choice(others) if others else None
-        return sub
+        start = random.randrange(n) if n > 1 else 0
+        for i in range(n):
+            sub = members[(start + i) % n]
+            conn = sub.conn
+            if conn is None:
+                if origin is None and not sub.server_msgs:
+                    continue
+                return sub
+            if conn.closed or (conn is origin and not conn.echo):
+                continue
+            if conn.deny_delivery and conn.perms.deliver_denied(subject, sub.queue):
+                continue
+            return sub
+        return None
 
     def _deliver(self, sub: Subscription, conn: ClientConnection, head: bytes, tail: bytes, hdr_len: int,
-                 data: bytes) -> None:
+                 data: bytes, reply: str = "") -> None:
         if conn.closed:
-            return
-        if conn.deny_delivery and conn.perms.deliver_denied(head.split(b" ", 2)[1].decode("utf-8", "surrogateescape")):
             return
         out = conn.out
         if not out:
@@ -425,8 +442,22 @@ class Server:
         conn.out_bytes += len(data)
         conn.out_msgs += 1
         sub.delivered += 1
+        if reply and conn.replies is not None:
+            self._track_response(conn, reply)
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             conn.remove_sub(sub)
+
+    def _track_response(self, conn: ClientConnection, reply: str) -> None:
+        """allow_responses: remember the reply subject the client may now answer on, unless its publish
+        permissions allow it anyway (nats-server deliverMsg)."""
+        perms = conn.perms
+        if perms.can_publish(reply):
+            return
+        replies = conn.replies
+        now = self.clock.monotonic()
+        replies[reply] = [now, 0]
+        if len(replies) > REPLY_PRUNE_LIMIT:
+            perms.prune_responses(replies, now)
 
     def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
         """``NATS/1.0 503`` to the requester's own first matching plain subscription on the reply subject, for

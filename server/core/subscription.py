@@ -8,9 +8,17 @@ class Subscription:
     """``conn`` is the client connection (None for internal subscriptions, which have ``callback``).
 
     ``max_msgs`` / ``delivered`` implement ``UNSUB <sid> <max>``: the subscription goes after its max-th message.
+
+    ``server_msgs`` (internal subscriptions only): whether the callback also runs for messages the server itself
+    published (deliveries, PubAcks, API replies, advisories, republished messages).  Only stream ingest says yes, as
+    nats-server stores advisories and republished messages; API, ack and flow-control handlers act on client
+    requests alone, so that a reply subject a client chose can never make the server call its own API with the
+    server's rights (the confused deputy: nats-server jetstream_api.go drops API requests without the client info
+    header that only client publishes carry).
     """
 
-    __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed")
+    __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed",
+                 "server_msgs")
 
     def __init__(
         self,
@@ -19,6 +27,7 @@ class Subscription:
         queue: str,
         sid: str,
         callback: Callable | None = None,
+        server_msgs: bool = False,
     ) -> None:
         self.conn = conn
         self.subject = subject
@@ -29,6 +38,7 @@ class Subscription:
         self.delivered = 0
         self.callback = callback
         self.closed = False
+        self.server_msgs = server_msgs
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         q = f" queue={self.queue}" if self.queue else ""

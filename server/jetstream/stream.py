@@ -109,7 +109,7 @@ class Stream:
     def start(self) -> None:
         srv = self.server
         for subject in self.config.subjects or []:
-            self._subs.append(srv.subscribe_internal(subject, self._inbound))
+            self._subs.append(srv.subscribe_internal(subject, self._inbound, server_msgs=True))
         self._update_direct()
         self._arm_expiry()
 
@@ -151,7 +151,8 @@ class Stream:
         if list(old.subjects or []) != list(config.subjects or []):
             for sub in self._subs:
                 self.server.unsubscribe_internal(sub)
-            self._subs = [self.server.subscribe_internal(s, self._inbound) for s in config.subjects or []]
+            self._subs = [self.server.subscribe_internal(s, self._inbound, server_msgs=True)
+                          for s in config.subjects or []]
         self._update_direct()
         self.dedupe.set_window(config.duplicate_window)
         self._pub_ack_prefix = self._ack_prefix()
