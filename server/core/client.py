@@ -71,6 +71,7 @@ class ClientConnection(asyncio.Protocol):
         self.user = ""
         self.perms: Permissions | None = None
         self.deny_delivery = False  # subscribe deny list to apply on delivery
+        self.replies: dict[str, list] | None = None  # allow_responses: reply subject -> [received at, sent]
         self.connected = False  # a CONNECT was accepted
         self.authorized = not server.auth.required
         # TLS (see tls.py): "" plain, "first" handshake before INFO, "upgrade" after INFO, "optional" either.
@@ -311,8 +312,9 @@ class ClientConnection(asyncio.Protocol):
                 return
             self.user = user
             self.authorized = True
-            self.perms = srv.auth.permissions.get(user)
-            self.deny_delivery = bool(self.perms and self.perms.sub_deny)
+            self.perms = perms = srv.auth.permissions.get(user)
+            self.deny_delivery = bool(perms and perms.sub_deny)
+            self.replies = {} if perms is not None and perms.tracks_responses else None
         if self.protocol not in (0, 1):
             self.send(encoder.err("invalid client protocol"))
             self.close(PROTOCOL_VIOLATION)
@@ -351,7 +353,10 @@ class ClientConnection(asyncio.Protocol):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server sends the error and still routes the message.
             self.send(encoder.err("Invalid Publish Subject"))
-        if self.perms is not None and not self.perms.can_publish(subject):
+        perms = self.perms
+        if perms is not None and not perms.can_publish(subject) and not (
+                self.replies is not None
+                and perms.response_allowed(self.replies, subject, self.server.clock.monotonic())):
             self.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
             return
         if self.verbose:
@@ -364,7 +369,7 @@ class ClientConnection(asyncio.Protocol):
         if not is_valid_subject(op.subject) or (op.queue and not _valid_queue(op.queue)):
             self.send(encoder.err("Invalid Subject"))
             return
-        if self.perms is not None and not self.perms.can_subscribe(op.subject):
+        if self.perms is not None and not self.perms.can_subscribe(op.subject, op.queue):
             q = f' using queue "{op.queue}"' if op.queue else ""
             self.send(encoder.err(f'Permissions Violation for Subscription to "{op.subject}"{q}'))
             return
