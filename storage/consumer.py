@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import structlog
@@ -231,13 +232,14 @@ class MemoryConsumerStore(ConsumerStore):
 class FileConsumerStore(MemoryConsumerStore):
     """Persists to ``<dir>/o.dat``; ``durable=True`` fsyncs each write (stream ``sync_always``)."""
 
-    __slots__ = ("dir", "durable")
+    __slots__ = ("dir", "durable", "_wlock")
 
     def __init__(self, directory: str | os.PathLike, ack_policy: str = ACK_EXPLICIT, max_deliver: int = -1,
                  durable: bool = False) -> None:
         super().__init__(ack_policy, max_deliver)
         self.dir = Path(directory)
         self.durable = durable
+        self._wlock = threading.Lock()  # the loop (timer, stop) and the group-commit worker may both write
         self._load()
 
     @property
@@ -262,12 +264,46 @@ class FileConsumerStore(MemoryConsumerStore):
                 pass
 
     def flush(self) -> bool:
-        if not self.dirty or self.closed:
+        data = self.snapshot()
+        if data is None:
             return False
-        self.dir.mkdir(parents=True, exist_ok=True)
-        meta.write_meta(self.state_path, self._encode(), durable=self.durable)
-        self.dirty = False
+        if not self.dir.is_dir():
+            # Created here only below an existing stream directory (``<stream>/obs/<name>``): a stream deleted
+            # meanwhile (renamed aside) must not come back as a directory of consumer state without metadata.
+            if not self.dir.parent.parent.is_dir():
+                self.dirty = True
+                raise FileNotFoundError(f"consumer directory {self.dir} is gone (consumer or stream deleted)")
+            self.dir.mkdir(parents=True, exist_ok=True)
+        self.write_snapshot(data, self.durable)
         return True
+
+    def snapshot(self) -> bytes | None:
+        """The encoded state if it changed since the last snapshot (loop thread; clears ``dirty``), else None."""
+        if not self.dirty or self.closed:
+            return None
+        self.dirty = False
+        return meta.encode(self._encode())
+
+    def write_snapshot(self, data: bytes, durable: bool) -> None:
+        """Write an encoded state atomically (any thread; callers serialize the writes of one store).
+
+        The directory is never created here (see :meth:`flush`): when it is gone the consumer or its stream was
+        deleted (renamed aside), and recreating it would bring a deleted consumer back as a directory without
+        metadata.  Raises FileNotFoundError then."""
+        with self._wlock:
+            meta.write_atomic(self.state_path, data, durable)
+
+    def sync(self) -> None:
+        """fsync the state file and its directory (worker thread, group commit of ``sync_interval: always``)."""
+        try:
+            fd = os.open(self.state_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        meta.fsync_dir(self.dir)
 
     def write_meta(self, obj: object) -> None:
         """Write the consumer's metadata (``meta.inf``: its config) atomically."""
@@ -278,5 +314,30 @@ class FileConsumerStore(MemoryConsumerStore):
         return meta.read_meta(self.dir / meta.META_FILE)
 
     def delete(self) -> None:
+        """Remove the consumer's directory: renamed aside first (one atomic step: a kill -9 leaves the consumer
+        entirely there or entirely gone), then removed.  A ``.``-name is never a consumer (names cannot hold a
+        dot), so recovery removes what a crash left aside (:func:`remove_leftovers`).  When the directory is
+        already gone (its stream was renamed aside first) there is nothing to do."""
         self.closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)
+        aside = self.dir.with_name(f"{DELETED_PREFIX}{self.dir.name}.{os.urandom(4).hex()}")
+        try:
+            os.rename(self.dir, aside)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+DELETED_PREFIX = ".deleted."
+
+
+def remove_leftovers(consumers_dir: str | os.PathLike) -> int:
+    """Remove consumer directories a crash left renamed aside (see ``FileConsumerStore.delete``); returns the count."""
+    n = 0
+    try:
+        entries = [e.path for e in os.scandir(consumers_dir) if e.name.startswith(DELETED_PREFIX)]
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for path in entries:
+        shutil.rmtree(path, ignore_errors=True)
+        n += 1
+    return n

@@ -95,7 +95,7 @@ class AckMixin:
             if not self.process_term(sseq, dseq, dc, reason, reply):
                 skip_reply = True
         if reply and not skip_reply:
-            self.server.publish(reply, b"")
+            self._ack_reply(reply)
         self._after_change()
 
     def process_ack_msg(self: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
@@ -144,20 +144,28 @@ class AckMixin:
             return False
         try:
             self.store.update_acks(dseq, sseq)
-        except Exception:  # noqa: BLE001 - a state store refusing an ack must never break the ack path
-            pass
+        except Exception as e:  # noqa: BLE001 - a state store refusing an ack must never break the ack path
+            self._store_update_failed("ack", e)
         self.lat = self.clock.time_ns()
         self._state_changed()
         if not self.pending:
             self.cset.maybe_no_pending(self)
         if not ack_in_place and reply:
-            self.server.publish(reply, b"")
+            self._ack_reply(reply)
         if ack_in_place:
             for s in acked:
                 self.cset.ack_msg(self, s)
         if need_signal:
             self.kick()
         return ack_in_place
+
+    def _ack_reply(self: "Consumer", reply: str) -> None:
+        """Confirm an ack.  With ``sync_interval: always`` only once the consumer state holding it is fsynced
+        (durability.py, "Consumer acks", says what each sync_interval guarantees)."""
+        if self.persistent and self.store.durable:
+            self.stream.js.durability.consumer_ack(self.store, reply)
+        else:
+            self.server.publish(reply, b"")
 
     def _move_ack_floor(self: "Consumer", dseq: int, sseq: int) -> None:
         if not self.pending:

@@ -26,6 +26,7 @@ without a store query per message.
 """
 from __future__ import annotations
 
+import asyncio
 import random
 import secrets
 from collections import deque
@@ -346,6 +347,23 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             # nats-server writes the consumer's own view to the store after a purge (writeStoreState).
             self._write_store_state()
         self.kick()
+
+    def _store_update_failed(self, op: str, err: Exception) -> None:
+        """The state store refused an update (a store bug or a state it thinks impossible).  The consumer's own
+        view is what it acts on, so log loudly and, once the operation in progress is complete, write that view
+        to the store (as after a purge), so that info and a restart do not drift from what clients saw."""
+        self.server.log_error("JetStream consumer state update failed, rewriting the state", stream=self.stream.name,
+                              consumer=self.name, op=op, error=f"{type(err).__name__}: {err}")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous unit test)
+            self._resync_store()
+            return
+        loop.call_soon(self._resync_store)
+
+    def _resync_store(self) -> None:
+        if not self.closed:
+            self._write_store_state()
 
     def _write_store_state(self) -> None:
         state = ConsumerState(SequencePair(self.dseq - 1, self.sseq - 1), SequencePair(self.adflr, self.asflr),

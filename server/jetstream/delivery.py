@@ -244,8 +244,8 @@ class DeliveryMixin:
             self.pbytes += psz
         try:
             self.store.update_delivered(dseq, seq, dc, sm.ts)
-        except Exception:  # noqa: BLE001 - ack none redelivery cannot happen; state stays consistent enough
-            pass
+        except Exception as e:  # noqa: BLE001 - a state store refusing an update must never stop delivery
+            self._store_update_failed("deliver", e)
         self.ldt = now
         self._state_changed()
         policy = self.config.ack_policy

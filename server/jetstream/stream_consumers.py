@@ -18,8 +18,9 @@ removed.  At publish, an interest stream stores a message only if some consumer'
 
 Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config in
 ``obs/<name>/meta.inf`` and its state in ``obs/<name>/o.dat`` (storage/consumer.py).  State changes mark the consumer
-dirty; one clock timer per stream writes dirty states every :data:`FLUSH_INTERVAL` seconds, and stopping the stream
-writes the rest.  :func:`recover` reopens every consumer found there when the server starts; ephemerals come back
+dirty; one clock timer per stream writes dirty states every :data:`FLUSH_INTERVAL` seconds (with ``sync_interval:
+always`` it hands them to the group commit, which also writes the state of every confirmed ack before confirming it:
+durability.py, "Consumer acks"), and stopping the stream writes the rest.  :func:`recover` reopens every consumer found there when the server starts; ephemerals come back
 too and clean themselves up after their inactive threshold, as in nats-server.
 """
 from __future__ import annotations
@@ -115,8 +116,13 @@ class ConsumerSet:
     def flush(self) -> None:
         self._flush_timer = None
         dirty, self._dirty = self._dirty, set()
+        durability = self.stream.js.durability
         for c in dirty:
             if c.closed:
+                continue
+            if c.store.durable and not durability.stopped:
+                # sync_interval: always - written and fsynced by the group commit, off the loop (durability.py)
+                durability.consumer_write(c.store)
                 continue
             try:
                 c.store.flush()
@@ -169,8 +175,8 @@ class ConsumerSet:
                 del c.rdc[seq]
                 try:
                     c.store.update_acks(0, seq)
-                except Exception:  # noqa: BLE001
-                    pass
+                except Exception as e:  # noqa: BLE001 - one consumer's store must not stop the removal
+                    c._store_update_failed("removed", e)
                 c._state_changed()
                 self.maybe_no_pending(c)
 
