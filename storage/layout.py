@@ -3,7 +3,8 @@
 ``StoreRoot`` turns names into directories (refusing names that would escape the store directory, even
 though the server validates names first), lists the streams found at startup and opens them.  Reading a
 stream's metadata may raise ``CorruptMetadataError``; ``load_stream_metas`` collects those per stream instead,
-so one bad stream never stops the server from starting.
+so one bad stream never stops the server from starting.  Nothing here deletes a directory the server could not
+read: ``set_aside`` moves one to ``<store_dir>/jetstream/<account>/lost+found/`` instead.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ log = structlog.get_logger("skiff.storage")
 
 JETSTREAM_DIR = "jetstream"
 STREAMS_DIR = "streams"  # nats-server streamsDir
+ASIDE_DIR = "lost+found"  # not a stream directory: never listed by list_streams
 GLOBAL_ACCOUNT = "$G"
 
 
@@ -70,6 +72,20 @@ class StoreRoot:
                 bad[name] = str(e)
                 log.error("stream metadata unreadable, stream not loaded", stream=name, error=str(e))
         return ok, bad
+
+    def set_aside(self, name: str) -> Path:
+        """Move a stream directory out of ``streams/`` (to ``lost+found/<name>.<n>``) without deleting anything."""
+        src = self.stream_dir(name)
+        aside = self.store_dir / JETSTREAM_DIR / self.account / ASIDE_DIR
+        aside.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while (aside / f"{name}.{n}").exists():
+            n += 1
+        dst = aside / f"{name}.{n}"
+        os.replace(src, dst)
+        meta.fsync_dir(self.streams_dir)
+        log.error("stream directory set aside", stream=name, moved_to=str(dst))
+        return dst
 
     def delete_stream(self, name: str) -> None:
         shutil.rmtree(self.stream_dir(name), ignore_errors=True)

@@ -4,7 +4,10 @@ Theory of operation
 -------------------
 ``start()`` makes ``<store_dir>/jetstream``, reopens every stream found under ``$G/streams/`` (:meth:`recover`),
 then subscribes the API router on ``$JS.API.>``.  A stream whose metadata or store cannot be read is logged loudly
-and skipped: it never stops the server.
+and skipped: it never stops the server.  Its directory is left as it is: when the application declares the stream
+again (KV and most applications do at start-up), :meth:`add_stream` opens the new stream on the old blocks, as
+nats-server does (its ``newFileStore`` recovers whatever blocks the directory holds), so a damaged ``meta.inf`` costs
+the metadata, never the messages.  A directory of unknown origin found at create time is set aside, never deleted.
 
 The server calls ``flush()`` once per event-loop turn (before it writes client output) when ``has_pending`` is set,
 so appends from one read are handed to the OS together and their PubAcks go out only after that (DESIGN.md); the
@@ -52,6 +55,9 @@ class JetStream:
         self.sync_always = bool(getattr(opts, "sync_always", False))
         self.durability = Durability(self, sync_always=self.sync_always, sync_interval=sync_interval)
         self.recovery_errors: dict[str, str] = {}
+        # Stream directories found at start but not loaded (metadata unreadable or missing, store failed to open):
+        # a create of that name adopts the blocks instead of starting empty.
+        self.unloaded: set[str] = set()
         self._usage = (0, 0)
         self._usage_at = -1e9
         # Called with each stream recovered at start, after it started (consumers recover through this).
@@ -77,6 +83,9 @@ class JetStream:
             api_consumers = None
         if api_consumers is not None:
             api_consumers.register(self.router)
+        left = persist.remove_leftovers(self.root)  # stream deletes a crash interrupted
+        if left:
+            self.server.log_warning("JetStream removing streams left by an interrupted delete", count=len(left))
         self.recover()
         self.router.start()
         self.durability.start()
@@ -110,19 +119,40 @@ class JetStream:
         created = self.server.clock.time_ns()
         if not persist.safe_name(cfg.name):
             raise ApiError.of("JSStreamInvalidConfigF", err="stream name is required and can not contain '.', '*', '>', '\\', '/'")
+        adopted = False
         if cfg.storage != "memory":
-            self.root.delete_stream(cfg.name)  # leftovers of a stream whose directory could not be removed
+            adopted = self._prepare_stream_dir(cfg.name)
             persist.write_stream_meta(self.root, cfg, created)
         try:
             stream = self._open(cfg, created)
         except Exception:
-            if cfg.storage != "memory":
+            if cfg.storage != "memory" and not adopted:
                 self.root.delete_stream(cfg.name)
             raise
+        if adopted:
+            self.unloaded.discard(cfg.name)
+            self.recovery_errors.pop(cfg.name, None)
+            st = stream.store.state()
+            self.server.log_warning("JetStream stream declared again over the blocks of a stream that could not be "
+                                    "loaded at start: its messages are kept", stream=cfg.name,
+                                    messages=st.messages, first_seq=st.first_seq, last_seq=st.last_seq)
         self.streams[cfg.name] = stream
         stream.start()
         advisories.stream_action(self.server, cfg.name, advisories.ACTION_CREATE)
         return stream
+
+    def _prepare_stream_dir(self, name: str) -> bool:
+        """Make way for a new file stream's directory; True when it adopts the blocks of an unloaded stream.
+
+        Never deletes: a directory skipped at start is the stream the application is declaring again (adopted, as
+        nats-server does); any other directory (leftovers of something this process did not finish) is renamed
+        aside and logged, so whatever it holds can still be looked at."""
+        if not self.root.stream_dir(name).exists():
+            return False
+        if name in self.unloaded:
+            return True
+        self.root.set_aside(name)  # logs where it went
+        return False
 
     def update_stream(self, stream: Stream, cfg: StreamConfig) -> None:
         if stream.path is not None:
@@ -131,11 +161,13 @@ class JetStream:
         advisories.stream_action(self.server, stream.name, advisories.ACTION_MODIFY)
 
     def delete_stream(self, stream: Stream) -> None:
+        # Atomic on disk first (persist.py "Deleting a stream"): renamed aside, files removed off the loop.
+        aside = persist.move_stream_aside(self.root, stream.name) if stream.path is not None else None
         self.streams.pop(stream.name, None)
         self.durability.forget(stream)
         stream.stop(delete=True)
-        if stream.path is not None:
-            self.root.delete_stream(stream.name)
+        if aside is not None:
+            persist.remove_in_background(aside)
         advisories.stream_action(self.server, stream.name, advisories.ACTION_DELETE)
 
     def lookup_config(self, name: str) -> StreamConfig | None:
@@ -193,11 +225,14 @@ class JetStream:
                     raise ValueError("stream subjects overlap with an already recovered stream")
                 stream = self._open(cfg, created)
             except FileNotFoundError:
+                self.unloaded.add(name)
                 self.server.log_warning("JetStream stream directory without metadata, skipped", path=path)
                 continue
             except Exception as e:
+                self.unloaded.add(name)
                 self.recovery_errors[name] = str(e)
-                self.server.log_error("JETSTREAM STREAM COULD NOT BE RECOVERED, SKIPPED", stream=name, path=path,
+                self.server.log_error("JETSTREAM STREAM COULD NOT BE RECOVERED, SKIPPED (directory kept: declaring the "
+                                      "stream again adopts its messages)", stream=name, path=path,
                                       error=f"{type(e).__name__}: {e}")
                 continue
             self.streams[name] = stream

@@ -83,3 +83,19 @@ def test_storage_never_imports_the_server_or_asyncio():
                 top = n.split(".")[0]
                 assert top not in ("server", "asyncio", "spark"), f"{path.name} imports {n}"
             assert not isinstance(node, (ast.AsyncFunctionDef, ast.Await)), f"{path.name} has async code"
+
+
+def test_set_aside_moves_a_stream_directory_without_deleting(tmp_path):
+    """A stream directory the server cannot account for is moved to lost+found, never deleted (issue #15, 3)."""
+    root = StoreRoot(tmp_path)
+    for n in range(2):
+        root.write_stream_meta("S", {"n": n})
+        s = root.open_stream("S", StoreConfig())
+        s.store_msg("a", b"", b"keep %d" % n)
+        s.stop()
+        dst = root.set_aside("S")
+        assert dst.name == f"S.{n + 1}"
+        assert dst.parent == tmp_path / "jetstream" / "$G" / "lost+found"
+        assert read_meta(dst / "meta.inf") == {"n": n}
+        assert any(p.suffix == ".blk" for p in (dst / "msgs").iterdir())
+    assert root.list_streams() == []
