@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -43,8 +44,8 @@ from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
 __all__ = [
     "GoType", "Go", "GoModel", "StructSpec", "FieldSpec", "GoDecodeError", "decode", "decode_into", "encode",
-    "go_quote", "go_syntax_error", "STRING", "BOOL", "INT", "INT64", "INT32", "UINT64", "UINT8", "UINT16",
-    "DURATION", "TIME", "OMIT", "enum_type", "slice_of", "map_of", "ptr_to", "json_dumps_go",
+    "go_quote", "go_syntax_error", "go_check_valid", "MAX_NESTING_DEPTH", "STRING", "BOOL", "INT", "INT64", "INT32",
+    "UINT64", "UINT8", "UINT16", "DURATION", "TIME", "OMIT", "enum_type", "slice_of", "map_of", "ptr_to", "json_dumps_go",
 ]
 
 
@@ -198,9 +199,12 @@ class GoModel(BaseModel):
 
     # -- wire helpers -------------------------------------------------------------------------------------------
     @classmethod
-    def from_json(cls, data: bytes | str, *, strict: bool = True, root: str | None = None):
-        """Decode request bytes like nats-server; raises :class:`GoDecodeError` with Go's text."""
-        values = decode(data, cls.__go_spec__, root=root or cls.__go_name__, strict=strict)
+    def from_json(cls, data: bytes | str, *, strict: bool = True, root: str | None = None, unmarshal: bool = False):
+        """Decode request bytes like nats-server's ``unmarshalRequest`` (a ``Decoder``), or with ``unmarshal``
+        like a plain ``json.Unmarshal``; raises :class:`GoDecodeError` with Go's text.  ``root`` is the struct
+        name Go prints in field paths (``""`` where nats-server unmarshals through a pointer to a pointer)."""
+        values = decode(data, cls.__go_spec__, root=cls.__go_name__ if root is None else root, strict=strict,
+                        unmarshal=unmarshal, go_name=cls.__go_name__)
         return cls.model_validate(values)
 
     def to_json(self) -> str:
@@ -274,46 +278,27 @@ def _rune_at(data: bytes, i: int) -> tuple[str, int]:
     return chr(0xDC00 + b), 1
 
 
-def go_syntax_error(data: bytes, start: int = 0) -> tuple[str, int]:
-    """Scan one JSON value from ``start`` like Go's Decoder.
+# Go's scanner refuses nesting deeper than this (encoding/json scanner.go maxNestingDepth).
+MAX_NESTING_DEPTH = 10000
 
-    Returns ``(message, end)``: message is ``""`` if the value is well formed (``end`` = byte after it), else Go's
-    text (``"... at offset N"`` or ``"unexpected EOF"``).
+
+def _scan_value(data: bytes, start: int, *, top_level_tail: bool) -> tuple[str, int]:
+    """Scan one JSON value from ``start`` like Go's scanner, iteratively (any depth, no Python recursion).
+
+    Returns ``(message, end)``: ``""`` and the byte after the value when it is well formed; otherwise Go's text
+    without offset (``"unexpected EOF"`` when input ran out) and the offset Go reports (byte after the bad one).
+    With ``top_level_tail`` anything but whitespace after the value is ``after top-level value`` (checkValid).
     """
     n = len(data)
-    pos = start
 
     def err(what: str, i: int) -> _Syntax:
         ch, ln = _rune_at(data, i)
-        return _Syntax(f"invalid character {_quote_char(ch)} {what} at offset {i + ln}")
+        return _Syntax(f"invalid character {_quote_char(ch)} {what}", i + ln)
 
     def ws(i: int) -> int:
         while i < n and data[i] in _WS:
             i += 1
         return i
-
-    def value(i: int, ctx: str = "looking for beginning of value") -> int:
-        i = ws(i)
-        if i >= n:
-            raise _EOF
-        c = data[i]
-        if c == 0x7B:  # {
-            return obj(i + 1)
-        if c == 0x5B:  # [
-            return arr(i + 1)
-        if c == 0x22:
-            return string(i + 1)
-        if c == 0x2D or 0x30 <= c <= 0x39:
-            return number(i)
-        for lit in (b"true", b"false", b"null"):
-            if c == lit[0]:
-                for k in range(1, len(lit)):
-                    if i + k >= n:
-                        raise _EOF
-                    if data[i + k] != lit[k]:
-                        raise err(f"in literal {lit.decode()} (expecting {_quote_char(chr(lit[k]))})", i + k)
-                return i + len(lit)
-        raise err(ctx, i)
 
     def string(i: int) -> int:
         while True:
@@ -337,9 +322,9 @@ def go_syntax_error(data: bytes, start: int = 0) -> tuple[str, int]:
                         i += 6
                         continue
                     seq = data[i : i + 6].decode("utf-8", "replace")
-                    raise _Syntax(f"invalid escape sequence `{seq}` in string at offset {i + 6}")
+                    raise _Syntax(f"invalid escape sequence `{seq}` in string", i + 6)
                 ch, ln = _rune_at(data, i + 1)
-                raise _Syntax(f"invalid escape sequence `\\{ch}` in string at offset {i + 1 + ln}")
+                raise _Syntax(f"invalid escape sequence `\\{ch}` in string", i + 1 + ln)
             if c < 0x20:
                 raise err("in string", i)
             i += 1
@@ -376,60 +361,117 @@ def go_syntax_error(data: bytes, start: int = 0) -> tuple[str, int]:
                 i += 1
         return i
 
-    def obj(i: int) -> int:
-        i = ws(i)
-        if i >= n:
-            raise _EOF
-        if data[i] == 0x7D:
-            return i + 1
-        while True:
-            i = ws(i)
-            if i >= n:
-                raise _EOF
-            if data[i] != 0x22:
-                raise err("looking for beginning of object key string", i)
-            i = string(i + 1)
-            i = ws(i)
-            if i >= n:
-                raise _EOF
-            if data[i] != 0x3A:
-                raise err("after object key", i)
-            i = value(i + 1)
-            i = ws(i)
-            if i >= n:
-                raise _EOF
-            if data[i] == 0x2C:
-                i += 1
-                continue
-            if data[i] == 0x7D:
-                return i + 1
-            raise err("after object key:value pair", i)
-
-    def arr(i: int) -> int:
-        i = ws(i)
-        if i >= n:
-            raise _EOF
-        if data[i] == 0x5D:
-            return i + 1
-        while True:
-            i = value(i)
-            i = ws(i)
-            if i >= n:
-                raise _EOF
-            if data[i] == 0x2C:
-                i += 1
-                continue
-            if data[i] == 0x5D:
-                return i + 1
-            raise err("after array element", i)
-
+    # stack of open containers: b"{" or b"["; ``expect`` says what the scanner looks for next.
+    stack: list[int] = []
+    i = start
     try:
-        end = value(pos)
+        while True:
+            # -- a value begins
+            i = ws(i)
+            if i >= n:
+                raise _EOF
+            c = data[i]
+            if c == 0x7B or c == 0x5B:  # { [
+                if len(stack) >= MAX_NESTING_DEPTH:
+                    raise _Syntax("exceeded max depth", i + 1)
+                stack.append(c)
+                i = ws(i + 1)
+                if i >= n:
+                    raise _EOF
+                if c == 0x7B:
+                    if data[i] == 0x7D:
+                        stack.pop()
+                        i += 1
+                    else:
+                        i = _key(data, i, ws, string, err)
+                        continue
+                elif data[i] == 0x5D:
+                    stack.pop()
+                    i += 1
+                else:
+                    continue
+            elif c == 0x22:
+                i = string(i + 1)
+            elif c == 0x2D or 0x30 <= c <= 0x39:
+                i = number(i)
+            else:
+                for lit in (b"true", b"false", b"null"):
+                    if c == lit[0]:
+                        for k in range(1, len(lit)):
+                            if i + k >= n:
+                                raise _EOF
+                            if data[i + k] != lit[k]:
+                                raise err(f"in literal {lit.decode()} (expecting {_quote_char(chr(lit[k]))})", i + k)
+                        i += len(lit)
+                        break
+                else:
+                    raise err("looking for beginning of value", i)
+            # -- a value ended: close containers or move to the next element
+            while True:
+                if not stack:
+                    if top_level_tail:
+                        j = ws(i)
+                        if j < n:
+                            raise err("after top-level value", j)
+                    return "", i
+                i = ws(i)
+                if i >= n:
+                    raise _EOF
+                c = data[i]
+                if stack[-1] == 0x7B:
+                    if c == 0x2C:
+                        i = _key(data, ws(i + 1), ws, string, err)
+                        break
+                    if c == 0x7D:
+                        stack.pop()
+                        i += 1
+                        continue
+                    raise err("after object key:value pair", i)
+                if c == 0x2C:
+                    i += 1
+                    break
+                if c == 0x5D:
+                    stack.pop()
+                    i += 1
+                    continue
+                raise err("after array element", i)
     except _EOF:
         return "unexpected EOF", n
     except _Syntax as e:
-        return str(e), n
-    return "", end
+        return e.args[0], e.args[1]
+
+
+def _key(data: bytes, i: int, ws, string, err) -> int:
+    """An object key and its colon; returns the index where the value starts."""
+    if i >= len(data):
+        raise _EOF
+    if data[i] != 0x22:
+        raise err("looking for beginning of object key string", i)
+    i = ws(string(i + 1))
+    if i >= len(data):
+        raise _EOF
+    if data[i] != 0x3A:
+        raise err("after object key", i)
+    return i + 1
+
+
+def go_syntax_error(data: bytes, start: int = 0) -> tuple[str, int]:
+    """Scan one JSON value from ``start`` like Go's ``Decoder`` (nats-server's ``unmarshalRequest``).
+
+    Returns ``(message, end)``: message is ``""`` if the value is well formed (``end`` = byte after it), else the
+    text nats-server sends (``"... at offset N"``, or ``"unexpected EOF"``).
+    """
+    msg, end = _scan_value(data, start, top_level_tail=False)
+    if msg and msg != "unexpected EOF":
+        return f"{msg} at offset {end}", len(data)
+    return msg, end
+
+
+def go_check_valid(data: bytes) -> str:
+    """``json.Unmarshal``'s checkValid over the whole input: ``""`` or Go's error text (no offset, EOF is
+    ``unexpected end of JSON input``, trailing data is ``after top-level value``)."""
+    msg, _ = _scan_value(data, 0, top_level_tail=True)
+    return "unexpected end of JSON input" if msg == "unexpected EOF" else msg
 
 
 # --- decoding -------------------------------------------------------------------------------------------------------
@@ -469,19 +511,47 @@ def _kind(v: Any) -> str:
     return "null"
 
 
-def _raw(v: Any) -> str:
-    """The JSON text of a decoded value (see the module docstring for the string approximation)."""
+def _raw_scalar(v: Any) -> str:
     if isinstance(v, _Num):
         return str(v)
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, _Obj):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw(x) for k, x in v) + "}"
-    return "[" + ",".join(_raw(x) for x in v) + "]"
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _raw(v: Any) -> str:
+    """The JSON text of a decoded value (see the module docstring for the string approximation).
+
+    Iterative: a custom UnmarshalJSON may be handed a value nested thousands of levels deep (Go allows 10000).
+    """
+    if not isinstance(v, list):
+        return _raw_scalar(v)
+    out: list[str] = []
+    # stack of (container, next index); objects are _Obj lists of (key, value) pairs
+    stack: list[list] = [[v, 0]]
+    out.append("{" if isinstance(v, _Obj) else "[")
+    while stack:
+        top = stack[-1]
+        cont, idx = top
+        if idx >= len(cont):
+            out.append("}" if isinstance(cont, _Obj) else "]")
+            stack.pop()
+            continue
+        if idx:
+            out.append(",")
+        top[1] = idx + 1
+        item = cont[idx]
+        if isinstance(cont, _Obj):
+            k, item = item
+            out.append(json.dumps(k, ensure_ascii=False) + ":")
+        if isinstance(item, list):
+            out.append("{" if isinstance(item, _Obj) else "[")
+            stack.append([item, 0])
+        else:
+            out.append(_raw_scalar(item))
+    return "".join(out)
 
 
 def _clean(s: str) -> str:
@@ -527,7 +597,7 @@ def _dec(v: Any, t: GoType, cur: Any, path: str, in_field: bool, ctx: _Ctx) -> A
         raise _type_err(v, t, path, in_field)
     if k == "int":
         if isinstance(v, _Num):
-            if "." in v or "e" in v or "E" in v:
+            if "." in v or "e" in v or "E" in v or (t.lo == 0 and v[0] == "-"):  # ParseUint refuses "-0"
                 raise _type_err(v, t, path, in_field, with_num=True)
             iv = int(v)
             if not t.lo <= iv <= t.hi:
@@ -576,7 +646,8 @@ def _dec_struct(pairs: _Obj, spec: StructSpec, cur: dict, path: str, ctx: _Ctx) 
             if ctx.strict:
                 raise GoDecodeError(f"json: unknown field {go_quote(_clean(key))}")
             continue
-        sub = f"{path}.{f.json}" if path else f"{ctx.root}.{f.json}"
+        # Go names the field by the key as written (errorContext.FieldStack holds the document key).
+        sub = f"{path}.{_clean(key)}" if path else f"{ctx.root}.{_clean(key)}"
         val = _dec(v, f.type, cur.get(f.attr), sub, True, ctx)
         if val is None:
             cur.pop(f.attr, None)
@@ -585,35 +656,80 @@ def _dec_struct(pairs: _Obj, spec: StructSpec, cur: dict, path: str, ctx: _Ctx) 
     return cur
 
 
-def decode_into(data: bytes | str, root_type: GoType, *, root: str, strict: bool = True) -> Any:
-    """Decode every JSON value in ``data`` into one Go value of ``root_type`` (Go ``Decoder`` loop)."""
+def decode_into(data: bytes | str, root_type: GoType, *, root: str, strict: bool = True,
+                unmarshal: bool = False) -> Any:
+    """Decode every JSON value in ``data`` into one Go value of ``root_type`` (Go ``Decoder`` loop), or with
+    ``unmarshal`` exactly one value as ``json.Unmarshal`` does (whole input checked first, no offsets in errors).
+
+    Go nests up to 10000 levels; Python's C scanner stops near 1000.  A value deeper than that is checked by the
+    iterative scanner first (Go's own depth and syntax errors) and decoded again with room on the Python stack.
+    """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
+    try:
+        return _decode_values(data, root_type, root, strict, unmarshal, deep=False)
+    except RecursionError:
+        pass
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + 3 * MAX_NESTING_DEPTH)
+    try:
+        return _decode_values(data, root_type, root, strict, unmarshal, deep=True)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _decode_values(data: bytes, root_type: GoType, root: str, strict: bool, unmarshal: bool, deep: bool) -> Any:
     text = data.decode("utf-8", "surrogateescape")
     ctx = _Ctx(root, strict)
     cur: Any = {} if root_type.kind == "struct" else _zero_py(root_type)
+    if unmarshal:
+        msg = go_check_valid(data) if deep else ""
+        if not msg:
+            try:
+                v, end = _DECODER.raw_decode(text, _WS_RE.match(text, 0).end())
+                if _WS_RE.match(text, end).end() != len(text):
+                    raise ValueError("trailing data")
+            except (ValueError, _Bad):
+                msg = go_check_valid(data) or "unexpected end of JSON input"
+        if msg:
+            raise GoDecodeError(msg)
+        return _dec_root(v, root_type, cur, ctx)
     i = _WS_RE.match(text, 0).end()
     while i < len(text):
+        if deep:  # Go's depth limit and syntax errors before Python's scanner sees the value
+            msg, _ = go_syntax_error(data, len(text[:i].encode("utf-8", "surrogateescape")))
+            if msg:
+                raise GoDecodeError(msg)
         try:
             v, end = _DECODER.raw_decode(text, i)
-        except (ValueError, _Bad, RecursionError):
-            bpos = len(text[:i].encode("utf-8", "surrogateescape"))
-            msg, _ = go_syntax_error(data, bpos)
+        except (ValueError, _Bad):
+            msg, _ = go_syntax_error(data, len(text[:i].encode("utf-8", "surrogateescape")))
             raise GoDecodeError(msg or "unexpected EOF") from None
-        if root_type.kind == "struct":
-            if isinstance(v, _Obj):
-                cur = _dec_struct(v, root_type.struct_spec(), cur, "", ctx)
-            elif v is not None:
-                raise GoDecodeError(f"json: cannot unmarshal {_kind(v)} into Go value of type {root_type.name}")
-        else:
-            cur = _dec(v, root_type, cur, "", False, ctx)
+        if isinstance(v, _Num):
+            # Python stops a number where Go's scanner goes on ("1." is unexpected EOF in Go, 1 in Python)
+            msg, _ = go_syntax_error(data, len(text[:i].encode("utf-8", "surrogateescape")))
+            if msg:
+                raise GoDecodeError(msg)
+        cur = _dec_root(v, root_type, cur, ctx)
         i = _WS_RE.match(text, end).end()
     return cur
 
 
-def decode(data: bytes | str, spec: StructSpec, *, root: str, strict: bool = True) -> dict:
+def _dec_root(v: Any, root_type: GoType, cur: Any, ctx: _Ctx) -> Any:
+    if root_type.kind == "struct":
+        if isinstance(v, _Obj):
+            return _dec_struct(v, root_type.struct_spec(), cur, "", ctx)
+        if v is not None:
+            raise GoDecodeError(f"json: cannot unmarshal {_kind(v)} into Go value of type {root_type.name}")
+        return cur
+    return _dec(v, root_type, cur, "", False, ctx)
+
+
+def decode(data: bytes | str, spec: StructSpec, *, root: str, strict: bool = True, unmarshal: bool = False,
+           go_name: str | None = None) -> dict:
     """Decode request bytes into a dict of the struct's present fields (attribute names)."""
-    return decode_into(data, GoType("struct", "server." + root, spec=spec), root=root, strict=strict)
+    return decode_into(data, GoType("struct", "server." + (go_name or root), spec=spec), root=root, strict=strict,
+                       unmarshal=unmarshal)
 
 
 # --- encoding -------------------------------------------------------------------------------------------------------

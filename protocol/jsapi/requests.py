@@ -136,10 +136,11 @@ class JSApiLeaderStepdownRequest(GoModel):
     pass
 
 
-def parse_request(model: type[M], data: bytes | str, *, strict: bool = True) -> M | ApiError:
-    """Decode an API request body as ``unmarshalRequest`` does; errors are 10025 with Go's text."""
+def parse_request(model: type[M], data: bytes | str, *, strict: bool = True, unmarshal: bool = False) -> M | ApiError:
+    """Decode an API request body as ``unmarshalRequest`` does (or, with ``unmarshal``, as a plain
+    ``json.Unmarshal``); errors are 10025 with Go's text."""
     try:
-        return model.from_json(data, strict=strict)
+        return model.from_json(data, strict=strict, unmarshal=unmarshal)
     except GoDecodeError as e:
         return ApiError.of("JSInvalidJSONErr", err=str(e))
 
@@ -176,6 +177,8 @@ def parse_pull_request(data: bytes | str) -> JSApiConsumerGetNextRequest | str:
             n = 0
         return JSApiConsumerGetNextRequest(batch=n if n > 0 else 1)
     try:
-        return JSApiConsumerGetNextRequest.from_json(data, strict=False)
+        # consumer.go nextReqFromMsg: json.Unmarshal(req, &cr) with cr a pointer, so Go names no struct in field
+        # paths ("Go struct field .expires of type time.Duration").
+        return JSApiConsumerGetNextRequest.from_json(stripped, strict=False, unmarshal=True, root="")
     except GoDecodeError as e:
         return str(e)

@@ -58,6 +58,7 @@ class Route:
     type: str
     error_extra: dict = field(default_factory=dict)
     count_success: bool = True  # STREAM.MSG.GET answers outside nats-server's API accounting
+    accounted: bool = True  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
 
     def matches(self, tokens: list[str]) -> bool:
         pat = self.pattern
@@ -83,11 +84,12 @@ class ApiRouter:
         self._subs: list = []
 
     def register(self, pattern: str, handler: Handler, reply_type: str, error_extra: dict | None = None,
-                 count_success: bool = True) -> Route:
+                 count_success: bool = True, accounted: bool = True) -> Route:
         """Add ``$JS.API.<pattern>`` (``*`` one token, trailing ``>`` the rest).  ``reply_type`` is the short
         name (``stream_info_response``)."""
         toks = tuple(pattern.split("."))
-        route = Route(toks, handler, TYPE_PREFIX + reply_type, dict(error_extra or {}), count_success)
+        route = Route(toks, handler, TYPE_PREFIX + reply_type, dict(error_extra or {}), count_success and accounted,
+                      accounted)
         self._routes.setdefault(toks[0], []).append(route)
         return route
 
@@ -167,11 +169,12 @@ class ApiRouter:
         out: dict = {"type": route.type, "error": err.to_dict()}
         out.update(route.error_extra)
         data = jsonout.dumpb(out)
-        self.total += 1
-        self.errors += 1
         if req.reply:
             self.server.publish(req.reply, data)
-        advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
+        if route.accounted:
+            self.total += 1
+            self.errors += 1
+            advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
 
 
 def _api_level_too_high(hdr: bytes) -> bool:

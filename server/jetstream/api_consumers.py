@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 DEFAULT_MAX_CONSUMERS = 1000
+RESET_NOT_SUPPORTED = ApiError.of("JSConsumerInvalidResetErr", err="consumer reset is not supported by Skiff")
 
 
 def register(router: ApiRouter) -> None:
@@ -64,6 +65,9 @@ def register(router: ApiRouter) -> None:
     router.register("CONSUMER.UNPIN.*.*", lambda req: unpin_request(js, req), "consumer_unpin_response")
     router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
                     "consumer_leader_stepdown_response")
+    # nats-server 2.15: each consumer subscribes to its own RESET subject (consumer.go processResetReq), outside
+    # the API accounting; with no such consumer nobody answers.
+    router.register("CONSUMER.RESET.*.*", h.reset, "consumer_reset_response", {"reset_seq": 0}, accounted=False)
     srv = js.server
     srv.subscribe_internal(MSG_NEXT_PREFIX + ">", h.on_next)
     domain = srv.options.jetstream_domain
@@ -291,3 +295,16 @@ class ConsumerApi:
     # ------------------------------------------------------------------ pause
     def pause(self, req: ApiRequest) -> dict | ApiError:
         return pause_request(self.js, req, self.strict)
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, req: ApiRequest) -> ApiError | None:
+        """CONSUMER.RESET is not implemented: the body is checked as nats-server does (a non-empty body goes
+        through plain ``json.Unmarshal``: 10025 with its text), then the request is refused with 10204 rather
+        than left unanswered or accepted without moving the consumer."""
+        if self.lookup(req.tokens[2], req.tokens[3]) is None or not req.reply:
+            return None
+        if req.body:
+            r = rq.parse_request(rq.JSApiConsumerResetRequest, req.body, strict=False, unmarshal=True)
+            if isinstance(r, ApiError):
+                return r
+        return RESET_NOT_SUPPORTED

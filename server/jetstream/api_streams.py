@@ -28,7 +28,7 @@ from protocol.jsapi.stream_config import (
 from protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
 from protocol.jsapi.timefmt import format_time
 
-from . import jsonout
+from . import api_snapshot, jsonout
 from .api import ApiRequest, ApiRouter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,6 +68,9 @@ def register(router: ApiRouter) -> None:
     cluster = lambda req: ApiError.of("JSClusterRequiredErr")  # noqa: E731
     router.register("STREAM.LEADER.STEPDOWN.*", cluster, "stream_leader_stepdown_response")
     router.register("STREAM.PEER.REMOVE.*", cluster, "stream_remove_peer_response")
+    router.register("STREAM.PEER.EVACUATE.*", cluster, "stream_evacuate_peer_response")
+    router.register("STREAM.CANCEL_MOVE.*", cluster, "stream_cancel_move_response")
+    api_snapshot.register(router)
 
 
 def is_json_object_or_array(body: bytes) -> bool:
@@ -339,9 +342,27 @@ class StreamApi:
             return ApiError.of("JSStreamSealedErr")
         if stream.config.deny_delete:
             return ApiError.of("JSStreamMsgDeleteFailedF", err="message delete not permitted")
+        err = _store_remove_error(stream, r.seq)
+        if err is not None:
+            return ApiError.of("JSStreamMsgDeleteFailedF", err=err)
         if not stream.remove_msg(r.seq, erase=not r.no_erase):
             return ApiError.of("JSSequenceNotFoundErrF", seq=r.seq)
         return {"success": True}
+
+
+def _store_remove_error(stream: "Stream", seq: int) -> str | None:
+    """The error a file store's RemoveMsg returns before looking for the message (filestore.go removeMsg and
+    selectMsgBlock): sequence 0 or one outside ``[first, last]`` is ``no message found``, past the last sequence
+    ``stream store EOF``; nats-server wraps it in 10057.  The memory store has no such errors: a missing
+    message there is 10043 like a deleted one inside the range."""
+    if stream.config.storage != "file":
+        return None
+    store = stream.store
+    if seq == 0:
+        return "no message found"
+    if seq < store.first_seq or seq > store.last_seq or store.msgs == 0:
+        return "stream store EOF" if seq > store.last_seq else "no message found"
+    return None
 
 
 def _insert_subjects(state: dict, page: dict[str, int]) -> None:

@@ -66,7 +66,7 @@ def gen_header(hdr: bytes, key: str, value: str) -> bytes:
 def _parse(body: bytes) -> JSApiMsgGetRequest | None:
     """json.Unmarshal (lenient: unknown fields ignored); None when malformed."""
     try:
-        return JSApiMsgGetRequest.from_json(body, strict=False)
+        return JSApiMsgGetRequest.from_json(body, strict=False, unmarshal=True)
     except (GoDecodeError, ValueError):
         return None
 

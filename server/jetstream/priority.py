@@ -264,7 +264,7 @@ def _unpin_json_error(body: bytes) -> ApiError | rq.JSApiConsumerUnpinRequest:
     offset, an empty body is "unexpected end of JSON input")."""
     if not body.strip():
         return ApiError.of("JSInvalidJSONErr", err="unexpected end of JSON input")
-    r = rq.parse_request(rq.JSApiConsumerUnpinRequest, body, strict=False)
+    r = rq.parse_request(rq.JSApiConsumerUnpinRequest, body, strict=False, unmarshal=True)
     if isinstance(r, ApiError):
         text = r.description.removeprefix("invalid JSON: ")
         text = _OFFSET.sub("", text)

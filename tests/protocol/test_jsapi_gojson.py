@@ -108,6 +108,24 @@ JSON_CASES: list[tuple[bytes, str]] = [
     (b'{"foo":1,"name":}', "invalid JSON: invalid character '}' looking for beginning of value at offset 17"),
     (b'{"name":"S","subjects":["a",]}', "invalid JSON: invalid character ']' looking for beginning of value at offset 29"),
     (b'{"name":"S","pedantic":"x"}', T + "string into Go struct field StreamConfigRequest.pedantic of type bool"),
+    # Go names a field by the key as written, whatever its case
+    (b'{"name":"S","MAX_MSGS":"x"}', T + "string into Go struct field StreamConfigRequest.MAX_MSGS of type int64"),
+    # unsigned fields refuse a minus sign even on zero (strconv.ParseUint)
+    (b'{"name":"S","first_seq":-0}', T + "number -0 into Go struct field StreamConfigRequest.first_seq of type uint64"),
+    # a top-level number goes on where Python's scanner stops
+    (b'1.', "invalid JSON: unexpected EOF"),
+    (b'1.x', "invalid JSON: invalid character 'x' in numeric literal at offset 3"),
+    (b'1 x', T + "number into Go value of type server.StreamConfigRequest"),
+    # nesting: Go's scanner allows 10000 levels (deeper than Python's C scanner goes) and refuses the 10001st
+    (b'[' * 10001, "invalid JSON: exceeded max depth at offset 10001"),
+    (b'[' * 100000 + b']' * 100000, "invalid JSON: exceeded max depth at offset 10001"),
+    (b'{"a":' * 10001 + b'1' + b'}' * 10001, "invalid JSON: exceeded max depth at offset 50001"),
+    (b'{"name":"S"}' + b'[' * 10001, "invalid JSON: exceeded max depth at offset 10013"),
+    (b'[' * 5000 + b']' * 5000, T + "array into Go value of type server.StreamConfigRequest"),
+    (b'{"subjects":' + b'[' * 5000 + b']' * 5000 + b'}', T + "array into StreamConfigRequest.subjects.0 of type string"),
+    (b'{"bogus":' + b'[' * 5000 + b']' * 5000 + b'}', U + '"bogus"'),
+    (b'{"retention":' + b'[' * 3000 + b']' * 3000 + b'}',
+     'invalid JSON: can not unmarshal "' + '[' * 3000 + ']' * 3000 + '"'),
 ]
 
 
@@ -131,6 +149,47 @@ def test_syntax_scanner_accepts_valid_values():
     for text in (b'{"a":[1,-2.5e+3,true,false,null,"x\\u00e9\\n"],"b":{}}', b"[]", b'"s"', b"0", b"-0.1E9"):
         msg, end = go_syntax_error(text)
         assert msg == "" and end == len(text)
+
+
+# json.Unmarshal (UNPIN, CONSUMER.RESET, pull requests, Direct Get): the whole input is checked first, errors carry
+# no offset, running out of input is "unexpected end of JSON input" (observed on nats-server 2.15.1 via UNPIN).
+UNMARSHAL_CASES: list[tuple[bytes, str]] = [
+    (b'', "unexpected end of JSON input"),
+    (b'{"a":', "unexpected end of JSON input"),
+    (b'1.', "unexpected end of JSON input"),
+    (b'{}{}', "invalid character '{' after top-level value"),
+    (b'{"group":"g"} x', "invalid character 'x' after top-level value"),
+    (b'{"a":1}garbage', "invalid character 'g' after top-level value"),
+    (b'{"\\x":1}', "invalid escape sequence `\\x` in string"),
+    (b'{"a":1,}', "invalid character '}' looking for beginning of object key string"),
+    (b'1.x', "invalid character 'x' in numeric literal"),
+    (b'[' * 100000 + b']' * 100000, "exceeded max depth"),
+    (b'[]', "json: cannot unmarshal array into Go value of type server.JSApiConsumerUnpinRequest"),
+    (b'{"group":1}', "json: cannot unmarshal number into Go struct field JSApiConsumerUnpinRequest.group of type string"),
+    (b'{"x":' + b'[' * 5000 + b']' * 5000 + b'}', "OK"),
+    (b'{"bogus":1,"group":"g"}', "OK"),
+]
+
+
+@pytest.mark.parametrize("body,description", UNMARSHAL_CASES, ids=[repr(c[0])[:60] for c in UNMARSHAL_CASES])
+def test_unmarshal_errors_match_go(body, description):
+    from protocol.jsapi.requests import JSApiConsumerUnpinRequest, parse_request
+
+    r = parse_request(JSApiConsumerUnpinRequest, body, strict=False, unmarshal=True)
+    got = r.description.removeprefix("invalid JSON: ") if isinstance(r, ApiError) else "OK"
+    assert got == description
+
+
+def test_pull_request_errors_name_no_struct():
+    """consumer.go unmarshals a pull request through a pointer to a pointer: Go prints no struct name."""
+    from protocol.jsapi.requests import parse_pull_request
+
+    assert parse_pull_request(b'{"expires":"1s"}') == (
+        "json: cannot unmarshal string into Go struct field .expires of type time.Duration")
+    assert parse_pull_request(b'{"batch":1}{}') == "invalid character '{' after top-level value"
+    assert parse_pull_request(b'{"batch":') == "unexpected end of JSON input"
+    assert parse_pull_request(b'{"x":' + b'[' * 100000) == "exceeded max depth"
+    assert parse_pull_request(b' {"batch":3} ').batch == 3
 
 
 def test_go_quote():
