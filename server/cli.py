@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from server.conf import ConfigError
+from server.conf import support
 from server.conf.mapping import tls_problem
 from server.options import ServerOptions, _finish, settings_from_config
 from server.version import SKIFF_VERSION, VERSION
@@ -82,9 +83,10 @@ TLS Options:
         --tlsverify                  Enable TLS, verify client certificates
         --tlscacert <file>           Client certificate CA for verification
 
-Accepted for compatibility with nats-server, without effect in {PROG}:
-    -s, --syslog, -r, --remote_syslog, --routes, --cluster, --cluster_name, --no_advertise,
-    --cluster_advertise, --connect_retries, --cluster_listen, --profile
+Refused by {PROG}, which does not implement them (start-up fails with an error naming the flag):
+    -s, --syslog, -r, --remote_syslog, --routes, --cluster, --cluster_listen, --cluster_name, --profile
+Accepted, without effect unless --cluster is given (as in nats-server):
+    --cluster_advertise, --no_advertise, --connect_retries
 
 Common Options:
     -h, --help                       Show this message
@@ -195,8 +197,8 @@ FIELD_OF = {
     "log_json": "log_json",
     "profile": "prof_port",
 }
-IGNORED_FLAGS = {"syslog", "remote_syslog", "routes", "cluster", "cluster_advertise", "no_advertise",
-                 "connect_retries", "cluster_name", "profile"}
+# Flags that change nothing without --cluster, in nats-server too; --cluster is refused (support.FLAGS).
+IGNORED_FLAGS = {"cluster_advertise", "no_advertise", "connect_retries"}
 TLS_FLAGS = {"tls", "tlsverify", "tlscert", "tlskey", "tlscacert"}
 
 
@@ -363,15 +365,24 @@ def options_from_flags(flags: Flags) -> ServerOptions:
     fs = flag_settings(flags, base)
     if "routes" in flags and flags.get("routes") and not flags.get("cluster"):
         raise CommandError("solicited routes require cluster capabilities, e.g. --cluster")
+    refuse_unimplemented_flags(flags)
     settings = {**base, **fs}
     settings["cli_overrides"] = fs
-    ignored = [f"--{n}" for n in flags.values if n in IGNORED_FLAGS]
-    if ignored:
-        settings["ignored_config_keys"] = list(settings.get("ignored_config_keys", [])) + ignored
     opts = _finish(settings)
     if opts.https_port and opts.tls is None:
         raise CommandError("Can't start monitoring: TLS cert and key required for HTTPS")
     return opts
+
+
+def refuse_unimplemented_flags(flags: Flags) -> None:
+    """A flag Skiff does not implement, with a value that asks for something, is an error (support.FLAGS)."""
+    problems = []
+    for name in flags.order:
+        entry = support.FLAGS.get(name)
+        if entry is not None and not entry.accepts(flags.get(name)) and name not in problems:
+            problems.append(name)
+    if problems:
+        raise CommandError("\n".join(support.refusal(f"--{n}", support.FLAGS[n]) for n in problems))
 
 
 def version_text() -> str:
@@ -442,7 +453,7 @@ def main(argv: list[str] | None = None, run: Callable[[ServerOptions], int] | No
             sys.exit(1)
         print(f"{PROG}: configuration file {options.config_file} is valid ({options.config_digest})", file=sys.stderr)
         sys.exit(0)
-    for w in options.config_warnings:
+    for w in options.config_warnings + options.ignored_config_keys:
         print(w, file=sys.stderr)
     if run is None:
         from server.runner import run

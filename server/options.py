@@ -172,7 +172,9 @@ class ServerOptions(_Model):
     config_digest: str = ""  # nats-server's sha256 digest of the parsed file
     check_config: bool = False  # -t: parse the configuration and exit
     config_warnings: list[str] = Field(default_factory=list)
-    ignored_config_keys: list[str] = Field(default_factory=list)  # known to nats-server, not implemented by Skiff
+    # one start-up warning per key nats-server knows and Skiff ignores because no client could see the difference
+    # (server/conf/support.py); keys a client could see are refused instead
+    ignored_config_keys: list[str] = Field(default_factory=list)
     cli_overrides: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     @model_validator(mode="after")

@@ -10,8 +10,9 @@ nats-server would print.  It follows nats-server's ``processConfigFileLine`` (se
   ``max_connections``, ``pidfile`` for ``pid_file``...).
 * An unknown top-level key is an error (``unknown field "x"``), except a key that a ``$variable`` reference used;
   unknown keys inside ``authorization``, ``jetstream``, ``tls`` and user entries are errors too.
-* Keys nats-server knows but Skiff does not implement (``cluster``, ``gateway``, ``leafnodes``, ``websocket``,
-  ``mqtt``, operators and resolvers...) are accepted and listed in ``ignored`` so the runner can warn.
+* Keys nats-server knows but Skiff does not implement (``cluster``, ``accounts``, ``websocket``, nkey users,
+  operators and resolvers...) are errors that say so, or warnings in ``ignored`` when no client could see the
+  difference: the decision is made key by key in ``support.py``.
 * Every problem is collected (nats-server reports them all at once) and raised as one :class:`ConfigError`;
   each names ``file:line:col`` of the key it is about.
 
@@ -25,18 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from server.conf.errors import ConfigError
+from server.conf import support
 from server.conf.values import Token, parse_duration, plain
-
-# Blocks nats-server accepts that Skiff does not implement: accepted, reported in ``ignored``.
-UNSUPPORTED = {
-    "cluster", "gateway", "leaf", "leafnodes", "websocket", "ws", "mqtt", "mappings", "maps",
-    "operator", "operators", "roots", "root", "root_operators", "root_operator",
-    "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
-    "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "default_sentinel",
-    "prof_block_rate", "feature_flags", "default_js_domain", "proxies", "remote_syslog",
-    "syslog", "connect_error_reports", "reconnect_error_reports", "logfile_max_num", "log_max_num",
-    "no_fast_producer_stall",
-}
 
 MAX_INT32 = 2**31 - 1
 
@@ -62,6 +53,17 @@ class _Mapper:
 
     def warn(self, tok: Token, field: str, reason: str) -> None:
         self.warnings.append(f"{tok.location}: invalid use of field {field!r}: {reason}")
+
+    def not_implemented(self, table: dict[str, support.Unimplemented], k: str, tok: Token, name: str) -> bool:
+        """Apply ``support``'s decision for key ``k`` (``name`` as reported); True when the key must be skipped."""
+        entry = table.get(k)
+        if entry is None or entry.accepts(plain(tok.value)):
+            return False
+        if entry.level == support.REFUSE:
+            self.err(tok, support.refusal(name, entry))
+            return True
+        self.ignored.append(f"{tok.location}: {support.warning(name, entry)}")
+        return False  # still type-checked by its branch, if it has one
 
     def unknown(self, tok: Token, key: str) -> None:
         if not tok.used_variable:
@@ -149,6 +151,8 @@ class _Mapper:
         s = self.settings
         for key, tok in tokens.items():
             k = key.lower()
+            if self.not_implemented(support.TOP_LEVEL, k, tok, key):
+                continue
             try:
                 if k == "listen":
                     host, port = self.listen(tok, k)
@@ -263,8 +267,8 @@ class _Mapper:
                 elif k == "server_metadata":
                     meta = self.expect(tok, dict, k)
                     s["server_metadata"] = {mk: self.expect(mv, str, mk) for mk, mv in meta.items()}
-                elif k in UNSUPPORTED:
-                    self.ignored.append(key)
+                elif k in support.TOP_LEVEL:
+                    pass  # not implemented: refused or warned about above, or a value that changes nothing
                 else:
                     self.unknown(tok, key)
             except _Bad:
@@ -306,6 +310,8 @@ class _Mapper:
         enable = True
         for mk, mt in v.items():
             k = mk.lower()
+            if self.not_implemented(support.JETSTREAM, k, mt, f"jetstream.{mk}"):
+                continue
             try:
                 if k in ("store", "store_dir", "storedir"):
                     if s.get("store_dir"):
@@ -333,11 +339,8 @@ class _Mapper:
                 elif k in ("max_buffered_msgs", "request_queue_limit", "info_queue_limit", "max_concurrent_io",
                            "meta_compact"):
                     self.expect(mt, int, mk)
-                    self.ignored.append(f"jetstream.{mk}")
-                elif k in ("key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher",
-                           "extension_hint", "limits", "tpm", "max_outstanding_catchup", "max_buffered_size",
-                           "meta_compact_size", "meta_compact_sync"):
-                    self.ignored.append(f"jetstream.{mk}")
+                elif k in support.JETSTREAM:
+                    pass  # not implemented: refused or warned about above
                 else:
                     self.unknown(mt, mk)
             except _Bad:
@@ -353,6 +356,8 @@ class _Mapper:
         default_perms = None
         for mk, mt in am.items():
             k = mk.lower()
+            if self.not_implemented(support.AUTHORIZATION, k, mt, f"authorization.{mk}"):
+                continue
             try:
                 if k in ("user", "username"):
                     user = self.expect(mt, str, mk)
@@ -366,8 +371,8 @@ class _Mapper:
                     users = self.users(mt)
                 elif k in ("default_permission", "default_permissions", "permissions"):
                     default_perms = self.permissions(mt)
-                elif k in ("auth_callout", "auth_hook", "proxy_required"):
-                    self.ignored.append(f"authorization.{mk}")
+                elif k in support.AUTHORIZATION:
+                    pass  # not implemented: refused above, or a value that changes nothing
                 else:
                     self.unknown(mt, mk)
             except _Bad:
@@ -430,16 +435,17 @@ class _Mapper:
                 self.err(ut, f"Expected user entry to be a map/struct, got {plain(ut.value)}")
                 continue
             u: dict[str, Any] = {}
-            nkey = None
+            nkey = False
             for k, vt in ut.value.items():
                 lk = k.lower()
+                if self.not_implemented(support.USER, lk, vt, f"authorization.users.{k}"):
+                    nkey = nkey or lk == "nkey"
+                    continue
                 try:
                     if lk in ("user", "username"):
                         u["user"] = self.expect(vt, str, k)
                     elif lk in ("pass", "password"):
                         u["password"] = self.expect(vt, str, k)
-                    elif lk == "nkey":
-                        nkey = self.expect(vt, str, k)
                     elif lk in ("permission", "permissions", "authorization"):
                         u["permissions"] = self.permissions(vt)
                     elif lk in ("allowed_connection_types", "connection_types", "clients"):
@@ -450,9 +456,8 @@ class _Mapper:
                         self.unknown(vt, k)
                 except _Bad:
                     continue
-            if nkey is not None:
-                self.ignored.append("authorization.users.nkey")
-                continue
+            if nkey:
+                continue  # refused above; "User entry requires a user" would only add noise
             if not u.get("user"):
                 self.err(ut, "User entry requires a user")
                 raise _Bad
@@ -467,6 +472,8 @@ class _Mapper:
         out: dict[str, Any] = {}
         for k, vt in pm.items():
             lk = k.lower()
+            if self.not_implemented(support.PERMISSIONS, lk, vt, f"permissions.{k}"):
+                continue
             try:
                 if lk in ("pub", "publish", "import"):
                     out["publish"] = self.subject_permission(vt)
@@ -529,6 +536,8 @@ class _Mapper:
         out: dict[str, Any] = {}
         for mk, mt in tm.items():
             k = mk.lower()
+            if self.not_implemented(support.TLS, k, mt, f"tls.{mk}"):
+                continue
             try:
                 if k in ("cert_file", "key_file", "ca_file"):
                     v = mt.value
@@ -555,10 +564,8 @@ class _Mapper:
                     out["min_version"] = self.expect(mt, str, mk)
                 elif k in ("cipher_suites", "curve_preferences", "pinned_certs"):
                     out[k] = self.string_list(mt, mk)
-                elif k in ("allow_insecure_cipher_suites", "verify_cert_and_check_known_urls", "cert_store",
-                           "cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid", "ocsp_peer",
-                           "certs", "certificates", "connection_rate_limit"):
-                    self.ignored.append(f"tls.{mk}")
+                elif k in support.TLS:
+                    pass  # not implemented: refused above, or a value that changes nothing
                 else:
                     self.err(mt, f"error parsing tls config, unknown field {mk!r}")
             except _Bad:
@@ -567,6 +574,14 @@ class _Mapper:
         if problem:
             self.err(tok, problem)
         return out
+
+    def handshake_first_fallback(self, tok: Token, key: str) -> None:
+        # nats-server "auto" or a duration: wait that long for a ClientHello, then fall back to sending INFO first
+        # (server/client.go tlsHandshakeFirst fallback).  Skiff would wait for the ClientHello for ever, so a client
+        # that waits for INFO would hang: refused.
+        entry = support.Unimplemented(support.REFUSE, f"{tok.value!r}: the fallback to sending INFO first after a "
+                                                      "delay is not implemented; use true or false")
+        self.err(tok, support.refusal(f"tls.{key}", entry))
 
     def handshake_first(self, tok: Token, key: str, out: dict) -> None:
         v = tok.value
@@ -579,14 +594,14 @@ class _Mapper:
             elif lv in ("false", "off"):
                 out["handshake_first"] = False
             elif lv in ("auto", "auto_fallback"):
-                out["handshake_first"] = True
-                out["handshake_first_fallback"] = 0.05  # DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY
+                self.handshake_first_fallback(tok, key)
             else:
                 try:
-                    out["handshake_first_fallback"] = parse_duration(v)
-                    out["handshake_first"] = True
+                    parse_duration(v)
                 except ValueError:
                     self.err(tok, f"field {key!r}'s value {v!r} is invalid")
+                else:
+                    self.handshake_first_fallback(tok, key)
         else:
             self.err(tok, f"field {key!r} should be a boolean or a string, got {_type_name(v)}")
 

@@ -202,14 +202,27 @@ class Server:
     # ------------------------------------------------------------------ INFO
     def _build_info(self) -> None:
         opts = self.options
+        host, port = opts.host, self.port
+        if opts.client_advertise:
+            # nats-server setInfoHostPort / parseHostPort: the advertised host[:port] replaces the listen address
+            # in INFO; a missing, 0 or -1 port is the listen port.
+            from server.conf.mapping import split_host_port
+
+            host, sport = split_host_port(opts.client_advertise)
+            if sport is None:
+                sport = str(self.port)
+            port = int(sport.strip())  # ValueError: nats-server refuses to start too ("Error setting server INFO")
+            host = host.strip()
+            if port in (0, -1):
+                port = self.port
         info: dict[str, Any] = {
             "server_id": self.server_id,
             "server_name": self.server_name,
             "version": VERSION,
             "proto": PROTO,
             "go": GO_FIELD,
-            "host": opts.host,
-            "port": self.port,
+            "host": host,
+            "port": port,
             "headers": True,
             "max_payload": opts.max_payload,
         }

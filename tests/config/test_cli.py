@@ -61,8 +61,8 @@ FLAG_CASES = [
     (["--ports_file_dir", "/tmp"], {"ports_file_dir": "/tmp"}),
     (["--client_advertise", "x:1"], {"client_advertise": "x:1"}),
     (["--max_traced_msg_len", "100"], {"max_traced_msg_len": 100}),
-    (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"],
-     {"ignored_config_keys": ["--cluster", "--routes"]}),
+    # no effect without --cluster, in nats-server too; --cluster itself is refused (tests/config/test_refusals.py)
+    (["--cluster_advertise", "x:1", "--no_advertise", "--connect_retries", "3"], {"ignored_config_keys": []}),
 ]
 
 

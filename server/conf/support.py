@@ -1,0 +1,208 @@
+"""What Skiff does not implement of nats-server's configuration, key by key, and what it does about each.
+
+Theory of operation
+-------------------
+Skiff never accepts and ignores (docs/DESIGN.md): a configuration that asks for something Skiff does not do is an
+error with the key and its ``file:line:col``, before anything listens.  The tables below hold every key nats-server
+2.15 reads (server/opts.go ``processConfigFileLine``, ``parseJetStream``, ``parseAuthorization``, ``parseUsers``,
+``parseTLS``) that Skiff does not implement, with one of two answers:
+
+* ``REFUSE``: a client could see the difference (or the server would be more open than nats-server with the same
+  file): start-up fails with ``"key" is not implemented by Skiff (...)``.
+* ``WARN``: no client could ever see the difference (log rotation, profiling rates, internal queue sizes): the key is
+  accepted and a warning naming it is printed at start-up (and listed in docs/parity.md).
+
+``harmless`` names the values that ask for exactly what Skiff does anyway (``accounts {}``, ``prof_port: 0``,
+``server_tags: []``): those are accepted silently.  It receives the plain value (``values.plain``).
+
+Keys Skiff implements are not in these tables; unknown keys stay errors (``unknown field``), as in nats-server.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+REFUSE = "refuse"
+WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Unimplemented:
+    level: str  # REFUSE or WARN
+    what: str  # what nats-server does with the key, that Skiff does not
+    harmless: Callable[[Any], bool] | None = None  # values equal to Skiff's own behaviour: accepted silently
+
+    def accepts(self, value: Any) -> bool:
+        return self.harmless is not None and self.harmless(value)
+
+
+def _empty(v: Any) -> bool:
+    return v in ({}, [], "", None)
+
+
+def _false(v: Any) -> bool:
+    return v is False
+
+
+def _zero(v: Any) -> bool:
+    return v == 0 and not isinstance(v, bool)
+
+
+def _all_false(v: Any) -> bool:
+    return isinstance(v, dict) and all(x is False for x in v.values())
+
+
+def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplemented]:
+    out: dict[str, Unimplemented] = {}
+    for names, entry in rows:
+        for n in names:
+            out[n] = entry
+    return out
+
+
+_ACCOUNTS = "accounts (every client is in the global account; the accounts feature is to come)"
+_JWT = "operator mode and JWT authentication (Skiff would let in clients that nats-server refuses)"
+_ONE_SERVER = "Skiff is a single server"
+
+#: top-level keys (server/opts.go processConfigFileLine)
+TOP_LEVEL = _entries(
+    # -- accounts and decentralised authentication: without them Skiff would be more open than nats-server.
+    (("accounts",), Unimplemented(REFUSE, _ACCOUNTS, _empty)),
+    # nats-server refuses system_account without the account defined in accounts{} (checked: "error resolving
+    # system account: account missing"), and accounts are refused.
+    (("system_account", "system"), Unimplemented(REFUSE, _ACCOUNTS)),
+    (("default_sentinel",), Unimplemented(REFUSE, _JWT, _empty)),
+    (("operator", "operators", "roots", "root", "root_operators", "root_operator"), Unimplemented(REFUSE, _JWT)),
+    (("resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
+      "resolver_pinned_accounts"), Unimplemented(REFUSE, _JWT)),
+    (("trusted", "trusted_keys"), Unimplemented(REFUSE, _JWT, _empty)),
+    (("proxies",), Unimplemented(REFUSE, "trusted proxies (proxy-signed client connections)", _empty)),
+    (("default_js_domain",), Unimplemented(REFUSE, "JetStream domains per account", _empty)),
+    # -- other connection kinds and topologies: their listeners would never open.
+    (("cluster",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
+    (("gateway",), Unimplemented(REFUSE, "gateways (super-clusters)", _empty)),
+    (("leaf", "leafnodes"), Unimplemented(REFUSE, "leaf node connections", _empty)),
+    (("websocket", "ws"), Unimplemented(REFUSE, "WebSocket clients", _empty)),
+    (("mqtt",), Unimplemented(REFUSE, "MQTT clients", _empty)),
+    (("mappings", "maps"), Unimplemented(REFUSE, "subject mappings (messages would stay on the subject "
+                                                 "published)", _empty)),
+    # -- things a client sees in INFO, varz or the handshake.
+    (("server_tags",), Unimplemented(REFUSE, "server tags (varz tags, stream placement tags)", _empty)),
+    (("server_metadata",), Unimplemented(REFUSE, "server metadata (varz metadata)", _empty)),
+    (("http_base_path",), Unimplemented(REFUSE, "a monitoring base path (Skiff serves its pages at /)",
+                                        lambda v: v in ("", "/"))),
+    (("max_sub_tokens", "max_subscription_tokens"),
+     Unimplemented(REFUSE, "a limit on the tokens of a subscription subject")),
+    (("max_closed_clients",), Unimplemented(REFUSE, "a number of closed connections kept for /connz?state=closed "
+                                                    "(Skiff keeps the last 100)")),
+    (("no_header_support",), Unimplemented(REFUSE, "turning headers off (INFO always says headers:true)", _false)),
+    (("proxy_protocol",), Unimplemented(REFUSE, "the PROXY protocol (client addresses would be the proxy's)",
+                                        _false)),
+    (("ocsp",), Unimplemented(REFUSE, "OCSP stapling", _false)),
+    (("feature_flags",), Unimplemented(REFUSE, "nats-server feature flags such as js_ack_fc_v2 (only false values "
+                                               "are accepted)", _all_false)),
+    (("prof_port",), Unimplemented(REFUSE, "the Go profiling (pprof) port", _zero)),
+    # Logs meant for syslog would go to stderr, where nobody reads them (nor a warning): refused.
+    (("syslog",), Unimplemented(REFUSE, "logging to syslog (the log would go to stderr)", _false)),
+    (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),
+    # -- no client can see these: a warning at start-up.
+    (("prof_block_rate",), Unimplemented(WARN, "the Go block-profiling rate; Skiff has no profiler")),
+    (("connect_error_reports", "reconnect_error_reports"),
+     Unimplemented(WARN, "how often route, leaf and gateway connect errors are logged; Skiff has none of those")),
+    (("logfile_max_num", "log_max_num"), Unimplemented(WARN, "the number of rotated log files kept")),
+    (("ocsp_cache",), Unimplemented(WARN, "the cache of OCSP peer responses; OCSP peer checks are refused", _false)),
+    (("disable_sublist_cache", "no_sublist_cache"),
+     Unimplemented(WARN, "turning the subject-match cache off changes speed only", _false)),
+    (("no_fast_producer_stall",), Unimplemented(WARN, "Skiff never stalls a fast producer", lambda v: v is True)),
+    # Both only matter to a subscriber that stops reading: Skiff closes it when its pending output passes
+    # max_pending, as nats-server does too; the deadline is a second trigger Skiff does not have.  Very common
+    # in production files, so a warning rather than a refusal.
+    (("write_deadline",), Unimplemented(WARN, "slow consumers are detected by max_pending only, not by a write "
+                                              "deadline")),
+    (("write_timeout",), Unimplemented(WARN, "what to do when the write deadline passes; see write_deadline",
+                                       lambda v: v == "default")),
+)
+
+#: ``jetstream { }`` sub-keys (parseJetStream)
+JETSTREAM = _entries(
+    # Encryption at rest: the data would be on disk in plain text while the operator believes it encrypted.
+    (("key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm"),
+     Unimplemented(REFUSE, "encryption at rest (the store would be written in plain text)", _empty)),
+    (("limits",), Unimplemented(REFUSE, "server-wide JetStream limits (max_ack_pending, max_request_batch, "
+                                        "duplicate_window, batch...)", _empty)),
+    (("extension_hint",), Unimplemented(WARN, "a hint for operator-mode account limits; operator mode is refused")),
+    (("unique_tag",), Unimplemented(WARN, f"placement of replicas on distinct servers; {_ONE_SERVER}")),
+    (("max_outstanding_catchup",), Unimplemented(WARN, f"catch-up of cluster replicas; {_ONE_SERVER}")),
+    (("meta_compact", "meta_compact_size", "meta_compact_sync"),
+     Unimplemented(WARN, f"compaction of the cluster meta log; {_ONE_SERVER}")),
+    (("max_buffered_size", "max_buffered_msgs", "request_queue_limit", "info_queue_limit", "max_concurrent_io"),
+     Unimplemented(WARN, "sizes of nats-server's internal queues and its I/O concurrency; Skiff has no such "
+                         "queues")),
+)
+
+#: ``authorization { }`` sub-keys (parseAuthorization)
+AUTHORIZATION = _entries(
+    (("auth_callout",), Unimplemented(REFUSE, "auth callout (Skiff would let in clients the callout refuses)",
+                                      _empty)),
+    (("proxy_required",), Unimplemented(REFUSE, "trusted proxies", _false)),
+)
+
+#: keys of one entry of ``authorization { users: [...] }`` (parseUsers)
+USER = _entries(
+    (("nkey",), Unimplemented(REFUSE, "nkey users (the user could not connect)")),
+    (("proxy_required",), Unimplemented(REFUSE, "trusted proxies", _false)),
+    # Every Skiff client is a STANDARD connection: a list that allows STANDARD means exactly what Skiff does.
+    (("allowed_connection_types", "connection_types", "clients"),
+     Unimplemented(REFUSE, "connection types other than STANDARD (a user limited to them would be let in on the "
+                           "client port)",
+                   lambda v: v == "STANDARD" or (isinstance(v, list) and "STANDARD" in v))),
+)
+
+#: keys of a ``permissions { }`` map (parseUserPermissions)
+PERMISSIONS = _entries(
+    (("publish_allow_responses", "allow_responses"),
+     Unimplemented(REFUSE, "response permissions (the user could not reply to requests)", _false)),
+)
+
+#: ``tls { }`` sub-keys of the client port (parseTLS).  ``insecure`` is accepted: a server-side tls.Config never
+#: reads InsecureSkipVerify, so it has no effect in nats-server either.
+TLS = _entries(
+    (("verify_and_map",), Unimplemented(REFUSE, "mapping client certificates to users", _false)),
+    (("min_version",), Unimplemented(REFUSE, "a minimum TLS version other than 1.2",
+                                     lambda v: v in ("1.2", "", None))),
+    (("cipher_suites", "curve_preferences", "allow_insecure_cipher_suites"),
+     Unimplemented(REFUSE, "choosing TLS cipher suites and curves", lambda v: v in ([], "", None, False))),
+    (("pinned_certs",), Unimplemented(REFUSE, "pinned client certificates (any certificate from the CA would be let "
+                                              "in)", _empty)),
+    (("verify_cert_and_check_known_urls",), Unimplemented(REFUSE, "checking certificates against known URLs",
+                                                          _false)),
+    (("cert_store", "cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid"),
+     Unimplemented(REFUSE, "the operating system's certificate store", _empty)),
+    (("ocsp_peer",), Unimplemented(REFUSE, "OCSP checks of client certificates", _false)),
+    (("certs", "certificates"), Unimplemented(REFUSE, "several certificates chosen by SNI", _empty)),
+    (("connection_rate_limit",), Unimplemented(REFUSE, "a TLS handshake rate limit", _zero)),
+)
+
+#: command-line flags (server/opts.go ConfigureOptions) Skiff does not implement: flag -> entry.
+#: ``--cluster_advertise``, ``--no_advertise`` and ``--connect_retries`` are not here: without ``--cluster`` they
+#: have no effect in nats-server either (checked with the 2.15.1 binary: nothing in varz, INFO or the log), and
+#: ``--cluster`` itself is refused.  ``--routes`` without ``--cluster`` is nats-server's own error (cli.py).
+FLAGS = _entries(
+    (("cluster",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
+    (("routes",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
+    (("cluster_name",), Unimplemented(REFUSE, "a cluster name (shown in varz and in JetStream stream info)",
+                                      _empty)),
+    (("profile",), Unimplemented(REFUSE, "the Go profiling (pprof) port", _zero)),
+    (("syslog",), Unimplemented(REFUSE, "logging to syslog (the log would go to stderr)", _false)),
+    (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),
+)
+
+
+def refusal(key: str, entry: Unimplemented) -> str:
+    """The start-up error: the key, and that Skiff refuses rather than ignores it."""
+    return f'"{key}" is not implemented by Skiff: {entry.what}'
+
+
+def warning(key: str, entry: Unimplemented) -> str:
+    """The start-up warning for a key no client can see the effect of."""
+    return f'"{key}" is not implemented by Skiff and is ignored: {entry.what}'

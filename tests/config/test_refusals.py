@@ -1,0 +1,263 @@
+"""Skiff never accepts and ignores: every key and flag it does not implement fails start-up, naming the key and its
+line; nats-server, given the same file, accepts it (``-t``), which is the difference each row shows.
+
+Keys no client could see the effect of are accepted with one start-up warning each (server/conf/support.py holds
+the decision for every key; docs/parity.md lists them).
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from server.cli import CommandError, parse_args
+from server.conf import ConfigError
+from server.conf import support
+from server.options import options_from_config
+from tests.harness import ROOT, nats_server_binary
+
+CERTS = ROOT / "conf" / "certs"
+TLS = f'cert_file: "{CERTS}/server-cert.pem", key_file: "{CERTS}/server-key.pem"'
+NKEY = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+SHA = "a" * 64
+
+# (line 2 of the file, the key named in the error, does `nats-server -t` accept the file)
+REFUSED_KEYS = [
+    ("accounts { A { users: [{user: a, password: a}] } }", "accounts", True),
+    ('system_account: "$SYS"', "system_account", True),
+    ('default_sentinel: "abc"', "default_sentinel", True),
+    ('operator: "/nonexistent.jwt"', "operator", False),
+    ("resolver: MEMORY", "resolver", True),
+    ('trusted: ["OABC"]', "trusted", False),
+    ("proxies { trusted: [] }", "proxies", True),
+    ("default_js_domain { A: x }", "default_js_domain", True),
+    ("cluster { port: 6222, name: c1 }", "cluster", True),
+    ("gateway { name: g, port: 7222 }", "gateway", True),
+    ("leafnodes { port: 7422 }", "leafnodes", True),
+    ("websocket { port: 8080, no_tls: true }", "websocket", True),
+    ("mqtt { port: 1883 }", "mqtt", True),
+    ("mappings { foo: bar }", "mappings", True),
+    ("server_tags: [a]", "server_tags", True),
+    ("server_metadata { a: b }", "server_metadata", True),
+    ("http_base_path: /mon", "http_base_path", True),
+    ("max_sub_tokens: 5", "max_sub_tokens", True),
+    ("max_closed_clients: 5", "max_closed_clients", True),
+    ("no_header_support: true", "no_header_support", True),
+    ("proxy_protocol: true", "proxy_protocol", True),
+    ("ocsp: true", "ocsp", True),
+    ("feature_flags { js_ack_fc_v2: true }", "feature_flags", True),
+    ("prof_port: 6060", "prof_port", True),
+    ("syslog: true", "syslog", True),
+    ('remote_syslog: "udp://127.0.0.1:514"', "remote_syslog", True),
+    ('jetstream { key: "s3cr3t" }', "jetstream.key", True),
+    ("jetstream { limits { max_ack_pending: 10 } }", "jetstream.limits", True),
+    ('authorization { auth_callout { issuer: "AAB", auth_users: [a] } }', "authorization.auth_callout", False),
+    ("authorization { proxy_required: true }", "authorization.proxy_required", True),
+    (f'authorization {{ users: [{{nkey: "{NKEY}"}}] }}', "authorization.users.nkey", True),
+    ('authorization { users: [{user: a, password: b, allowed_connection_types: ["WEBSOCKET"]}] }',
+     "authorization.users.allowed_connection_types", True),
+    ("authorization { users: [{user: a, password: b, permissions: {allow_responses: true}}] }",
+     "permissions.allow_responses", True),
+    (f"tls {{ {TLS}, verify_and_map: true }}", "tls.verify_and_map", True),
+    (f'tls {{ {TLS}, min_version: "1.3" }}', "tls.min_version", True),
+    (f'tls {{ {TLS}, cipher_suites: ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"] }}', "tls.cipher_suites", True),
+    (f'tls {{ {TLS}, curve_preferences: ["CurveP256"] }}', "tls.curve_preferences", True),
+    (f'tls {{ {TLS}, pinned_certs: ["{SHA}"] }}', "tls.pinned_certs", True),
+    (f"tls {{ {TLS}, handshake_first: auto }}", "tls.handshake_first", True),
+    (f'tls {{ {TLS}, handshake_first: "300ms" }}', "tls.handshake_first", True),
+    (f"tls {{ {TLS}, connection_rate_limit: 5 }}", "tls.connection_rate_limit", True),
+]
+
+
+def _write(tmp_path, line: str):
+    f = tmp_path / "c.conf"
+    f.write_text(f"port: 4222\n{line}\n")
+    return f
+
+
+def _nats_server_check(path) -> subprocess.CompletedProcess:
+    return subprocess.run([nats_server_binary(), "-c", str(path), "-t"], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("line,key,nats_server_accepts", REFUSED_KEYS, ids=[k for _, k, _ in REFUSED_KEYS])
+def test_refused_key_names_key_and_line(line, key, nats_server_accepts, tmp_path):
+    f = _write(tmp_path, line)
+    with pytest.raises(ConfigError) as ei:
+        options_from_config(str(f))
+    msg = str(ei.value)
+    assert msg.startswith(f"{f}:2:"), msg
+    assert f'"{key}" is not implemented by Skiff: ' in msg, msg
+    # the same file, as nats-server sees it: the difference this row is about
+    assert (_nats_server_check(f).returncode == 0) == nats_server_accepts
+
+
+def test_every_table_key_is_refused_or_warned():
+    """Every alias in the tables is recognised by the mapper: refused keys fail, warned keys warn."""
+    samples = [("{ a: 1 }", {"a": 1}), ('"close"', "close"), ("true", True), ("7", 7)]
+    for name, entry in support.TOP_LEVEL.items():
+        for text, value in samples:
+            if entry.accepts(value):
+                continue
+            try:
+                o = _options(f"{name}: {text}")
+            except ConfigError as e:
+                if entry.level == support.REFUSE and f'"{name}" is not implemented by Skiff' in str(e):
+                    break
+                continue  # a type error for this sample; try another type
+            if entry.level == support.WARN:
+                assert any(f'"{name}" is not implemented by Skiff and is ignored' in w
+                           for w in o.ignored_config_keys), name
+                break
+        else:
+            pytest.fail(f"no sample value made {name!r} refused or warned")
+
+
+def _options(text: str):
+    from server.options import options_from_string
+
+    return options_from_string(text)
+
+
+def test_all_refusals_are_reported_at_once(tmp_path):
+    f = tmp_path / "c.conf"
+    f.write_text("cluster { port: 6222 }\nport: 4222\nleafnodes { port: 7422 }\naccounts { A {} }\n")
+    with pytest.raises(ConfigError) as ei:
+        options_from_config(str(f))
+    assert [(e.line, e.reason.split('"')[1]) for e in ei.value.errors] == [
+        (1, "cluster"), (3, "leafnodes"), (4, "accounts")]
+
+
+# Values that ask for exactly what Skiff does are accepted without a word.
+HARMLESS = [
+    "accounts {}",
+    "mappings {}",
+    "cluster {}",
+    "server_tags: []",
+    "http_base_path: /",
+    "no_header_support: false",
+    "proxy_protocol: false",
+    "prof_port: 0",
+    "syslog: false",
+    "feature_flags { js_ack_fc_v2: false }",
+    "no_fast_producer_stall: true",
+    "write_timeout: default",
+    "authorization { users: [{user: a, password: b, allowed_connection_types: [STANDARD, WEBSOCKET]}] }",
+    "authorization { users: [{user: a, password: b, permissions: {allow_responses: false}}] }",
+    f'tls {{ {TLS}, min_version: "1.2", insecure: true, verify_and_map: false }}',
+]
+
+
+@pytest.mark.parametrize("line", HARMLESS)
+def test_values_that_change_nothing_are_accepted(line, tmp_path):
+    f = _write(tmp_path, line)
+    o = options_from_config(str(f))
+    assert o.ignored_config_keys == [] and o.config_warnings == []
+    assert _nats_server_check(f).returncode == 0
+
+
+WARNED = [
+    ("prof_block_rate: 5", "prof_block_rate"),
+    ("connect_error_reports: 10", "connect_error_reports"),
+    ("logfile_max_num: 3", "logfile_max_num"),
+    ("ocsp_cache: true", "ocsp_cache"),
+    ("disable_sublist_cache: true", "disable_sublist_cache"),
+    ('write_deadline: "2s"', "write_deadline"),
+    ("write_timeout: close", "write_timeout"),
+    ("jetstream { request_queue_limit: 100 }", "jetstream.request_queue_limit"),
+    ('jetstream { unique_tag: "az" }', "jetstream.unique_tag"),
+]
+
+
+@pytest.mark.parametrize("line,key", WARNED, ids=[k for _, k in WARNED])
+def test_keys_no_client_can_see_are_warned_about(line, key, tmp_path):
+    f = _write(tmp_path, line)
+    o = options_from_config(str(f))
+    assert len(o.ignored_config_keys) == 1
+    assert o.ignored_config_keys[0].startswith(f"{f}:2:")
+    assert f'"{key}" is not implemented by Skiff and is ignored: ' in o.ignored_config_keys[0]
+    assert _nats_server_check(f).returncode == 0
+
+
+def test_start_up_refusal_exits_1_and_warning_is_printed(tmp_path):
+    f = _write(tmp_path, "cluster { port: 6222 }")
+    p = subprocess.run([sys.executable, "-m", "server", "-c", str(f)], capture_output=True, text=True, timeout=30,
+                       cwd=ROOT)
+    assert p.returncode == 1
+    assert f'{f}:2:1: "cluster" is not implemented by Skiff' in p.stderr
+    # -t (check the file) refuses too: Skiff cannot run this file
+    p = subprocess.run([sys.executable, "-m", "server", "-c", str(f), "-t"], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert p.returncode == 1 and '"cluster" is not implemented by Skiff' in p.stderr
+
+
+def test_warning_is_printed_at_start(tmp_path):
+    f = _write(tmp_path, "prof_block_rate: 5")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "server", "-c", str(f), "-a", "127.0.0.1", "-p", str(port)],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        line = proc.stderr.readline()
+        assert f'{f}:2:1: "prof_block_rate" is not implemented by Skiff and is ignored' in line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# Flags: (argv, the flag named).  nats-server accepts each of them (checked with -t on an empty file).
+REFUSED_FLAGS = [
+    (["--cluster", "nats://127.0.0.1:6222"], "--cluster"),
+    (["--cluster_listen", "nats://127.0.0.1:6222"], "--cluster"),
+    (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"], "--routes"),
+    (["--cluster_name", "c1"], "--cluster_name"),
+    (["--profile", "6060"], "--profile"),
+    (["-s"], "--syslog"),
+    (["--syslog"], "--syslog"),
+    (["-r", "udp://127.0.0.1:514"], "--remote_syslog"),
+]
+
+
+@pytest.mark.parametrize("argv,flag", REFUSED_FLAGS, ids=[" ".join(a) for a, _ in REFUSED_FLAGS])
+def test_refused_flags(argv, flag, tmp_path):
+    with pytest.raises(CommandError, match=f'"{flag}" is not implemented by Skiff: '):
+        parse_args(argv)
+    f = tmp_path / "empty.conf"
+    f.write_text("port: 4222\n")
+    p = subprocess.run([nats_server_binary(), "-c", str(f), "-t", *argv], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["--profile", "0"], ["--syslog=false"], ["--cluster_advertise", "x:1"], ["--no_advertise"],
+    ["--connect_retries", "5"],
+])
+def test_flags_that_change_nothing_are_accepted(argv):
+    o = parse_args(argv)
+    assert o.ignored_config_keys == []
+
+
+def test_routes_without_cluster_is_nats_servers_error():
+    with pytest.raises(CommandError, match="solicited routes require cluster capabilities, e.g. --cluster"):
+        parse_args(["--routes", "nats://127.0.0.1:6223"])
+
+
+def test_refused_flag_exits_1():
+    p = subprocess.run([sys.executable, "-m", "server", "--cluster_name", "c1"], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert p.returncode == 1
+    assert 'skiff: "--cluster_name" is not implemented by Skiff' in p.stderr
+
+
+# client_advertise used to be accepted and ignored; it is implemented now (INFO host and port), as nats-server does.
+@pytest.mark.parametrize("advertise,expected", [("1.2.3.4:999", ("1.2.3.4", 999)), ("example.com", ("example.com", None))])
+def test_client_advertise_sets_info_host_and_port(server_factory, advertise, expected):
+    import json
+
+    srv = server_factory(jetstream=False, config=f'client_advertise: "{advertise}"\n')
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        line = s.makefile("rb").readline()
+    info = json.loads(line.split(b" ", 1)[1])
+    assert (info["host"], info["port"]) == (expected[0], expected[1] or srv.port)
