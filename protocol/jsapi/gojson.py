@@ -44,7 +44,7 @@ from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
 __all__ = [
     "GoType", "Go", "GoModel", "StructSpec", "FieldSpec", "GoDecodeError", "decode", "decode_into", "encode",
-    "go_quote", "go_syntax_error", "go_check_valid", "MAX_NESTING_DEPTH", "STRING", "BOOL", "INT", "INT64", "INT32",
+    "go_quote", "go_syntax_error", "go_check_valid", "loads", "MAX_NESTING_DEPTH", "STRING", "BOOL", "INT", "INT64", "INT32",
     "UINT64", "UINT8", "UINT16", "DURATION", "TIME", "OMIT", "enum_type", "slice_of", "map_of", "ptr_to", "json_dumps_go",
 ]
 
@@ -730,6 +730,25 @@ def decode(data: bytes | str, spec: StructSpec, *, root: str, strict: bool = Tru
     """Decode request bytes into a dict of the struct's present fields (attribute names)."""
     return decode_into(data, GoType("struct", "server." + (go_name or root), spec=spec), root=root, strict=strict,
                        unmarshal=unmarshal)
+
+
+def loads(data: bytes | str) -> Any:
+    """``json.loads`` for client input (CONNECT, ...): values nested as deep as Go's decoder accepts (10000 levels)
+    decode, anything deeper or malformed is ``ValueError`` with Go's text, never ``RecursionError``."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        pass
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
+    msg = go_check_valid(raw)
+    if msg:
+        raise ValueError(msg)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + 3 * MAX_NESTING_DEPTH)
+    try:
+        return json.loads(data)
+    finally:
+        sys.setrecursionlimit(old)
 
 
 # --- encoding -------------------------------------------------------------------------------------------------------

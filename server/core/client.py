@@ -21,6 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from protocol import encoder
+from protocol.jsapi import gojson as go_json
 from protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
 from protocol.subjects import is_valid_literal_subject, is_valid_subject
 
@@ -273,7 +274,7 @@ class ClientConnection(asyncio.Protocol):
     def _connect(self, op: Connect) -> None:
         srv = self.server
         try:
-            opts = json.loads(op.raw)
+            opts = go_json.loads(op.raw)  # Go nests 10000 deep; never a RecursionError
             if not isinstance(opts, dict):
                 raise ValueError("CONNECT is not an object")
         except ValueError:
@@ -513,7 +514,7 @@ def _connect_types_ok(opts: dict) -> bool:
 def _redact(connect_json: str) -> str:
     """Never log secrets from CONNECT (nats-server removeSecretsFromTrace)."""
     try:
-        d = json.loads(connect_json)
+        d = go_json.loads(connect_json)
     except ValueError:
         return "[invalid]"
     for k in ("pass", "auth_token", "sig", "jwt", "nkey"):
