@@ -7,6 +7,7 @@ byte when the other side has wildcards, ``subjectIsSubsetMatch``; ``jetstream.go
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import lru_cache
 
 _WS = " \t\r\n\f"
@@ -125,11 +126,13 @@ def subjects_collide(a: str, b: str) -> bool:
 class CollisionIndex:
     """Which of ``subjects`` collide (``subjects_collide``) with a query subject, in index order."""
 
-    __slots__ = ("subjects", "_tok", "_pwcfwc", "_wildish", "_fwc_before", "_ended", "_len", "_hasfwc",
-                 "_nonlit", "_all")
+    __slots__ = ("subjects", "positions", "_tok", "_pwcfwc", "_wildish", "_fwc_before", "_ended", "_len",
+                 "_hasfwc", "_nonlit", "_all", "_lit_extra", "_wild_extra")
 
-    def __init__(self, subjects: list[str]) -> None:
+    def __init__(self, subjects: list[str], positions: list[int] | None = None) -> None:
+        """``positions`` (ascending): the index each subject stands for in a longer list (default: its own)."""
         self.subjects = list(subjects)
+        self.positions = positions
         tok: dict[tuple[int, str], list[int]] = {}
         pwcfwc: dict[int, list[int]] = {}
         wildish: dict[int, list[int]] = {}
@@ -174,9 +177,12 @@ class CollisionIndex:
             acc_e |= self._len.get(p, 0)
             self._ended[p] = acc_e
             acc_f |= _bits(fwc_at.get(p, ()), n) if p in fwc_at else 0
-
-    def _at(self, arr: list[int], p: int) -> int:
-        return arr[p] if p < len(arr) else arr[-1]
+        # What a query token admits besides subjects holding that same token, per position (see candidates()):
+        # for a literal query, an exact '*' or '>' there or a '>' before; for a wildcard query, a wildcard-ish
+        # token of a wildcard subject there, or a shorter subject that ends in '>'.
+        self._lit_extra = [self._pwcfwc.get(p, 0) | self._fwc_before[p] for p in range(depth + 1)]
+        self._wild_extra = [(self._wildish.get(p, 0) & self._nonlit) | (self._ended[p] & self._hasfwc)
+                            for p in range(depth + 1)]
 
     def candidates(self, q: str) -> int:
         """A bitset holding every subject that collides with ``q`` (and few that do not).  ``q`` must be valid."""
@@ -186,37 +192,41 @@ class CollisionIndex:
         has_fwc = FWC in tokens
         if not (has_fwc or PWC in tokens):
             # Literal query: an equal subject, or a wildcard one that matches it (subset rules).
-            c = self._len.get(lq, 0) | self._at(self._fwc_before, lq)
+            extra = self._lit_extra
+            last = len(extra) - 1
+            c = self._len.get(lq, 0) | self._fwc_before[min(lq, last)]
             for p, t in enumerate(tokens):
-                c &= get((p, t), 0) | self._pwcfwc.get(p, 0) | self._at(self._fwc_before, p)
+                c &= get((p, t), 0) | extra[min(p, last)]
                 if not c:
                     return 0
             return c
         c = self._all if has_fwc else (self._len.get(lq, 0) | self._hasfwc)
         nonlit = self._nonlit
+        wextra = self._wild_extra
+        last = len(wextra) - 1
         for p, t in enumerate(tokens):
             if t == PWC or t == FWC:
                 continue
-            if t[0] in "*>":
+            if t[:1] in ("*", ">"):
                 # Literal subjects must hold the same token; against wildcard ones it counts as a wildcard.
                 c &= get((p, t), 0) | nonlit
             else:
-                c &= (get((p, t), 0) | (self._wildish.get(p, 0) & nonlit)
-                      | (self._at(self._ended, p) & self._hasfwc))
+                c &= get((p, t), 0) | wextra[min(p, last)]
             if not c:
                 return 0
         return c
 
     def first_colliding(self, q: str, after: int = -1) -> int:
-        """Index of the first subject after position ``after`` that collides with ``q``, or -1."""
-        c = self.candidates(q) >> (after + 1)
-        base = after + 1
+        """Position of the first subject after position ``after`` that collides with ``q``, or -1."""
+        positions = self.positions
+        base = after + 1 if positions is None else bisect_right(positions, after)
+        c = self.candidates(q) >> base
         subjects = self.subjects
         while c:
             low = c & -c
             j = base + low.bit_length() - 1
             if subjects_collide(subjects[j], q):
-                return j
+                return j if positions is None else positions[j]
             c ^= low
         return -1
 
@@ -233,30 +243,65 @@ def _bits(indexes, n: int) -> int:
     return int.from_bytes(buf, "little")
 
 
+def _is_literal(subject: str) -> bool:
+    return "*" not in subject and ">" not in subject or subject_is_literal(subject)
+
+
 def first_overlap(subjects: list[str]) -> tuple[int, int] | None:
     """The first pair ``(i, j)``, i < j, in checkStreamCfg's loop order whose subjects collide, or None.
-    Every ``subjects[i]`` up to the pair must be valid (the caller checks each before its turn)."""
-    index = CollisionIndex(subjects)
+
+    Only the answer for a valid ``subjects[i]`` is meaningful: the caller reports an invalid subject at its turn
+    before it looks for overlaps.  Literal subjects collide with each other only when equal, so they are matched
+    by a dict; only wildcard subjects go through (small) CollisionIndexes."""
+    lits: list[int] = []
+    wilds: list[int] = []
+    for k, s in enumerate(subjects):
+        (lits if _is_literal(s) else wilds).append(k)
+    next_equal: dict[int, int] = {}
+    last: dict[str, int] = {}
+    for k in reversed(lits):
+        s = subjects[k]
+        if s in last:
+            next_equal[k] = last[s]
+        last[s] = k
+    if not wilds:
+        return min(next_equal.items()) if next_equal else None
+    windex = CollisionIndex([subjects[k] for k in wilds], wilds)
+    lindex = CollisionIndex([subjects[k] for k in lits], lits) if lits else None
     for i, s in enumerate(subjects):
-        if not is_valid_subject(s):
-            return None  # the caller reports the invalid subject at this position first
-        j = index.first_colliding(s, i)
+        # An invalid subjects[i] may get a wrong answer here: the caller stops at it with "invalid subject" first.
+        j = windex.first_colliding(s, i)
+        if i in next_equal and (j < 0 or next_equal[i] < j):
+            j = next_equal[i]
+        elif lindex is not None and not _is_literal(s):
+            jl = lindex.first_colliding(s, i)
+            if jl >= 0 and (j < 0 or jl < j):
+                j = jl
         if j >= 0:
             return i, j
     return None
 
 
 def any_collide(subjects: list[str], others: list[str]) -> bool:
-    """Does any of ``subjects`` collide with any of ``others``? (jsAccount.subjectsOverlap)"""
+    """Does any of ``subjects`` collide with any of ``others``? (jsAccount.subjectsOverlap; all valid)"""
     if not subjects or not others:
         return False
     if len(subjects) * len(others) <= 64:
         return any(subjects_collide(a, b) for a in others for b in subjects)
-    index = CollisionIndex(others)
+    olits = [s for s in others if _is_literal(s)]
+    owilds = [s for s in others if not _is_literal(s)]
+    lit_set = set(olits)
+    windex = CollisionIndex(owilds) if owilds else None
+    lindex = None
     for s in subjects:
-        if is_valid_subject(s):
-            if index.first_colliding(s) >= 0:
+        if _is_literal(s):
+            if s in lit_set:
                 return True
-        elif any(subjects_collide(a, s) for a in others):  # not reached from a validated config
+        else:
+            if lindex is None:
+                lindex = CollisionIndex(olits)
+            if lindex.first_colliding(s) >= 0:
+                return True
+        if windex is not None and windex.first_colliding(s) >= 0:
             return True
     return False

@@ -18,25 +18,45 @@ from protocol.jsapi._subjects import (
 TOKENS = ["a", "b", "c", "*", ">", "*x", ">y", ""]
 
 
-def all_pairs_first(subjects):
+def all_pairs_outcome(subjects):
+    """checkStreamCfg's loop: the first invalid subject or the first colliding pair, whichever comes first."""
     for i, s in enumerate(subjects):
         if not is_valid_subject(s):
-            return None
+            return "invalid", i
         for j in range(i + 1, len(subjects)):
             if subjects_collide(subjects[j], s):
-                return i, j
+                return "overlap", i, j
     return None
 
 
-def random_subject(rng):
-    return ".".join(rng.choice(TOKENS) for _ in range(rng.randint(1, 4)))
+def indexed_outcome(subjects):
+    """The same loop as stream_config.normalize_stream_config runs it, with first_overlap."""
+    pair = first_overlap(subjects)
+    for i, s in enumerate(subjects):
+        if not is_valid_subject(s):
+            return "invalid", i
+        if pair is not None and pair[0] == i:
+            return "overlap", i, pair[1]
+    return None
+
+
+def random_subject(rng, tokens=TOKENS):
+    return ".".join(rng.choice(tokens) for _ in range(rng.randint(1, 4)))
 
 
 def test_first_overlap_matches_all_pairs_on_random_lists():
     rng = random.Random(15)
-    for _ in range(3000):
+    for _ in range(6000):
         subjects = [random_subject(rng) for _ in range(rng.randint(1, 8))]
-        assert first_overlap(subjects) == all_pairs_first(subjects), subjects
+        assert indexed_outcome(subjects) == all_pairs_outcome(subjects), subjects
+
+
+def test_first_overlap_matches_all_pairs_on_mostly_literal_lists():
+    rng = random.Random(16)
+    literal = ["a", "b", "*x", ">y", ""]
+    for _ in range(3000):
+        subjects = [random_subject(rng, literal if rng.random() < 0.9 else TOKENS) for _ in range(rng.randint(1, 10))]
+        assert indexed_outcome(subjects) == all_pairs_outcome(subjects), subjects
 
 
 def test_candidates_never_miss_a_collision():
@@ -66,7 +86,9 @@ def test_known_pairs():
     assert first_overlap(["a.>", "b.*", "b.c.d"]) is None
     assert first_overlap(["a.*b.*", "a.c.*"]) == (0, 1)  # '*b' counts as a wildcard when both sides have one
     assert first_overlap(["a.*b", "a.c"]) is None  # ... but not against a literal subject
-    assert first_overlap(["x", "a..b"]) is None
+    assert indexed_outcome(["x", "a..b"]) == ("invalid", 1)
+    assert first_overlap(["a.b", "c", "a.*", "a.b"]) == (0, 2)  # a wildcard before the equal literal
+    assert first_overlap(["a.b", "c", "a.b", "a.*"]) == (0, 2)
 
 
 def test_five_thousand_subjects_are_fast():
