@@ -1,8 +1,12 @@
-"""``skiff`` as a process: logging, uvloop, the pid file and nats-server's signals.
+"""``skiff`` as a process: logging, uvloop, the pid and ports files and nats-server's signals.
 
 SIGTERM / SIGINT stop cleanly (stores flushed), SIGUSR2 enters lame-duck mode, SIGHUP reloads the configuration
-file (log levels and authorization; other changes need a restart, as several do in nats-server).  The process that
-runs this is the server itself: there is no wrapper child, so a harness's SIGKILL stops it.
+file (log levels and authorization; other changes need a restart, as several do in nats-server), SIGUSR1 reopens
+the log file (``--signal reopen``, for logrotate).  The process that runs this is the server itself: there is no
+wrapper child, so a harness's SIGKILL stops it.
+
+Start-up follows nats-server's order and words (server/startup.py): the banner, then every listener; a failure is
+one ``[FTL]`` line saying what failed and where, and exit status 1.
 """
 from __future__ import annotations
 
@@ -13,17 +17,32 @@ import signal
 import sys
 
 from . import log as logmod
+from . import startup
 from .options import ServerOptions
 
 
-def run(options: ServerOptions) -> int:
-    logmod.configure(
+def _configure_logging(options: ServerOptions, **override) -> None:
+    kw = dict(
         debug=options.debug,
         trace=options.trace,
         logtime=options.logtime,
         log_file=options.log_file,
         json_logs=getattr(options, "log_json", False),
+        logtime_utc=getattr(options, "logtime_utc", False),
+        log_size_limit=getattr(options, "log_size_limit", 0),
+        max_traced_msg_len=getattr(options, "max_traced_msg_len", 0),
     )
+    kw.update(override)
+    logmod.configure(**kw)
+
+
+def run(options: ServerOptions) -> int:
+    try:
+        _configure_logging(options)
+    except OSError as e:
+        # nats-server logger.NewFileLogger: log.Fatalf("error opening file: %v", err)
+        print(f"error opening file: open {options.log_file}: {startup.go_strerror(e)}", file=sys.stderr)
+        return 1
     try:
         import uvloop  # noqa: F401
 
@@ -36,31 +55,59 @@ def run(options: ServerOptions) -> int:
         return 0
 
 
+def _preflight(options: ServerOptions) -> str | None:
+    """What nats-server would refuse before the listeners are up, as its [FTL] line."""
+    # nats-server Start: monitoring, then JetStream, then the client listener.
+    if options.http_port:
+        err = startup.check_listen_port(options.http_port)
+        if err:
+            return startup.monitor_listen_fatal(err)
+    if options.jetstream:
+        base = options.store_dir or os.path.join(os.getcwd(), "data")  # as server/jetstream/engine.py
+        err = startup.check_store_dir(os.path.abspath(base))
+        if err:
+            return f"Can't start JetStream: {err}"
+    err = startup.check_listen_port(options.port)
+    if err:
+        return startup.client_listen_fatal(options.host, options.port, err)
+    return None
+
+
 async def _main(options: ServerOptions) -> int:
     from .core.server import Server
 
     log = logmod.get_logger("skiff")
     server = Server(options)
-    try:
-        await server.start()
-    except OSError as e:
-        log.error(f"Error listening on port: {options.host}:{options.port}, {e.strerror or e}")
-        return 1
-    except Exception as e:  # configuration problems found at start (TLS files, store dir)
-        log.error(f"Error starting server: {e}")
+    for level, line in startup.banner_lines(server):
+        getattr(log, level)(line)
+    fatal = _preflight(options)
+    if fatal is None:
+        try:
+            await server.start()
+        except OSError as e:
+            if server.monitor is not None and not server.http_port:  # the monitor is started before the clients
+                fatal = startup.monitor_listen_fatal(
+                    startup.listen_error(options.http_host or options.host, options.http_port, e))
+            elif server.jetstream is not None and e.filename:  # a file operation, not a bind
+                fatal = f"Can't start JetStream: {startup.go_strerror(e)} ({e.filename})"
+            else:
+                fatal = startup.client_listen_fatal(options.host, options.port,
+                                                    startup.listen_error(options.host, options.port, e))
+        except Exception as e:  # configuration problems found at start (TLS files)
+            fatal = f"Error starting server: {e}"
+    if fatal is not None:
+        logmod.fatal(fatal)
+        try:
+            await server.shutdown()
+        except Exception:
+            pass
         return 1
     # Everything allocated at start-up (modules, config models, recovered indexes) lives for the whole run: move it
     # out of the collector's reach, and collect the young generation less often.  Full collections over a large
     # heap are what would otherwise show up as request/reply p99 spikes.
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
-    if server.http_port:  # started first: harnesses poll /varz to know the server is ready
-        log.info(f"Starting http monitor on {options.http_host or options.host}:{server.http_port}")
-    log.info(f"Listening for client connections on {options.host}:{server.port}")
-    log.info("Server is ready")
-    if options.pid_file:
-        with open(options.pid_file, "w") as f:
-            f.write(str(os.getpid()))
+    # Signals first: a harness may send SIGTERM as soon as it reads a port or "Server is ready".
     loop = asyncio.get_running_loop()
 
     def stop(signame: str) -> None:
@@ -71,13 +118,45 @@ async def _main(options: ServerOptions) -> int:
     loop.add_signal_handler(signal.SIGINT, stop, "interrupt")
     loop.add_signal_handler(signal.SIGUSR2, lambda: asyncio.ensure_future(server.lame_duck_mode()))
     loop.add_signal_handler(signal.SIGHUP, lambda: _reload(server, log))
+    loop.add_signal_handler(signal.SIGUSR1, _reopen_log, log)
+
+    # nats-server's start-up order: monitor, JetStream, client listener (logged once everything is up).
+    if server.http_port:  # started first: harnesses poll /varz to know the server is ready
+        scheme = "https" if options.https_port else "http"
+        log.info(f"Starting {scheme} monitor on "
+                 f"{startup.join_host_port(options.http_host or options.host, server.http_port)}")
+    if server.jetstream is not None:
+        for line in startup.jetstream_lines(server.jetstream, options):
+            log.info(line)
+    log.info(f"Listening for client connections on {startup.join_host_port(options.host, server.port)}")
+    ports_file = None
+    if options.ports_file_dir:
+        ports_file, err = startup.write_ports_file(options.ports_file_dir, server)
+        if err:
+            log.error(err)
+            ports_file = None
+    log.info("Server is ready")
+    if options.pid_file:
+        with open(options.pid_file, "w") as f:
+            f.write(str(os.getpid()))
     await server.wait_stopped()
+    if ports_file:
+        err = startup.remove_ports_file(ports_file)
+        if err:
+            log.error(err)
     if options.pid_file:
         try:
             os.unlink(options.pid_file)
         except OSError:
             pass
     return 0
+
+
+def _reopen_log(log) -> None:
+    try:
+        logmod.reopen()
+    except OSError as e:
+        log.error(f"Error re-opening the log file: {startup.go_strerror(e)}")
 
 
 def _reload(server, log) -> None:
@@ -99,8 +178,12 @@ def _reload(server, log) -> None:
     changes = {k: getattr(new, k) for k in ("debug", "trace", "logtime", "max_payload", "ping_interval", "ping_max")}
     server.options = cur.model_copy(update=changes)
     server.auth = Auth(new)
-    logmod.configure(debug=new.debug, trace=new.trace, logtime=new.logtime, log_file=cur.log_file,
-                     json_logs=getattr(cur, "log_json", False))
+    try:
+        # The log file stays the one the process started with; the old handle is closed (log.configure).
+        _configure_logging(server.options)
+    except OSError as e:
+        log.error(f"Failed to reload server configuration: error opening file: {startup.go_strerror(e)}")
+        return
     for client in list(server.clients.values()):
         client._update_pub_path()  # trace may have changed
     log.info("Reloaded server configuration")

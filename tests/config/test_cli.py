@@ -274,3 +274,164 @@ def test_python_dash_m_server_starts_and_stops(tmp_path):
     finally:
         assert srv.stop() is not None
         srv.cleanup()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Start-up failures: one [FTL] line saying what failed and where, in nats-server's words, and exit status 1.
+
+def _fatal_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if "[FTL] " in ln]
+    assert lines, stderr
+    return lines[-1].split("[FTL] ", 1)[1]
+
+
+def _busy_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+@pytest.mark.parametrize("args", [
+    ["-p", "99999"], ["-p", "65536"], ["-p", "-5"],  # Python would bind 99999 % 65536 = 34463
+    ["-m", "99999"], ["-m", "-5"],
+], ids=" ".join)
+def test_port_out_of_range_is_fatal(args):
+    ours, theirs = _run("skiff", "-a", "127.0.0.1", *args), _run("nats-server", "-a", "127.0.0.1", *args)
+    assert ours.returncode == theirs.returncode == 1
+    assert _fatal_line(ours.stderr) == _fatal_line(theirs.stderr)
+
+
+def test_busy_ports_are_named(tmp_path):
+    busy = _busy_port()
+    try:
+        port = busy.getsockname()[1]
+        from tests.harness import free_port
+
+        for args in (["-p", str(port)], ["-p", str(free_port()), "-m", str(port)]):
+            ours, theirs = _run("skiff", "-a", "127.0.0.1", *args), _run("nats-server", "-a", "127.0.0.1", *args)
+            assert ours.returncode == theirs.returncode == 1
+            assert _fatal_line(ours.stderr) == _fatal_line(theirs.stderr)
+            # the busy port is the one named (the monitor's, not the client's)
+            assert f"127.0.0.1:{port}" in _fatal_line(ours.stderr)
+    finally:
+        busy.close()
+
+
+def test_bad_store_dir_is_fatal(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    from tests.harness import free_port
+
+    for sd in (str(a_file), str(a_file / "sub"), "/proc/skiff-cannot-mkdir"):
+        args = ["-a", "127.0.0.1", "-p", str(free_port()), "-js", "-sd", sd]
+        ours, theirs = _run("skiff", *args), _run("nats-server", *args)
+        assert ours.returncode == theirs.returncode == 1, sd
+        assert _fatal_line(ours.stderr) == _fatal_line(theirs.stderr)
+        assert _fatal_line(ours.stderr).startswith("Can't start JetStream: ")
+
+
+def _start(kind: str, *args: str, stderr=subprocess.PIPE, cwd=None) -> subprocess.Popen:
+    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "server"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                            cwd=cwd or ROOT)
+
+
+def _read_until(proc: subprocess.Popen, needle: str, timeout: float = 20) -> str:
+    """stderr up to ``needle`` (raw reads: a buffered readline would hide what select() sees)."""
+    import select
+    import time
+
+    fd = proc.stderr.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle.encode() not in seen:
+        assert time.monotonic() < deadline, seen.decode(errors="replace")
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, seen.decode(errors="replace")
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_random_port_is_logged_and_serves(target):
+    import socket
+
+    proc = _start(target, "-a", "127.0.0.1", "-p", "-1")
+    try:
+        text = _read_until(proc, "Server is ready")
+        import re
+
+        port = int(re.search(r"Listening for client connections on 127\.0\.0\.1:(\d+)", text).group(1))
+        assert port > 0
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert s.makefile("rb").readline().startswith(b"INFO ")
+        s.close()
+    finally:
+        assert _stop(proc) == 0
+
+
+def test_ports_file(target, tmp_path):
+    import json
+    import re
+
+    from tests.harness import free_port
+
+    http_port = free_port()
+    proc = _start(target, "-a", "127.0.0.1", "-p", "-1", "-m", str(http_port), "--ports_file_dir", str(tmp_path))
+    try:
+        text = _read_until(proc, "Server is ready")
+        port = int(re.search(r"Listening for client connections on 127\.0\.0\.1:(\d+)", text).group(1))
+        exe = "nats-server" if target == "nats-server" else "skiff"  # `python -m server` is called skiff
+        path = tmp_path / f"{exe}_{proc.pid}.ports"
+        import time
+
+        deadline = time.monotonic() + 10  # nats-server writes it from a goroutine once the listeners are up
+        while not path.exists():
+            assert time.monotonic() < deadline, list(tmp_path.iterdir())
+            time.sleep(0.05)
+        assert json.loads(path.read_text()) == {"nats": [f"nats://127.0.0.1:{port}"],
+                                                "monitoring": [f"http://127.0.0.1:{http_port}"]}
+    finally:
+        assert _stop(proc) == 0
+    assert not path.exists()  # removed at shutdown
+
+
+def test_sigterm_stops_with_the_log_pipe_closed(target):
+    """A supervisor that stopped reading the server's stderr must still be able to stop it.  nats-server (Go)
+    dies of SIGPIPE on its next log line; Skiff drops log lines it cannot write and exits cleanly
+    (docs/parity.md)."""
+    import socket
+    import time
+
+    proc = _start(target, "-a", "127.0.0.1", "-p", "-1")
+    text = _read_until(proc, "Server is ready")
+    import re
+
+    port = int(re.search(r"connections on 127\.0\.0\.1:(\d+)", text).group(1))
+    proc.stderr.close()
+    proc.stdout.close()
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == (-signal.SIGPIPE if target == "nats-server" else 0)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1)
