@@ -202,6 +202,10 @@ class MemoryConsumerStore(ConsumerStore):
     def delete(self) -> None:
         self.closed = True
 
+    def discard(self) -> None:
+        """Closed for good without touching the disk: its directory went with its stream's (renamed aside)."""
+        self.closed = True
+
     # o.dat layout: the meta.py wrapper (b"SKM1", crc32 u32 LE, msgpack body) around this msgpack map:
     #   {"v": 1,
     #    "d": [delivered consumer seq, delivered stream seq],

@@ -376,7 +376,9 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self._state_changed()
 
     # ------------------------------------------------------------------ stop
-    def stop(self, delete: bool = False, advisory: bool = True) -> None:
+    def stop(self, delete: bool = False, advisory: bool = True, remove_files: bool = True) -> None:
+        """Stop; with ``delete`` also remove the state, unless ``remove_files`` is False: the stream is being
+        deleted and its directory, with every consumer's, was already renamed aside in one step (persist.py)."""
         if self.closed:
             return
         if delete and advisory:
@@ -393,7 +395,10 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.cset.forget(self)
         try:
             if delete:
-                self.store.delete()
+                if remove_files:
+                    self.store.delete()
+                else:
+                    self.store.discard()
             else:
                 self.store.flush()
                 self.store.stop()

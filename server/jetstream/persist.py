@@ -15,9 +15,20 @@ directory and do not survive a restart, as in nats-server.
 Names are checked twice before they become paths: the API validates them (nats-server ``isValidName``: no
 whitespace, ``.``, ``*``, ``>``, ``/``, ``\\``) and :func:`safe_name` additionally refuses non-printable names;
 ``StoreRoot`` refuses anything that would resolve outside the store directory.
+
+Deleting a stream is one atomic step: :func:`move_stream_aside` renames ``streams/<name>`` to
+``<store_dir>/jetstream/$G/.deleted/<name>.<random>`` (same file system, so ``rename(2)``): a ``kill -9`` at any
+point leaves the stream with all its consumers, or nothing of it.  The files are removed afterwards by
+:func:`remove_in_background` in a worker thread (a stream with 1,000 consumers is 2,000+ files: seconds of unlink
+that must not stall the event loop), and :func:`remove_leftovers` removes at start what a crash left in
+``.deleted``.  Recovery lists ``streams/`` only, so nothing set aside can come back.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import threading
+from pathlib import Path
 from typing import Callable
 
 from protocol.jsapi.stream_config import StreamConfig
@@ -28,6 +39,7 @@ from storage.layout import StoreRoot
 from storage.memstore import MemoryStreamStore
 
 META_VERSION = 1
+DELETED_DIR = ".deleted"  # in the account directory, next to streams/ (a "." name is never an account or stream)
 
 
 def safe_name(name: str) -> bool:
@@ -57,3 +69,48 @@ def open_store(config: StreamConfig, root: StoreRoot, clock: Callable[[], int], 
     if config.storage == "memory":
         return MemoryStreamStore(sc, clock)
     return FileStreamStore(root.stream_dir(config.name), sc, clock)
+
+
+# ---------------------------------------------------------------------------------------------------- delete
+def _deleted_dir(root: StoreRoot) -> Path:
+    return root.streams_dir.parent / DELETED_DIR
+
+
+def move_stream_aside(root: StoreRoot, name: str) -> Path | None:
+    """Rename the stream's directory out of ``streams/`` (atomic); the new path, or None if it had none.
+
+    Raises OSError when the rename fails: the stream is then untouched and the delete is refused."""
+    src = root.stream_dir(name)
+    trash = _deleted_dir(root)
+    trash.mkdir(parents=True, exist_ok=True)
+    dst = trash / f"{name}.{os.urandom(6).hex()}"
+    try:
+        os.rename(src, dst)
+    except FileNotFoundError:
+        return None
+    return dst
+
+
+def remove_in_background(path: Path, on_done: Callable[[Path], None] | None = None) -> threading.Thread:
+    """Remove a directory set aside, in a daemon thread.  If the process dies first, :func:`remove_leftovers`
+    finishes the job at the next start."""
+
+    def run() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        if on_done is not None:
+            on_done(path)
+
+    t = threading.Thread(target=run, name="skiff-remove", daemon=True)
+    t.start()
+    return t
+
+
+def remove_leftovers(root: StoreRoot) -> list[Path]:
+    """Start the removal of everything an interrupted delete left aside; returns what it found."""
+    try:
+        found = [Path(e.path) for e in os.scandir(_deleted_dir(root))]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for path in found:
+        remove_in_background(path)
+    return found

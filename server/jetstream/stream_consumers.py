@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from protocol.jsapi.consumer_config import ConsumerConfig
 from storage import meta
-from storage.consumer import MemoryConsumerStore
+from storage.consumer import MemoryConsumerStore, remove_leftovers
 
 from .consumer import Consumer
 
@@ -188,8 +188,11 @@ class ConsumerSet:
             c.purged(first)
 
     def _stream_deleted(self) -> None:
+        # No file work per consumer: the stream's directory (obs/ included) was renamed aside before this runs
+        # and is removed in a worker thread (JetStream.delete_stream) - 1,000 consumers must not stall the loop.
+        files = self.stream.path is None
         for c in list(self.consumers.values()):
-            c.stop(delete=True, advisory=True)
+            c.stop(delete=True, advisory=True, remove_files=files)
 
     def _stream_stopped(self) -> None:
         if self._flush_timer is not None:
@@ -262,11 +265,15 @@ def recover(stream: "Stream") -> None:
     if stream.path is None:
         return
     odir = os.path.join(stream.path, CONSUMER_DIR)
+    srv = stream.server
+    left = remove_leftovers(odir)
+    if left:
+        srv.log_warning("JetStream removed consumer directories left by an interrupted delete", stream=stream.name,
+                        count=left)
     try:
-        names = sorted(e.name for e in os.scandir(odir) if e.is_dir())
+        names = sorted(e.name for e in os.scandir(odir) if e.is_dir() and not e.name.startswith("."))
     except FileNotFoundError:
         return
-    srv = stream.server
     for name in names:
         path = os.path.join(odir, name, meta.META_FILE)
         try:
