@@ -24,6 +24,21 @@ bad byte, even before a line is complete:
   ``-ERR 'maximum control line exceeded'`` and close;
 * a declared size over ``max_payload``: ``-ERR 'Maximum Payload Violation'`` and close.
 
+Arguments are framed and split as nats-server frames and splits them when the line arrives in one read
+(parser.go ``*_ARG`` states, client.go ``processPub``/``splitArg``):
+
+* the argument starts at the first byte after the op word and its spaces/tabs, whatever that byte is - even
+  ``\r`` or ``\n`` (``SUB \nfoo 1\n`` is a SUB: the line runs on to the next ``\n``);
+* it ends at the next ``\n``; if a ``\r`` occurs after its first byte, the byte before the ``\n`` is dropped
+  (nats-server's ``drop``: normally the ``\r`` of ``\r\n``, but ``SUB foo 1\rx\n`` is ``SUB foo 1``);
+* PUB and HPUB split the argument on space and tab only (a subject may hold ``\r``, ``\x0b``, ``\x0c``);
+  SUB and UNSUB split on space, tab, ``\r`` and ``\n`` (``SUB foo\r1`` is ``SUB foo 1``).  ``split_args`` holds
+  both rules and every path (the PUB fast path included) splits through it or agrees with it.
+
+nats-server itself treats the odd ``\r`` differently when a line is split across reads (its ``argBuf`` skips
+later ``\r`` bytes); Skiff gives the one-read answer for every split, which is what a client sees from nats-server
+in practice.
+
 Such an error is returned as a final ``ProtocolError`` operation; the parser then ignores all further input.
 ``PING``, ``PONG`` and ``+OK`` accept anything up to the newline (nats-server ignores those bytes), so a client can
 never make the parser buffer them.  Whether headers were negotiated, auth, pedantic subject checks and the like are
@@ -114,15 +129,20 @@ _OPS = {
 }
 # Every proper prefix of an op word: input that stops there may still become valid.
 _PREFIXES = {w[:i] for w in _OPS for i in range(1, len(w))}
-_WS = b" \t"
-_ODD_WS = (b"\r", b"\x0b", b"\x0c")  # bytes.split() treats these as separators; nats-server does not
+_PUB_SEPS = b" \t"  # processPub / processHeaderPub
+_SUB_SEPS = b" \t\r\n"  # splitArg (SUB, UNSUB)
+_TO_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
 
 
-def _split_args(arg: bytes) -> list[bytes]:
-    """Split on spaces and tabs only, as nats-server does."""
-    if b"\r" in arg or b"\x0b" in arg or b"\x0c" in arg:
-        return [a for a in arg.replace(b"\t", b" ").split(b" ") if a]
-    return arg.split()
+def split_args(arg: bytes, crlf: bool = False) -> list[bytes]:
+    """nats-server's argument split: on space and tab (PUB, HPUB), also on CR and LF with ``crlf`` (SUB, UNSUB:
+    client.go splitArg).  Empty fields vanish; no other byte separates (``bytes.split()`` would also split on
+    \\x0b, \\x0c and \\x1c-\\x1f)."""
+    if crlf:
+        arg = arg.translate(_TO_SPACE)
+    elif b"\t" in arg:
+        arg = arg.replace(b"\t", b" ")
+    return [a for a in arg.split(b" ") if a]
 
 
 def _parse_size(b: bytes) -> int:
@@ -201,6 +221,8 @@ class Parser:
         need = size + 2 - len(buf)
         if len(data) < need:
             buf += data
+            if len(buf) > size and buf[size] != 13:  # nats-server MSG_END_R fails on the byte, not at CRLF time
+                self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
             return None
         buf += data[:need]
         self._buf = b""
@@ -231,22 +253,41 @@ class Parser:
                     end = n
                 else:
                     end = nl
-                    # Fast path for the common "PUB <subject> <size>" with its whole payload in the buffer: one
-                    # split, no helper calls, straight to the sink.
-                    if buf[pos : pos + 4] == b"PUB ":
-                        args = buf[pos + 4 : nl].split()
-                        if len(args) == 2 and nl - pos - 4 <= mcl:
-                            sz = args[1]
-                            if sz.isdigit() and len(sz) < 19:
-                                size = int(sz)
-                                start = nl + 1
-                                stop = start + size
-                                if size <= maxp and stop + 2 <= n and buf[stop : stop + 2] == b"\r\n":
-                                    msgs += 1
-                                    nbytes += size
-                                    pos = stop + 2
-                                    on_pub(args[0].decode("utf-8", "surrogateescape"), "", 0, buf[start:stop])
-                                    continue
+                    # Fast path for the common "PUB <subject> [reply] <size>\r\n" with its whole payload in the
+                    # buffer: one split, no helper calls, straight to the sink.  It takes only lines that
+                    # split_args() splits the same way: CRLF at the end (the CR is the dropped byte), single
+                    # spaces, no tab (9: an int test, much faster than a bytes one), a non-empty subject.  A
+                    # doubled space before the size gives an empty reply, which is no reply, as in nats-server.
+                    if buf[pos : pos + 4] == b"PUB " and buf[nl - 1] == 13:
+                        args = buf[pos + 4 : nl - 1].split(b" ")
+                        if len(args) == 2:
+                            subj, sz = args
+                            rep = b""
+                        elif len(args) == 3:
+                            subj, rep, sz = args
+                        else:
+                            subj = sz = rep = b""
+                        if sz.isdigit() and len(sz) < 19 and subj and 9 not in subj and 9 not in rep:
+                            size = int(sz)
+                            start = nl + 1
+                            stop = start + size
+                            if (
+                                size <= maxp
+                                and stop + 2 <= n
+                                and buf[stop] == 13
+                                and buf[stop + 1] == 10
+                                and nl - pos - 5 <= mcl
+                            ):
+                                msgs += 1
+                                nbytes += size
+                                pos = stop + 2
+                                on_pub(
+                                    subj.decode("utf-8", "surrogateescape"),
+                                    rep.decode("utf-8", "surrogateescape") if rep else "",
+                                    0,
+                                    buf[start:stop],
+                                )
+                                continue
                 # Identify the op word: letters up to the first space/tab (or the end of what we have).
                 c = buf[pos]
                 if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":
@@ -296,13 +337,18 @@ class Parser:
                     astart = w + 1
                 while astart < end and buf[astart] in (32, 9):
                     astart += 1
+                if astart == nl:
+                    # The first argument byte is the newline itself: nats-server takes it as the start of the
+                    # argument and reads on to the next newline (parser.go OP_*_SPC -> *_ARG).
+                    nl = find(b"\n", astart + 1)
                 if nl < 0:
-                    if n - astart > mcl:
+                    if n - astart - (find(b"\r", astart + 1) >= 0) > mcl:
                         self._fail(sink, ERR_MAX_CONTROL_LINE, "incomplete line over max_control_line")
                         return
                     self._buf = buf[pos:]
                     return
-                aend = nl - 1 if nl > astart and buf[nl - 1] == 13 else nl
+                # nats-server's drop: a CR anywhere after the first argument byte drops the byte before the LF.
+                aend = nl - 1 if find(b"\r", astart + 1, nl) >= 0 else nl
                 arg = buf[astart:aend]
                 if len(arg) > mcl:
                     self._fail(sink, ERR_MAX_CONTROL_LINE, "line over max_control_line")
@@ -313,7 +359,7 @@ class Parser:
                     if pos < 0:
                         return
                 elif word == b"SUB":
-                    args = _split_args(arg)
+                    args = split_args(arg, True)
                     if len(args) == 2:
                         on_op(Sub(args[0].decode("utf-8", "surrogateescape"), "", args[1].decode("utf-8", "surrogateescape")))
                     elif len(args) == 3:
@@ -328,7 +374,7 @@ class Parser:
                         self._fail(sink, "", "SUB argument count")
                         return
                 elif word == b"UNSUB":
-                    args = _split_args(arg)
+                    args = split_args(arg, True)
                     if len(args) == 1:
                         on_op(Unsub(args[0].decode("utf-8", "surrogateescape"), 0))
                     elif len(args) == 2:
@@ -352,7 +398,7 @@ class Parser:
 
     def _pub(self, word: bytes, arg: bytes, buf: bytes, pos: int, sink) -> int:
         """Parse PUB/HPUB arguments and take the payload if it is all here.  Returns the new position or -1."""
-        args = _split_args(arg)
+        args = split_args(arg)
         if word == b"PUB":
             na = len(args)
             if na == 2:

@@ -16,6 +16,7 @@ from protocol.parser import (
     Pub,
     Sub,
     Unsub,
+    split_args,
 )
 
 # (input, expected operations): one table, run whole and split at every byte.
@@ -42,12 +43,29 @@ CASES = [
     (b"UNSUB 1 10\r\n", [Unsub("1", 10)]),
     (b"UNSUB 1 x\r\n", [Unsub("1", 0)]),  # a max that does not parse: unsubscribe now
     (b'CONNECT{"a":1}\r\n', [Connect(b'{"a":1}')]),  # no separator needed after CONNECT
-    (b"CONNECT\r\n", [Connect(b"")]),
+    (b"CONNECT\r\n", [Connect(b"\r")]),  # the CR is the argument's first byte, so it is kept (and is bad JSON)
     (
         b"SUB a 1\r\nPUB a 1\r\nx\r\nPING\r\nUNSUB 1\r\n",
         [Sub("a", "", "1"), Pub("a", "", 0, b"x"), PING, Unsub("1", 0)],
     ),
     (b"PUB \xc3\xa9t\xc3\xa9 1\r\nx\r\n", [Pub("\u00e9t\u00e9", "", 0, b"x")]),
+    # Argument framing and splitting as nats-server does it in one read (parser.go *_ARG, client.go splitArg);
+    # every row was read off nats-server 2.15.1 (tests/wire/test_parser_differential.py compares live).
+    (b"SUB foo\r1\r\n", [Sub("foo", "", "1")]),  # SUB/UNSUB split on CR too
+    (b"SUB foo\rq\r1\r\n", [Sub("foo", "q", "1")]),
+    (b"UNSUB 1\r5\r\n", [Unsub("1", 5)]),
+    (b"SUB foo 1\rx\n", [Sub("foo", "", "1")]),  # a CR drops the byte before the LF, whatever it is
+    (b"SUB \nfoo 1\n", [Sub("foo", "", "1")]),  # an LF as first argument byte: the line runs on
+    (b"SUB\t\t\nfoo 1\r\n", [Sub("foo", "", "1")]),
+    (b"PUB \nfoo 1\r\nx\r\n", [Pub("\nfoo", "", 0, b"x")]),
+    (b"PUB foo\r 5\r\nhello\r\n", [Pub("foo\r", "", 0, b"hello")]),  # PUB splits on space and tab only
+    (b"PUB \rfoo 1\r\nx\r\n", [Pub("\rfoo", "", 0, b"x")]),
+    (b"PUB foo\x0bbar 1\r\nx\r\n", [Pub("foo\x0bbar", "", 0, b"x")]),
+    (b"PUB foo\x0cbar r\x1f 1\r\nx\r\n", [Pub("foo\x0cbar", "r\x1f", 0, b"x")]),
+    (b"PUB foo bar\t2\r\nhi\r\n", [Pub("foo", "bar", 0, b"hi")]),
+    (b"HPUB foo\r 0 1\r\nx\r\n", [Pub("foo\r", "", 0, b"x")]),
+    (b"CONNECT\n{}\r\n", [Connect(b"\n{}")]),
+    (b"CONNECT {}\rx\n", [Connect(b"{}\r")]),
 ]
 
 
@@ -95,6 +113,15 @@ MALFORMED = [
     (b"PUB foo 2000000\r\n", ERR_MAX_PAYLOAD),
     (b"PUB " + b"a" * 5000 + b" 1\r\n", ERR_MAX_CONTROL_LINE),
     (b"PUB " + b"a" * 5000, ERR_MAX_CONTROL_LINE),  # caught before the line is complete
+    # Only space and tab separate PUB arguments (bytes.split() would also split on \x0b, \x0c, \x1c-\x1f).
+    (b"PUB foo\x0b5\r\nhello\r\n", ""),
+    (b"PUB foo\x0c5\r\nhello\r\n", ""),
+    (b"PUB foo\x1c5\r\nhello\r\n", ""),
+    (b"PUB foo 5\rx\nhello\r\n", ""),  # the dropped byte is the x: size "5\r"
+    (b"PUB foo 1\r \nx\r\n", ""),
+    (b"PUB \r\n", ""),
+    (b"SUB \r\n", ""),
+    (b"HPUB foo 0\x0b1\r\nx\r\n", ""),
 ]
 
 
@@ -103,6 +130,18 @@ def test_malformed(data, err):
     ops = Parser().feed(data)
     assert ops and type(ops[-1]) is ProtocolError, ops
     assert ops[-1].err == err
+
+
+@pytest.mark.parametrize("data,err", MALFORMED)
+def test_malformed_split_at_every_byte(data, err):
+    """The same answer however the input is split (the fast path and the general path agree)."""
+    def answer(ops):  # the -ERR text, not the detail (which says where the parser noticed)
+        return [op.err if type(op) is ProtocolError else op for op in ops]
+
+    whole = answer(Parser().feed(data))
+    for i in range(len(data) + 1):
+        p = Parser()
+        assert answer(p.feed(data[:i]) + p.feed(data[i:])) == whole, i
 
 
 def test_unknown_op_detected_before_newline():
@@ -137,3 +176,19 @@ def test_large_payload_in_many_reads():
     for i in range(0, len(data), 1000):
         ops += p.feed(data[i : i + 1000])
     assert ops == [Pub("big", "", 0, payload)]
+
+
+@pytest.mark.parametrize(
+    "arg,crlf,expected",
+    [
+        (b"foo bar 5", False, [b"foo", b"bar", b"5"]),
+        (b"  foo\t\tbar  ", False, [b"foo", b"bar"]),
+        (b"foo\rbar\x0b\x0c 5", False, [b"foo\rbar\x0b\x0c", b"5"]),
+        (b"foo\rbar\n5", True, [b"foo", b"bar", b"5"]),
+        (b"a\x0bb \x0cc\x1c", True, [b"a\x0bb", b"\x0cc\x1c"]),
+        (b"", True, []),
+        (b"\r\n\t ", True, []),
+    ],
+)
+def test_split_args(arg, crlf, expected):
+    assert split_args(arg, crlf) == expected

@@ -131,6 +131,23 @@ CORPUS = [
     ("connect-again", (), b'CONNECT {"verbose":false}\r\n', b"", OPEN),
     ("connect-no-space", (), b'CONNECT{"verbose":true}\r\n', b"+OK\r\n", OPEN),
     ("connect-bad-json-later", (), b"CONNECT {bad\r\n", b"", CLOSED),
+    # -- argument framing and splitting (parser.go *_ARG states, client.go processPub / splitArg) -----------------------
+    # PUB/HPUB split on space and tab only; SUB/UNSUB also on CR and LF; a CR after the first argument byte drops
+    # the byte before the LF; an LF as first argument byte makes the line run on to the next LF.
+    ("pub-vt-not-a-separator", (), b"PUB foo\x0b5\r\nhello\r\n", b"", CLOSED),
+    ("pub-ff-not-a-separator", (), b"PUB foo\x0c5\r\nhello\r\n", b"", CLOSED),
+    ("hpub-vt-not-a-separator", (H,), b"HPUB foo 0\x0b5\r\nhello\r\n", b"", CLOSED),
+    ("pub-cr-drops-last-byte", (), b"PUB foo 5\rx\nhello\r\n", b"", CLOSED),
+    ("pub-cr-before-lf-space", (), b"PUB foo 1\r \nx\r\n", b"", CLOSED),
+    ("pub-cr-in-subject", (), b"SUB crsx.> 1\r\nPUB crsx.a\r 1\r\nx\r\n", b"MSG crsx.a\r 1 1\r\nx\r\n", OPEN),
+    ("pub-vt-in-subject", (), b"SUB vtsx.> 1\r\nPUB vtsx.a\x0bb 1\r\nx\r\n", b"MSG vtsx.a\x0bb 1 1\r\nx\r\n", OPEN),
+    ("sub-cr-separates", (), b"SUB crsep\r1\r\nPUB crsep 2\r\nhi\r\n", b"MSG crsep 1 2\r\nhi\r\n", OPEN),
+    ("sub-cr-drops-last-byte", (), b"SUB crdrop 1\rx\nPUB crdrop 1\r\nx\r\n", b"MSG crdrop 1 1\r\nx\r\n", OPEN),
+    ("sub-lf-first-arg-byte", (), b"SUB \ncrlf 1\nPUB crlf 1\r\nx\r\n", b"MSG crlf 1 1\r\nx\r\n", OPEN),
+    ("unsub-cr-separates", (), b"SUB crun 1\r\nUNSUB 1\r1\r\nPUB crun 1\r\na\r\nPUB crun 1\r\nb\r\n",
+     b"MSG crun 1 1\r\na\r\n", OPEN),
+    ("connect-lf-first-arg-byte", (), b'CONNECT\n{"verbose":true}\r\n', b"+OK\r\n", OPEN),
+    ("connect-cr-drops-last-byte", (), b'CONNECT {"verbose":true}\rx\n', b"+OK\r\n", OPEN),
     # -- max control line ----------------------------------------------------------------------------------------------
     ("pub-args-4096", (), b"PUB " + A4094 + b" 0\r\n\r\n", b"", OPEN),
     ("pub-args-4097", (), b"PUB " + A4094 + b"a 0\r\n\r\n", MAX_CONTROL, CLOSED),
