@@ -2,9 +2,15 @@
 
 A trie with one level per token; each node keeps its plain subscriptions, its queue subscriptions by group name,
 and children for literal tokens, ``*`` and ``>``.  ``match(subject)`` returns ``(plain, queues)`` where ``queues``
-is a list of member lists, one per queue group.  Results are cached per literal subject; an insert or remove drops
-only the cache entries it can change (for a literal subscription just its own subject), so adding a reply inbox does
-not flush the cache of a busy publisher.
+is a list of member lists, one per queue group.  Results are cached per literal subject; an insert or remove of a
+literal subscription drops only its own subject's entry, so adding a reply inbox does not flush the cache of a busy
+publisher.  A wildcard insert or remove empties the whole cache: nats-server walks its (1,024-entry) cache and
+matches every key instead, but here that walk cost milliseconds per SUB/UNSUB and one connection churning wildcard
+subscriptions starved every other client for seconds (issue #15 finding 8).  Emptying is O(1) amortized (each entry
+freed was made by one miss), and the next publish per subject pays one trie walk.
+
+Members of a node are dicts used as ordered sets (nats-server keeps maps too), so an UNSUB is O(1) however many
+subscriptions share a subject or queue group; match() returns fresh lists.
 """
 from __future__ import annotations
 
@@ -24,8 +30,8 @@ class _Node:
         self.children: dict[str, _Node] = {}
         self.pwc: _Node | None = None
         self.fwc: _Node | None = None
-        self.plain: list[Subscription] = []
-        self.queues: dict[str, list[Subscription]] = {}
+        self.plain: dict[Subscription, None] = {}
+        self.queues: dict[str, dict[Subscription, None]] = {}
 
     def empty(self) -> bool:
         return not (self.children or self.pwc or self.fwc or self.plain or self.queues)
@@ -59,9 +65,12 @@ class Sublist:
                     nxt = node.children[tok] = _Node()
                 node = nxt
         if sub.queue:
-            node.queues.setdefault(sub.queue, []).append(sub)
+            members = node.queues.get(sub.queue)
+            if members is None:
+                members = node.queues[sub.queue] = {}
+            members[sub] = None
         else:
-            node.plain.append(sub)
+            node.plain[sub] = None
         self.count += 1
         self.inserts += 1
         self._invalidate(sub.subject)
@@ -79,14 +88,13 @@ class Sublist:
             members = node.queues.get(sub.queue)
             if not members or sub not in members:
                 return False
-            members.remove(sub)
+            del members[sub]
             if not members:
                 del node.queues[sub.queue]
         else:
-            try:
-                node.plain.remove(sub)
-            except ValueError:
+            if sub not in node.plain:
                 return False
+            del node.plain[sub]
         # Prune empty nodes so long-running servers with churning inboxes do not grow.
         for parent, tok in reversed(path):
             if not node.empty():
@@ -110,10 +118,8 @@ class Sublist:
         if "*" not in subject and ">" not in subject:
             cache.pop(subject, None)
             return
-        from protocol.subjects import subject_matches
-
-        for key in [k for k in cache if subject_matches(subject, k)]:
-            del cache[key]
+        # In place: the server's hot path holds this very dict.
+        cache.clear()
 
     def match(self, subject: str) -> tuple[list[Subscription], list[list[Subscription]]]:
         """Subscriptions interested in literal ``subject``: (plain subs, [members of each queue group])."""

@@ -67,3 +67,44 @@ def test_subject_helpers():
     assert subjects_overlap("foo.*", "*.bar") and not subjects_overlap("foo.*", "foo")
     assert subjects_overlap("foo.>", "foo.bar.baz") and not subjects_overlap("foo.>", "foo")
     assert is_subset("foo.bar", "foo.*") and not is_subset("foo.*", "foo.bar") and is_subset("a.b.c", ">")
+
+
+def test_wildcard_churn_does_not_walk_the_cache():
+    # Each wildcard SUB/UNSUB used to match every cached subject (4,096 of them): 2,000 pairs took seconds, during
+    # which no other client was served (issue #15 finding 8).  Now a wildcard change empties the cache.
+    import time
+
+    sl = Sublist()
+    keep = sub("warm.*")
+    sl.insert(keep)
+    for i in range(4096):
+        sl.match(f"warm.{i}")
+    t = time.perf_counter()
+    for i in range(2000):
+        s = sub(f"a.{i}.*", sid=str(i))
+        sl.insert(s)
+        sl.match(f"warm.{i}")  # a publisher between the changes refills the cache
+        sl.remove(s)
+    assert time.perf_counter() - t < 0.5
+    # ... and what is cached is still right.
+    w = sub("warm.>")
+    sl.insert(w)
+    assert len(sl.match("warm.7")[0]) == 2
+    sl.remove(w)
+    assert sl.match("warm.7")[0] == [keep]
+
+
+def test_unsub_of_one_of_many_on_a_subject_is_constant_time():
+    import time
+
+    sl = Sublist()
+    plain = [sub("foo", sid=str(i)) for i in range(40000)]
+    group = [sub("foo", "q", sid=f"q{i}") for i in range(40000)]
+    for s in plain + group:
+        sl.insert(s)
+    assert len(sl.match("foo")[0]) == 40000 and len(sl.match("foo")[1][0]) == 40000
+    t = time.perf_counter()
+    for s in reversed(plain + group):  # newest first: a list scans to the end for each
+        assert sl.remove(s)
+    assert time.perf_counter() - t < 1.0
+    assert sl.count == 0 and sl._root.empty()
