@@ -159,10 +159,7 @@ USER = _entries(
 )
 
 #: keys of a ``permissions { }`` map (parseUserPermissions)
-PERMISSIONS = _entries(
-    (("publish_allow_responses", "allow_responses"),
-     Unimplemented(REFUSE, "response permissions (the user could not reply to requests)", _false)),
-)
+PERMISSIONS = _entries()  # allow_responses is implemented (core/permissions.py)
 
 #: ``tls { }`` sub-keys of the client port (parseTLS).  ``insecure`` is accepted: a server-side tls.Config never
 #: reads InsecureSkipVerify, so it has no effect in nats-server either.

@@ -58,8 +58,6 @@ REFUSED_KEYS = [
     (f'authorization {{ users: [{{nkey: "{NKEY}"}}] }}', "authorization.users.nkey", True),
     ('authorization { users: [{user: a, password: b, allowed_connection_types: ["WEBSOCKET"]}] }',
      "authorization.users.allowed_connection_types", True),
-    ("authorization { users: [{user: a, password: b, permissions: {allow_responses: true}}] }",
-     "permissions.allow_responses", True),
     (f"tls {{ {TLS}, verify_and_map: true }}", "tls.verify_and_map", True),
     (f'tls {{ {TLS}, min_version: "1.3" }}', "tls.min_version", True),
     (f'tls {{ {TLS}, cipher_suites: ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"] }}', "tls.cipher_suites", True),
