@@ -25,10 +25,10 @@ On interest and workqueue streams each ack asks the stream whether any consumer 
 """
 from __future__ import annotations
 
-import json
 import random
 from typing import TYPE_CHECKING
 
+from protocol.jsapi import gojson as go_json
 from protocol.jsapi.timefmt import DurationParseError, parse_go_duration
 
 from . import consumer_advisories as adv
@@ -233,7 +233,7 @@ def _nak_delay(arg: bytes) -> int | None:
     """The delay of ``-NAK <arg>`` in ns: ``{"delay": ns}`` or a Go duration; None when it cannot be parsed."""
     if arg[:1] == b"{":
         try:
-            d = json.loads(arg)
+            d = go_json.loads(arg)  # nested input is ValueError here, never RecursionError
         except ValueError:
             return None
         if not isinstance(d, dict):
