@@ -18,7 +18,14 @@ What can be wrong, and what happens (none of it raises; the server always starts
   in the block's summary so they stay reported.  nats-server instead truncates the block at the first bad
   record and loses everything after it.
 - **Missing / corrupt / stale summary**: the block is scanned instead, and a new summary written.
-- **Empty block files, leftovers of interrupted writes** (``*.tmp``, summaries without a block): removed.
+- **Leftovers of interrupted writes** (``*.tmp``, summaries without a block): removed.
+- **A block gone or empty** (zero length after an OS crash or power loss, deleted by hand): the stream state file
+  (state.py) says which blocks held which sequences and the stream's last sequence.  A listed block that is missing
+  or empty loses its sequences; a newest block that came back short loses what the file says came after it; an
+  empty middle block the file does not know loses the sequences between its neighbours.  Each loss is logged with
+  the block and the sequences and reported in ``state().lost``; the last sequence never goes back, so no sequence
+  is handed out twice (nats-server keeps ``last_seq`` the same way from its index.db).  An empty newest block the
+  file does not list (created just before a crash, nothing written yet) is removed with a warning.
 """
 from __future__ import annotations
 
@@ -43,6 +50,7 @@ from storage.filestore.block import (
     scan,
 )
 from storage.filestore.index import LOCAL_DELETED, Block, decode_summary
+from storage.filestore.state import MAX_LOST, StreamFileState, read_state
 
 if TYPE_CHECKING:
     from storage.filestore.store import FileStreamStore
@@ -97,6 +105,7 @@ class Recovery:
         self.pending_lost: tuple[Block, int] | None = None  # trailing corruption of a sealed block
         self.scanned: list[Block] = []
         self.max_index = 0
+        self.empty: list[tuple[int, int]] = []  # (index, highest sequence before it) of zero-length block files
 
     # ------------------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -123,6 +132,9 @@ class Recovery:
             return
         b = Block(0, index, path)
         if size == 0:
+            # Every block the store writes starts with a BLOCK record: an empty file lost whatever it held (or, as
+            # the newest, was created just before a crash).  finish() works out which sequences and says so.
+            self.empty.append((index, self.prev_hi))
             _unlink(path)
             _unlink(b.idx_path)
             return
@@ -338,6 +350,39 @@ class Recovery:
             b.first = max(self.prev_hi + 1, b.hi + 1)
         return size
 
+    def _gone_blocks(self, hi: int) -> tuple[list[tuple[str, str, int, int]], "StreamFileState | None"]:
+        """Sequence ranges of blocks that are missing, empty or cut short, as (block path, what, first, last), and
+        the state file (None without a usable one)."""
+        fs = self.fs
+        st = read_state(fs.msgs_dir)
+        loaded = {b.index for b in self.blocks}
+        empty = {i for i, _ in self.empty}
+        listed: set[int] = set()
+        gone: list[tuple[str, str, int, int]] = []
+        if st is not None:
+            for index, first, last in st.blocks:
+                listed.add(index)
+                if index not in loaded and last >= first:
+                    gone.append((fs.block_path(index), "FILE EMPTY" if index in empty else "FILE MISSING", first, last))
+            if st.last_seq > hi:
+                # The newest data the file knows of is not in the blocks: the newest block came back short or empty.
+                newest = max((i for i, _, _ in st.blocks), default=0)
+                path = fs.block_path(newest)
+                if gone and gone[-1][0] == path:
+                    gone[-1] = (path, gone[-1][1], min(gone[-1][2], hi + 1), st.last_seq)
+                else:
+                    gone.append((path, "CUT SHORT", hi + 1, st.last_seq))
+        for index, prev_hi in self.empty:
+            if index in listed:
+                continue
+            nxt = next((b for b in self.blocks if b.index > index), None)
+            if nxt is None:
+                log.warning("empty newest block file removed (created just before a crash, nothing lost)",
+                            block=fs.block_path(index))
+            elif nxt.first - 1 > prev_hi:
+                gone.append((fs.block_path(index), "FILE EMPTY", prev_hi + 1, nxt.first - 1))
+        return gone, st
+
     def _lose(self, b: Block, seqs) -> None:
         seqs = list(seqs)[:100_000]  # a corrupt range cannot name more than this many real messages
         if seqs:
@@ -374,6 +419,20 @@ class Recovery:
             fs._lost_bytes += b.lost_bytes
             if b.lost:
                 hi = max(hi, max(b.lost))
+        floor = max(self.floors, default=0)
+        gone, st = self._gone_blocks(hi)
+        if st is not None:
+            # Reported before: stays reported while it is in the stream's range (a purge past it ends that).
+            lost.update(s for s in st.lost if s >= floor and not fs._is_live(s))
+        for path, what, lo, last in gone:
+            seqs = [s for s in range(max(lo, floor), last + 1)[:MAX_LOST] if fs._locate(s)[0] is None]
+            if seqs:
+                lost.update(seqs)
+                log.error(f"BLOCK {what}: messages lost", block=path, first_seq=seqs[0], last_seq=seqs[-1],
+                          count=len(seqs))
+        if st is not None and st.last_seq > hi:
+            # The last sequence never goes back: the next message must not get a sequence another one had.
+            hi, hi_ts = st.last_seq, st.last_ts
         fs._lost_msgs = sorted(lost)
         fs._last_seq = hi
         fs._last_ts = hi_ts

@@ -7,6 +7,7 @@ Layout of a stream directory (the server picks it: ``<store_dir>/jetstream/$G/st
     meta.inf              stream metadata (the server's, written atomically with write_meta)
     msgs/<n>.blk          append-only block files (record format in block.py)
     msgs/<n>.idx          block summaries (index.py), so a restart does not read every record
+    msgs/state.dat        stream state (state.py): last sequence and block list, so a lost block is noticed
     obs/<consumer>/o.dat  consumer state (consumer.py)
 
 Writing.  ``store_msg`` encodes the record (struct + crc32) into the newest block's in-memory tail ``pend``
@@ -36,6 +37,7 @@ import errno
 import os
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
@@ -64,6 +66,7 @@ from storage.filestore.block import (
 from storage.filestore.compact import compact_block, worth_compacting
 from storage.filestore.index import Block, encode_summary
 from storage.filestore.recovery import Recovery
+from storage.filestore.state import MAX_LOST, StreamFileState, write_state
 from storage.records import StoredMsg
 
 log = structlog.get_logger("skiff.storage")
@@ -107,6 +110,12 @@ class FileStreamStore(IndexedStore):
         # Read-ahead for sequential loads: (block, file offset of buf, buf, offset just after the last read).
         self._ra: tuple[Block, int, bytes, int] | None = None
         self._next_index = 1
+        # Stream state file (state.py): the loop thread publishes what it flushed, the sync thread writes from that.
+        self._state_lock = threading.Lock()
+        self._flushed_last = (0, 0)  # (last_seq, last_ts) after the last successful flush
+        self._flushed_blocks: tuple[tuple[int, int, int], ...] = ()
+        self._state_written: tuple = ()
+        self._state_synced_at = float("-inf")
         self._recover()
         if self._last_seq == 0 and not self._chunks and self.config.first_seq > 1:
             self._reset_to(self.config.first_seq)
@@ -132,6 +141,9 @@ class FileStreamStore(IndexedStore):
         for b in self._chunks[:-1]:
             if b.dirty:  # type: ignore[attr-defined]
                 self._write_summary(b)  # type: ignore[arg-type]
+        # The state file now describes what recovery found (including any loss, so it stays reported).
+        self._flushed_last = (self._last_seq, self._last_ts)
+        self._write_state()
 
     def _reload(self) -> None:
         """Forget the in-memory state and rebuild it from disk (after a failed write)."""
@@ -379,6 +391,9 @@ class FileStreamStore(IndexedStore):
         self._pwrites.clear()
         self._batch_seqs.clear()
         self._batch_removed.clear()
+        self._flushed_last = (self._last_seq, self._last_ts)
+        if self._dead or self._to_seal:
+            self._write_state()  # before a dead block is unlinked: see state.py
         if self._dead:
             for b in self._dead:
                 self._delete_block_files(b)
@@ -466,6 +481,33 @@ class FileStreamStore(IndexedStore):
         except OSError as e:
             log.warning("could not write block summary (a restart will scan the block)", block=b.path, error=str(e))
 
+    # ================================================================================================ state file
+    def _write_state(self, durable: bool = False) -> None:
+        """Write ``msgs/state.dat`` from the loop thread (everything in ``_chunks`` is flushed when this runs)."""
+        blocks = tuple((b.index, b.first, b.hi) for b in self._chunks if not b.dead and b.flushed > 0)  # type: ignore[attr-defined]
+        self._flushed_blocks = blocks  # published before the lock is taken: the sync thread never writes older
+        with self._state_lock:
+            self._put_state(blocks, durable)
+
+    def _put_state(self, blocks: tuple, durable: bool) -> None:
+        last, ts = self._flushed_last
+        key = (last, ts, blocks, len(self._lost_msgs))
+        if key == self._state_written and not durable:
+            return
+        write_state(self.msgs_dir, StreamFileState(last, ts, list(blocks), list(self._lost_msgs[:MAX_LOST])),
+                    durable)
+        self._state_written = key
+
+    def _sync_state(self) -> None:
+        """From ``sync`` (any thread): write and fsync the state file, at most once per sync interval, as
+        nats-server writes index.db from its periodic sync."""
+        now = time.monotonic()
+        if now - self._state_synced_at < self.config.sync_interval / 1e9:
+            return
+        self._state_synced_at = now
+        with self._state_lock:
+            self._put_state(self._flushed_blocks, durable=True)
+
     # ================================================================================================ sync
     @property
     def needs_sync(self) -> bool:
@@ -500,6 +542,7 @@ class FileStreamStore(IndexedStore):
                     b.synced = upto
                 if b.synced >= b.flushed:
                     self._unsynced.discard(b)
+        self._sync_state()
 
     # ================================================================================================ lifecycle
     def _close_fds(self) -> None:
@@ -532,6 +575,7 @@ class FileStreamStore(IndexedStore):
         for b in self._chunks:
             if b.dirty:  # type: ignore[attr-defined]
                 self._write_summary(b)  # type: ignore[arg-type]
+        self._write_state(durable=True)
         self._close_fds()
         self._closed = True
 

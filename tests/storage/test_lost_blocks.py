@@ -1,0 +1,160 @@
+"""Blocks that are gone, empty or cut short (issue #15 findings 4 and 5): the last sequence never goes back, and every
+lost sequence is reported in ``state().lost`` and in a log line naming the block and the sequences.
+
+"Crash" means the store object is abandoned without ``stop()`` (as after ``kill -9``); the damage an OS crash or a
+power loss leaves (a zero-length or missing block) is then made by hand.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from storage import FileStreamStore, StoreConfig
+from storage.filestore.state import STATE_FILE
+
+CFG = StoreConfig(block_size=8192)
+
+
+def crash(store: FileStreamStore) -> None:
+    store._close_fds()
+    store._closed = True
+
+
+def blocks(d) -> list[Path]:
+    return sorted(Path(d, "msgs").glob("*.blk"), key=lambda p: int(p.stem))
+
+
+def fill(s, n, size=100):
+    for i in range(n):
+        s.store_msg(f"s.{i % 7}", b"", f"m{i}".encode().ljust(size, b"."))
+
+
+def block_range(d, path: Path) -> tuple[int, int]:
+    """(first, last) message sequence in a block, read with a throwaway store."""
+    s = FileStreamStore(d, CFG)
+    b = next(b for b in s._chunks if b.path == str(path))
+    seqs = [b.first + i for i in range(b.nslots()) if b.live(i)]
+    crash(s)
+    return seqs[0], seqs[-1]
+
+
+def lost_lines(logs) -> list[dict]:
+    return [e for e in logs if e["log_level"] == "error" and "messages lost" in e["event"]]
+
+
+def reopen(d):
+    with capture_logs() as logs:
+        r = FileStreamStore(d, CFG)
+    return r, logs
+
+
+@pytest.mark.parametrize("how", ["clean-stop", "sync-then-crash"])
+def test_empty_newest_block_keeps_last_seq(tmp_path, how):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.flush()
+    if how == "clean-stop":
+        s.stop()
+    else:
+        s.sync()  # the periodic fsync also records the stream state
+        crash(s)
+    newest = blocks(d)[-1]
+    first, last = block_range(d, newest)
+    assert last == 300
+    os.truncate(newest, 0)  # what an OS crash can leave: the file exists, its data never reached the disk
+    r, logs = reopen(d)
+    st = r.state()
+    assert st.last_seq == 300  # before: 8,058-style regression to the previous block's last sequence
+    assert st.messages == first - 1 and st.num_deleted == 300 - (first - 1)
+    assert st.lost.msgs == list(range(first, 301))
+    (line,) = lost_lines(logs)
+    assert line["block"] == str(newest) and (line["first_seq"], line["last_seq"]) == (first, 300)
+    # New messages never get a sequence another message had.
+    assert r.store_msg("s.new", b"", b"after") == 301
+    r.stop()
+    r, _ = reopen(d)
+    assert r.state().last_seq == 301 and r.load_msg(301).data == b"after"
+    assert r.state().lost.msgs == list(range(first, 301))  # still reported after another restart
+    r.stop()
+
+
+@pytest.mark.parametrize("damage", ["empty", "missing"])
+@pytest.mark.parametrize("state_file", [True, False], ids=["with-state", "without-state"])
+def test_middle_block_gone_is_reported(tmp_path, damage, state_file):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.stop()
+    mid = blocks(d)[1]
+    first, last = block_range(d, mid)
+    if not state_file:
+        os.unlink(d / "msgs" / STATE_FILE)
+    if damage == "empty":
+        os.truncate(mid, 0)
+    else:
+        os.unlink(mid)
+    r, logs = reopen(d)
+    st = r.state()
+    assert st.last_seq == 300 and st.messages == 300 - (last - first + 1)
+    if damage == "missing" and not state_file:
+        # Nothing on disk says the block ever existed (the store deletes blocks that empty): counted as deleted,
+        # as nats-server does, but it cannot be named lost.
+        assert st.lost is None and st.num_deleted == last - first + 1
+        r.stop()
+        return
+    assert st.lost.msgs == list(range(first, last + 1))
+    (line,) = lost_lines(logs)
+    assert line["block"] == str(mid) and (line["first_seq"], line["last_seq"]) == (first, last)
+    assert ("EMPTY" if damage == "empty" else "MISSING") in line["event"]
+    r.stop()
+
+
+def test_blocks_the_store_deleted_are_not_lost(tmp_path):
+    """A block removed because all its messages were removed is not reported lost, even after a crash right after."""
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.flush()
+    mid = blocks(d)[1]
+    first, last = block_range(d, mid)
+    for seq in range(first, last + 1):
+        s.remove_msg(seq)
+    s.flush()
+    assert not mid.exists()
+    crash(s)
+    r, logs = reopen(d)
+    assert r.state().lost is None and not lost_lines(logs)
+    assert r.state().num_deleted == last - first + 1
+    r.stop()
+
+
+def test_purge_then_crash_reports_nothing(tmp_path):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.stop()
+    s = FileStreamStore(d, CFG)
+    s.purge()
+    s.flush()
+    crash(s)
+    r, logs = reopen(d)
+    st = r.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.lost) == (0, 301, 300, None) and not lost_lines(logs)
+    r.stop()
+
+
+def test_empty_newest_block_created_just_before_a_crash_loses_nothing(tmp_path):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.stop()
+    n = int(blocks(d)[-1].stem) + 1
+    (d / "msgs" / f"{n}.blk").write_bytes(b"")  # opened, header not written yet, then kill -9
+    r, logs = reopen(d)
+    assert r.state().last_seq == 300 and r.state().lost is None and not lost_lines(logs)
+    assert any("empty newest block" in e["event"] for e in logs)
+    r.stop()
