@@ -28,6 +28,7 @@ from protocol.subjects import is_valid_literal_subject, is_valid_subject
 from .subscription import Subscription
 from .permissions import Permissions
 from .tls import TLSError, TLSLayer
+from .trace import trace_in, trace_out
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -129,7 +130,7 @@ class ClientConnection(asyncio.Protocol):
         if self.tls_mode != "first":
             self.send(srv.info_for(self))
             self.flush()
-        srv.log_debug("client connected", cid=self.cid, addr=f"{self.host}:{self.port}")
+        srv.log_debug("Client connection created", cid=self.cid, addr=f"{self.host}:{self.port}")
 
     def _tls_timeout(self) -> None:
         self._tls_timer = None
@@ -259,6 +260,8 @@ class ClientConnection(asyncio.Protocol):
         out.clear()
         if self.closed and self.transport.is_closing():
             return
+        if self.server.options.trace:
+            trace_out(self, data)  # -V: "->> [MSG foo 1 5]", "->> [OK]", ... (server/core/trace.py)
         tls = self.tls
         if tls is not None and tls.established:
             data = tls.wrap(data)
@@ -426,16 +429,8 @@ class ClientConnection(asyncio.Protocol):
         self.close(reason)
 
     def _trace(self, op) -> None:
-        # -V: one line per protocol operation received, like nats-server's "->> [PUB foo 5]" trace.
-        name = type(op).__name__.upper()
-        if type(op) is Pub:
-            detail = f"{op.subject} {op.reply + ' ' if op.reply else ''}{len(op.data)}"
-            name = "HPUB" if op.hdr_len else "PUB"
-        elif type(op) is Connect:
-            detail = _redact(op.raw.decode(errors="replace"))
-        else:
-            detail = " ".join(str(v) for v in op)
-        self.server.log.debug(f"{self.host}:{self.port} - cid:{self.cid} - ->> [{name} {detail}]".replace(" ]", "]"))
+        # -V: nats-server's "<<- [PUB foo 5]" lines (server/core/trace.py).
+        trace_in(self, op)
 
     # ------------------------------------------------------------------ timers
     def _ping_tick(self) -> None:

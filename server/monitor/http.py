@@ -28,14 +28,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 from email.utils import formatdate
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from server.conf.digest import _go_float
+from server.log import get_logger
 
-log = logging.getLogger("skiff.monitor")
+# The server's own logger, so that monitoring errors follow -l, --log_json and the [ERR] format like every other line
+# (stdlib logging went straight to stderr).
+log = get_logger("skiff.monitor")
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
@@ -221,7 +223,7 @@ class MonitorServer:
         except asyncio.CancelledError:
             pass
         except Exception:  # never let one connection take the monitor down
-            log.exception("monitoring connection failed")
+            log.exception("Monitoring connection failed")
         finally:
             if task is not None:
                 self._conns.discard(task)
@@ -322,7 +324,7 @@ class MonitorServer:
         except ValueError as e:
             return _text(400, str(e))
         except Exception:
-            log.exception("monitoring endpoint %s failed", path)
+            log.exception(f"Monitoring endpoint {path} failed")
             return _text(500, "500 Internal Server Error")
 
     async def _route(self, path: str, params: dict[str, str]) -> _Response:

@@ -1,0 +1,141 @@
+"""``-V`` protocol trace lines, in nats-server's format (server/client.go traceInOp, traceOutOp, traceMsg).
+
+::
+
+    127.0.0.1:41358 - cid:5 - "v2.9.0:python3:app" - "$G/user:x" - <<- [PUB foo r 2]
+    127.0.0.1:41358 - cid:5 - "v2.9.0:python3:app" - "$G/user:x" - <<- MSG_PAYLOAD: ["hi"]
+    127.0.0.1:41358 - cid:5 - "v2.9.0:python3:app" - "$G/user:x" - ->> [MSG foo 1 r 2]
+    127.0.0.1:41358 - cid:5 - "v2.9.0:python3:app" - "$G/user:x" - ->> [OK]
+
+``<<-`` is what the client sent, ``->>`` what the server sent it (MSG/HMSG with their payloads, +OK, PING, PONG,
+-ERR; INFO is not traced, as in nats-server).  Outbound lines are traced when the connection's output is flushed, so
+within one read they follow the inbound lines of that read rather than interleave with them.  Payloads are quoted
+as Go's ``%q`` does and cut at ``max_traced_msg_len``.  Nothing here runs unless ``-V`` is on.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from protocol.parser import Connect, Ping, Pong, Pub, Sub, Unsub
+
+from .. import log as logmod
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import ClientConnection
+
+_ESC = {7: "\\a", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v", 0x22: '\\"', 0x5C: "\\\\"}
+
+
+def go_quote(data: bytes) -> str:
+    """The inside of Go's ``%q`` for a byte slice (strconv.Quote): printable UTF-8 kept, the rest escaped."""
+    out: list[str] = []
+    text = data.decode("utf-8", "surrogateescape")
+    for ch in text:
+        o = ord(ch)
+        if o in _ESC:
+            out.append(_ESC[o])
+        elif 0xDC80 <= o <= 0xDCFF:  # an invalid UTF-8 byte
+            out.append("\\x%02x" % (o - 0xDC00))
+        elif o < 0x20 or o == 0x7F:
+            out.append("\\x%02x" % o)
+        elif o < 0x7F or ch.isprintable():
+            out.append(ch)
+        elif o <= 0xFFFF:
+            out.append("\\u%04x" % o)
+        else:
+            out.append("\\U%08x" % o)
+    return "".join(out)
+
+
+def prefix(conn: "ClientConnection") -> str:
+    """nats-server's per-connection log prefix: address and cid, then once connected the client's
+    "v<version>:<lang>:<name>" and "<account>/user:<user>" (client.go processConnect)."""
+    p = f"{conn.host}:{conn.port} - cid:{conn.cid}"
+    if conn.connected:
+        ncs = ":".join(x for x in (f"v{conn.version}" if conn.version else "", conn.lang, conn.name) if x)
+        if ncs:
+            p += f' - "{ncs}"'
+        if conn.user:
+            p += f' - "$G/user:{conn.user}"'
+    return p
+
+
+def _payload(conn: "ClientConnection", arrow: str, data: bytes) -> None:
+    if not data:
+        return  # nats-server: no line for an empty payload
+    limit = logmod.MAX_TRACED_MSG_LEN
+    if limit and len(data) > limit:
+        logmod.trace(f'{prefix(conn)} - {arrow} MSG_PAYLOAD: ["{go_quote(data[:limit])}..."]')
+    else:
+        logmod.trace(f'{prefix(conn)} - {arrow} MSG_PAYLOAD: ["{go_quote(data)}"]')
+
+
+def trace_in(conn: "ClientConnection", op) -> None:
+    """One operation the client sent."""
+    t = type(op)
+    if t is Pub:
+        r = f" {op.reply}" if op.reply else ""
+        if op.hdr_len:
+            line = f"HPUB {op.subject}{r} {op.hdr_len} {len(op.data)}"
+        else:
+            line = f"PUB {op.subject}{r} {len(op.data)}"
+        logmod.trace(f"{prefix(conn)} - <<- [{line}]")
+        _payload(conn, "<<-", op.data)
+        return
+    if t is Connect:
+        line = "CONNECT " + redact(op.raw.decode("utf-8", "replace"))
+    elif t is Sub:
+        line = f"SUB {op.subject} {op.queue + ' ' if op.queue else ''}{op.sid}"
+    elif t is Unsub:
+        line = f"UNSUB {op.sid}" + (f" {op.max_msgs}" if op.max_msgs else "")
+    elif t is Ping:
+        line = "PING"
+    elif t is Pong:
+        line = "PONG"
+    else:
+        return  # protocol errors are traced as the -ERR the server sends back
+    logmod.trace(f"{prefix(conn)} - <<- [{line}]")
+
+
+def trace_out(conn: "ClientConnection", data: bytes) -> None:
+    """Every protocol line in ``data`` (one flush of the connection's output)."""
+    pos, n = 0, len(data)
+    while pos < n:
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            return
+        line = data[pos:eol]
+        pos = eol + 2
+        if line.startswith((b"MSG ", b"HMSG ")):
+            try:
+                size = int(line.rsplit(b" ", 1)[1])
+            except (IndexError, ValueError):
+                return
+            logmod.trace(f"{prefix(conn)} - ->> [{line.decode('utf-8', 'replace')}]")
+            _payload(conn, "->>", data[pos:pos + size])
+            pos += size + 2
+        elif line == b"+OK":
+            logmod.trace(f"{prefix(conn)} - ->> [OK]")
+        elif line in (b"PING", b"PONG"):
+            logmod.trace(f"{prefix(conn)} - ->> [{line.decode()}]")
+        elif line.startswith(b"-ERR "):
+            text = line[5:].decode("utf-8", "replace").strip("'")
+            logmod.trace(f"{prefix(conn)} - ->> [-ERR {text}]")
+        # INFO is not traced (nats-server neither)
+
+
+# nats-server client.go prefixAuthPat / exactAuthPat: the value of pass*, auth_token*, sig, proxy_sig and nkey.
+_PREFIX_AUTH = re.compile(r'"?\s*(?:auth_token\S*?|pass\S*?)"?\s*[:=]\s*"?([^",\r\n}]*)')
+_EXACT_AUTH = re.compile(r'(?:^|[^A-Za-z0-9_])"?\s*(?:proxy_sig|nkey|sig)"?\s*[:=]\s*"?([^",\r\n}]*)')
+
+
+def _redact_with(pat: re.Pattern, text: str) -> str:
+    for m in reversed(list(pat.finditer(text))):
+        text = text[:m.start(1)] + "[REDACTED]" + text[m.end(1):]
+    return text
+
+
+def redact(connect_json: str) -> str:
+    """CONNECT with its secrets replaced, byte for byte as nats-server's removeSecretsFromTrace does."""
+    return _redact_with(_EXACT_AUTH, _redact_with(_PREFIX_AUTH, connect_json))
