@@ -435,3 +435,11 @@ def test_sigterm_stops_with_the_log_pipe_closed(target):
     assert rc == (-signal.SIGPIPE if target == "nats-server" else 0)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1)
+
+
+def test_unopenable_log_file():
+    args = ["-a", "127.0.0.1", "-p", "-1", "-l", "/nonexistent-skiff-dir/server.log"]
+    ours, theirs = _run("skiff", *args), _run("nats-server", *args)
+    assert ours.returncode == theirs.returncode == 1
+    expected = "error opening file: open /nonexistent-skiff-dir/server.log: no such file or directory"
+    assert theirs.stderr.strip().endswith(expected) and ours.stderr.strip() == expected
