@@ -38,6 +38,25 @@ def is_valid_literal_subject(subject: str) -> bool:
     return all(t not in (PWC, FWC) for t in subject.split("."))
 
 
+@lru_cache(maxsize=4096)
+def is_valid_client_sub_subject(subject: str) -> bool:
+    """What nats-server accepts in a client SUB: Sublist.Insert's rule (sublist.go) - non-empty tokens, ``>`` only
+    last - and no whitespace rule (IsValidSubject's is not applied there; space, tab, CR and LF cannot reach it
+    anyway, the argument splitter removed them, but \\f and \\v are accepted)."""
+    tokens = subject.split(".")
+    for i, t in enumerate(tokens):
+        if not t or (t == FWC and i != len(tokens) - 1):
+            return False
+    return True
+
+
+@lru_cache(maxsize=4096)
+def is_valid_client_pub_subject(subject: str) -> bool:
+    """nats-server's pedantic publish check (sublist.go IsValidLiteralSubject): non-empty tokens, none of them a
+    wildcard.  No whitespace rule: ``PUB a\\x0bb`` and ``PUB a\\rb 1`` pass (the splitter keeps those bytes)."""
+    return all(t and t != PWC and t != FWC for t in subject.split("."))
+
+
 def has_wildcard(subject: str) -> bool:
     return any(t in (PWC, FWC) for t in subject.split("."))
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from protocol import encoder
 from protocol.jsapi import gojson as go_json
 from protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
-from protocol.subjects import is_valid_literal_subject, is_valid_subject
+from protocol.subjects import is_valid_client_pub_subject, is_valid_client_sub_subject
 
 from .subscription import Subscription
 from .permissions import Permissions
@@ -354,7 +354,7 @@ class ClientConnection(asyncio.Protocol):
             # HPUB without headers negotiated: nats-server closes without an -ERR.
             self.close(PROTOCOL_VIOLATION)
             return
-        if self.pedantic and not is_valid_literal_subject(subject):
+        if self.pedantic and not is_valid_client_pub_subject(subject):
             # nats-server sends the error and still routes the message.
             self.send(encoder.err("Invalid Publish Subject"))
         perms = self.perms
@@ -370,7 +370,7 @@ class ClientConnection(asyncio.Protocol):
     def _sub(self, op: Sub) -> None:
         if not self.authorized:
             return self._auth_violation()
-        if not is_valid_subject(op.subject) or (op.queue and not _valid_queue(op.queue)):
+        if not is_valid_client_sub_subject(op.subject) or (op.queue and not _valid_queue(op.queue)):
             self.send(encoder.err("Invalid Subject"))
             return
         if self.perms is not None and not self.perms.can_subscribe(op.subject, op.queue):

@@ -146,6 +146,13 @@ CORPUS = [
     ("sub-lf-first-arg-byte", (), b"SUB \ncrlf 1\nPUB crlf 1\r\nx\r\n", b"MSG crlf 1 1\r\nx\r\n", OPEN),
     ("unsub-cr-separates", (), b"SUB crun 1\r\nUNSUB 1\r1\r\nPUB crun 1\r\na\r\nPUB crun 1\r\nb\r\n",
      b"MSG crun 1 1\r\na\r\n", OPEN),
+    # Subject checks on the client path: SUB takes what Sublist.Insert takes, pedantic PUB what
+    # IsValidLiteralSubject takes - neither looks at \f or \v (or, for PUB, at a CR the splitter kept).
+    ("sub-ff-in-subject", (), b"SUB ffs.a\x0cb 1\r\nPUB ffs.a\x0cb 1\r\nx\r\n", b"MSG ffs.a\x0cb 1 1\r\nx\r\n", OPEN),
+    ("sub-vt-in-subject", (), b"SUB vts.a\x0bb 1\r\n", b"", OPEN),
+    ("pedantic-pub-vt-in-subject", ("pedantic",), b"PUB ped.a\x0bb 1\r\nx\r\n", b"", OPEN),
+    ("pedantic-pub-cr-in-subject", ("pedantic",), b"PUB ped.a\rb 1\r\nx\r\n", b"", OPEN),
+    ("pedantic-pub-empty-token", ("pedantic",), b"PUB ped..b 1\r\nx\r\n", b"-ERR 'Invalid Publish Subject'\r\n", OPEN),
     ("connect-lf-first-arg-byte", (), b'CONNECT\n{"verbose":true}\r\n', b"+OK\r\n", OPEN),
     ("connect-cr-drops-last-byte", (), b'CONNECT {"verbose":true}\rx\n', b"+OK\r\n", OPEN),
     # -- max control line ----------------------------------------------------------------------------------------------
@@ -167,7 +174,7 @@ CORPUS = [
 
 @pytest.mark.parametrize("opts,data,reply,outcome", [r[1:] for r in CORPUS], ids=[r[0] for r in CORPUS])
 def test_malformed(shared_server, raw, opts, data, reply, outcome):
-    c = raw.handshake(shared_server, headers=H in opts)
+    c = raw.handshake(shared_server, headers=H in opts, pedantic="pedantic" in opts)
     c.send(data)
     if outcome == CLOSED:
         assert c.assert_closed() == reply
