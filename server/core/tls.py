@@ -28,9 +28,12 @@ def make_server_context(tls) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(tls.cert_file, tls.key_file)
-    if getattr(tls, "ca_file", None):
-        ctx.load_verify_locations(tls.ca_file)
     if getattr(tls, "verify", False):
+        # ca_file only verifies client certificates (nats-server: ClientCAs, used only with verify).  Loading it
+        # otherwise would also make OpenSSL append the CA to the chain it sends (auto-chain), where Go sends just
+        # the cert_file chain: a client that does not trust the CA would see a different verify error.
+        if getattr(tls, "ca_file", None):
+            ctx.load_verify_locations(tls.ca_file)
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 

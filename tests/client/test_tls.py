@@ -151,6 +151,17 @@ def test_broken_client_hello_gets_a_fatal_alert(server_factory, handshake_first)
     assert len(got) == 7 and got[0] == 0x15 and got[3:6] == b"\x00\x02\x02", got  # alert record, fatal
 
 
+def test_certificate_chain_is_the_cert_file(server_factory):
+    """The server sends the cert_file chain, not the CA from ca_file: a client that does not trust the CA fails
+    with "unable to get local issuer certificate" (20), not "self-signed certificate in chain" (19)."""
+    srv = server_factory(jetstream=False, config=tls_conf())
+    ctx = ssl.create_default_context()  # system CAs only
+    ctx.check_hostname = False
+    with pytest.raises(ssl.SSLCertVerificationError) as e:
+        raw_tls(srv, ctx=ctx)
+    assert e.value.verify_code == 20, e.value
+
+
 @pytest.mark.parametrize("handshake_first", [False, True])
 def test_plain_text_on_a_tls_port_is_closed_silently(server_factory, handshake_first):
     conf = tls_conf(**({"handshake_first": "true"} if handshake_first else {}))
