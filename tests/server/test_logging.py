@@ -185,3 +185,19 @@ async def test_monitor_errors_go_through_the_server_log(tmp_path):
         assert "RuntimeError: provider exploded" in text
     finally:
         logmod.configure()
+
+
+def test_log_size_limit_rotates(server_factory, tmp_path):
+    log = tmp_path / "server.log"
+    srv = server_factory("-V", "-l", str(log), "--log_size_limit", "2000", jetstream=False)
+    _wait_for(log, "Server is ready")
+    _conversation(srv.port)
+    deadline = time.monotonic() + 5
+    while not [p for p in tmp_path.iterdir() if p.name.startswith("server.log.")]:
+        assert time.monotonic() < deadline, list(tmp_path.iterdir())
+        time.sleep(0.05)
+    backup = next(p for p in tmp_path.iterdir() if p.name.startswith("server.log."))
+    assert re.fullmatch(r"server\.log\.\d{4}\.\d\d\.\d\d\.\d\d\.\d\d\.\d\d\.\d{9}", backup.name)
+    assert "Server is ready" in backup.read_text()
+    first = _wait_for(log, "Rotated log").splitlines()[0]
+    assert first.endswith(f'[INF] Rotated log, backup saved as "{backup}"'), first
