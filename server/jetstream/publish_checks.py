@@ -9,8 +9,15 @@ the first failure:
 
     Nats-Expected-Stream (10060) -> Nats-TTL on a stream without allow_msg_ttl (10166)
     -> Nats-Expected-Last-Subject-Sequence[-Subject] (10071 / 10193) -> Nats-Expected-Last-Sequence (10071)
+    -> Nats-Schedule / -Time-Zone / -Next, Nats-Scheduler (10188 schedules disabled, 10212 invalid scheduler)
     -> Nats-Msg-Id duplicate (duplicate ack, not an error) -> Nats-Expected-Last-Msg-Id (10070)
     -> Nats-Rollup (10111 "rollup not permitted" / "rollup value invalid")
+
+Message schedules, atomic batches (``Nats-Batch-Id``) and fast batches (a reply subject ending in ``.$FI``) are
+not implemented, and a stream cannot enable them (``allow_msg_schedules`` / ``allow_atomic`` / ``allow_batched``
+are refused at create with 10052): such a publish gets the error nats-server gives a stream without the feature,
+never a plain store.  :func:`batch_refusal` runs before these checks, as nats-server routes batches apart
+(stream.go internalLoop: getFastBatch, getBatchId).
 
 Size checks, TTL validity (10165) and the store's own limits come after, in :mod:`.stream`.
 
@@ -25,6 +32,7 @@ from protocol import headers
 from protocol.errors import ApiError
 from protocol.jsapi.gojson import go_quote
 from protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
+from protocol.subjects import is_valid_literal_subject
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
@@ -39,6 +47,13 @@ ROLLUP = "Nats-Rollup"
 MSG_TTL = "Nats-TTL"
 MARKER_REASON = "Nats-Marker-Reason"
 KV_OPERATION = "KV-Operation"
+BATCH_ID = "Nats-Batch-Id"
+FAST_BATCH_SUFFIX = ".$FI"
+SCHEDULE = "Nats-Schedule"
+SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
+SCHEDULE_NEXT = "Nats-Schedule-Next"
+SCHEDULE_NEXT_PURGE = "purge"
+SCHEDULER = "Nats-Scheduler"
 
 ROLLUP_SUB = "sub"
 ROLLUP_ALL = "all"
@@ -91,6 +106,54 @@ def is_subject_delete_marker(hdr: bytes) -> bool:
     return bool(headers.get(hdr, MARKER_REASON)) or headers.get(hdr, KV_OPERATION) == "PURGE"
 
 
+def batch_refusal(reply: str, hdr: bytes) -> str | None:
+    """The error constant for a batch publish, or None for a plain one (checked after ``sealed`` and the size).
+
+    A reply subject ending in ``.$FI`` is a fast batch whatever the rest of it says (getFastBatch returns an error
+    for a malformed one, and the stream still answers 10205 first); a non-empty ``Nats-Batch-Id`` is an atomic
+    batch.  Skiff implements neither (docs/parity.md)."""
+    if len(reply) > 4 and reply.endswith(FAST_BATCH_SUFFIX):
+        return "JSBatchPublishDisabledErr"
+    if hdr and headers.get(hdr, BATCH_ID):
+        return "JSAtomicPublishDisabledErr"
+    return None
+
+
+def _valid_time_zone(name: str) -> bool:
+    """Go's time.LoadLocation succeeds ("UTC", "Local" or a tz database name)."""
+    if name in ("UTC", "Local"):
+        return True
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+        return False
+    return True
+
+
+def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
+    """nats-server's message-schedule checks (stream.go processJetStreamMsgWithBatch) on a stream without
+    allow_msg_schedules, the only kind Skiff has: any schedule, valid or not, is 10188."""
+    get = headers.get
+    tz = get(hdr, SCHEDULE_TIME_ZONE)
+    if tz is not None and (tz == "" or not _valid_time_zone(tz)):
+        return ApiError.of("JSMessageSchedulesDisabledErr")  # TimeZoneInvalid, reported as disabled
+    if get(hdr, SCHEDULE):
+        return ApiError.of("JSMessageSchedulesDisabledErr")
+    nxt = get(hdr, SCHEDULE_NEXT)
+    if nxt:
+        if nxt != SCHEDULE_NEXT_PURGE:
+            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+        scheduler = get(hdr, SCHEDULER)
+        if not scheduler or scheduler == subject or not is_valid_literal_subject(scheduler):
+            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+        return ApiError.of("JSMessageSchedulesDisabledErr")
+    if get(hdr, SCHEDULER):
+        return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+    return None
+
+
 def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Duplicate | ApiError:
     cfg = stream.config
     get = headers.get
@@ -120,6 +183,11 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Dupli
         # Go compares uint64(parseInt64(v)): -1 becomes 2^64-1 and never matches.
         if want != stream.last_seq:
             return ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq)
+
+    if b"Nats-Schedul" in hdr:  # one substring test keeps plain publishes fast
+        err = schedule_refusal(subject, hdr)
+        if err is not None:
+            return err
 
     msg_id = get(hdr, MSG_ID) or ""
     if msg_id:

@@ -47,7 +47,8 @@ from . import counters, jsonout
 from .dedupe import DedupeWindow
 from .transform import new_transform
 from .publish_checks import (
-    MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Duplicate, check_headers, is_subject_delete_marker, message_ttl,
+    FAST_BATCH_SUFFIX, MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Duplicate, batch_refusal, check_headers,
+    is_subject_delete_marker, message_ttl,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,6 +226,14 @@ class Stream:
         can_respond = bool(reply) and not self._no_ack
         if self._sealed:
             return self._nak(reply, can_respond, ApiError.of("JSStreamSealedErr"))
+        if reply[-4:] == FAST_BATCH_SUFFIX or (hdr and b"Nats-Batch-Id:" in hdr):
+            batch = batch_refusal(reply, hdr)
+            if batch is not None:
+                # nats-server processJetStream{Atomic,Fast}BatchMsg: sealed, then the size, then "disabled".
+                mms = self._max_msg_size
+                if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
+                    return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+                return self._nak(reply, can_respond, ApiError.of(batch))
         msg_id = rollup = ""
         incr = None
         if hdr:
