@@ -14,10 +14,10 @@ returns the model or the 10025 :class:`~protocol.errors.ApiError`.  :func:`is_em
 """
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional, TypeVar
 
 from ..errors import ApiError
+from . import gojson
 from .gojson import DURATION, INT, INT64, OMIT, UINT64, Go, GoDecodeError, GoModel
 from .timefmt import GoTime
 
@@ -154,7 +154,7 @@ def is_empty_request(data: bytes | str) -> bool:
     if data == b"{}":
         return True
     try:
-        v = json.loads(data)
+        v = gojson.loads(data)  # never RecursionError: nested input is just "not empty"
     except ValueError:
         return False
     return isinstance(v, dict) and len(v) == 0

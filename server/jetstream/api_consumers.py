@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 DEFAULT_MAX_CONSUMERS = 1000
+NAME_MAX = 255  # bytes in one path component (Linux, macOS): longer consumer names cannot be directories
 RESET_NOT_SUPPORTED = ApiError.of("JSConsumerInvalidResetErr", err="consumer reset is not supported by Skiff")
 
 
@@ -198,10 +199,13 @@ class ConsumerApi:
             # nats-server copies the config before naming a legacy ephemeral: its config keeps no name.
         defaulted = not ncfg.durable_name and ncfg.inactive_threshold <= 0
         ncfg = apply_inactive_threshold_default(ncfg)
+        if stream.path is not None and not ncfg.mem_storage and len(name.encode()) > NAME_MAX:
+            # the consumer's directory is its name: the file system refuses it, as it does under nats-server
+            return self._store_failed(stream, name, OSError(36, "File name too long"))
         try:
             store = open_store(stream, name, ncfg)
         except Exception as e:  # noqa: BLE001 - the disk said no
-            return ApiError.of("JSConsumerStoreFailedErrF", err=str(e))
+            return self._store_failed(stream, name, e)
         c = Consumer(cs, ncfg, name, self.server.clock.time_ns(), store)
         if defaulted:
             cs.mark_defaulted_threshold(name)
@@ -210,8 +214,11 @@ class ConsumerApi:
             cs.write_meta(c)
         except Exception as e:  # noqa: BLE001
             cs.forget(c)
-            store.delete()
-            return ApiError.of("JSConsumerStoreFailedErrF", err=str(e))
+            try:
+                store.delete()
+            except OSError:
+                pass
+            return self._store_failed(stream, name, e)
         c.start(has_state=False)
         info = c.info()
         adv.action(c, True)
@@ -219,6 +226,12 @@ class ConsumerApi:
         if c._paused():
             pause_advisory(c, c.config)
         return info
+
+    def _store_failed(self, stream, name: str, e: Exception) -> ApiError:
+        """jsConsumerCreateRequest hides the store's error from the client: 10012 ``error creating store for
+        consumer`` (errConsumerStoreFailed), the OS error goes to the log."""
+        self.server.log_warning("Consumer create failed", stream=stream.name, consumer=name, error=str(e))
+        return ApiError.of("JSConsumerCreateErrF", err="error creating store for consumer")
 
     @staticmethod
     def _partition_unique(stream, name: str, cfg: ConsumerConfig) -> bool:
