@@ -30,6 +30,7 @@ What can be wrong, and what happens (none of it raises; the server always starts
 from __future__ import annotations
 
 import os
+import zlib
 from array import array
 from typing import TYPE_CHECKING
 
@@ -145,6 +146,8 @@ class Recovery:
             start = doc["covered"]
             if self.pending_lost is not None:
                 self._resolve_pending(b.first)
+            if b.crc is not None:
+                self.fs._to_verify.append((b, start, b.crc))
         if start < size:
             with open(path, "rb") as f:
                 f.seek(start)
@@ -152,6 +155,10 @@ class Recovery:
             size = self._scan_into(b, data, start, is_last, have_summary=doc is not None)
             end = size - start  # the scan may have cut a torn tail
             b.tail = data[end - 4:end] if end >= 4 else _read_tail(path, size)
+            if start == 0:
+                b.crc = zlib.crc32(memoryview(data)[:end])
+            elif b.crc is not None:
+                b.crc = zlib.crc32(memoryview(data)[:end], b.crc)
             b.dirty = True
             self.scanned.append(b)
         if self.blocks and b.first < self.blocks[-1].end:
@@ -213,6 +220,7 @@ class Recovery:
         b.lost = list(doc["lost"])
         b.lost_bytes = doc["lost_bytes"]
         b.hi, b.hi_ts = doc["hi"], doc["hi_ts"]
+        b.crc = doc.get("crc")  # summaries written before the checksum was kept have none
         b.tail = doc["tail"]
         b.summary_covered = doc["covered"]
         b.dirty = False

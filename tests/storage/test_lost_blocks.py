@@ -158,3 +158,63 @@ def test_empty_newest_block_created_just_before_a_crash_loses_nothing(tmp_path):
     assert r.state().last_seq == 300 and r.state().lost is None and not lost_lines(logs)
     assert any("empty newest block" in e["event"] for e in logs)
     r.stop()
+
+
+def _flip_in_record(path: Path, seq: int) -> None:
+    from storage.filestore.block import HEAD, KIND_MSG
+
+    data = path.read_bytes()
+    pos = 0
+    while pos < len(data):
+        h = HEAD.unpack_from(data, pos)
+        if h[1] == KIND_MSG and h[4] == seq:
+            with open(path, "r+b") as f:
+                f.seek(pos + h[3] // 2)
+                b = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([b[0] ^ 0x10]))
+            return
+        pos += h[3]
+    raise AssertionError(f"no record {seq}")
+
+
+def test_bit_flip_under_an_intact_summary_is_found_and_reported(tmp_path):
+    """Issue #15 finding 5: the summary still matches the block's tail, so start-up trusts it; the whole-block
+    checksum (checked off the loop by the server) finds the damage and the lost record is reported."""
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.stop()
+    mid = blocks(d)[1]
+    first, last = block_range(d, mid)
+    victim = (first + last) // 2
+    _flip_in_record(mid, victim)
+    r, logs = reopen(d)
+    assert r.scanned_blocks == 0  # start-up did not read the blocks
+    assert [b.path for b, _, _ in r.verify_blocks()] == [str(mid)]
+    with capture_logs() as logs:
+        assert r.check_blocks(r.verify_blocks()) == [victim]
+    st = r.state()
+    assert (st.messages, st.last_seq, st.lost.msgs, st.num_deleted) == (299, 300, [victim], 1)
+    assert st.lost.bytes > 0
+    assert any(e["event"].startswith("BLOCK CHECKSUM MISMATCH") and e["block"] == str(mid) for e in logs)
+    assert any("CORRUPT RECORD" in e["event"] and e["seq"] == victim for e in logs)
+    r.stop()
+    r, _ = reopen(d)
+    assert r.state().lost.msgs == [victim] and r.state().messages == 299  # stays reported
+    r.stop()
+
+
+def test_verify_finds_nothing_on_a_healthy_store(tmp_path):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.erase_msg(5)  # an in-place rewrite: the block's checksum becomes unknown, never a false alarm
+    s.stop()
+    r, _ = reopen(d)
+    assert len(r._to_verify) >= 2
+    assert r.verify_blocks() == []
+    fill(r, 50)
+    r.flush()
+    assert r.check_blocks(r.verify_blocks()) == []
+    r.stop()
