@@ -443,3 +443,21 @@ def test_unopenable_log_file():
     assert ours.returncode == theirs.returncode == 1
     expected = "error opening file: open /nonexistent-skiff-dir/server.log: no such file or directory"
     assert theirs.stderr.strip().endswith(expected) and ours.stderr.strip() == expected
+
+
+@pytest.mark.parametrize("utc", [False, True])
+def test_logtime_utc(utc, monkeypatch):
+    import datetime
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving: local and UTC stamps differ
+    args = ["-a", "127.0.0.1", "-p", "99999"] + (["--logtime_utc"] if utc else [])
+    for kind in ("skiff", "nats-server"):
+        p = _run(kind, *args)
+        import re
+
+        stamp = re.match(r"\[\d+\] (\S+ \S+) \[", p.stderr).group(1)
+        logged = datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f")
+        now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        if not utc:
+            now += datetime.timedelta(hours=9)
+        assert abs((now - logged).total_seconds()) < 120, (kind, stamp)
