@@ -71,8 +71,9 @@ class Permissions(_Model):
 class User(_Model):
     """One entry of ``authorization { users: [...] }``."""
 
-    user: str
+    user: str = ""
     password: str = ""
+    nkey: str = ""
     permissions: Permissions | None = None
     allowed_connection_types: list[str] | None = None
 

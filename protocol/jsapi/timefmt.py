@@ -125,10 +125,27 @@ def format_time(unix_ns: int | GoTime, offset: int = 0) -> str:
     return out + f"{sign}{off // 3600:02d}:{off // 60 % 60:02d}"
 
 
+def _quote(s: str) -> str:
+    """Go's time.quote: control and non-ASCII characters as ``\\xNN`` per UTF-8 byte, ``"`` and ``\\`` escaped.
+    (Go's JSON decoder has already turned invalid UTF-8 and lone surrogates into U+FFFD.)"""
+    out = ['"']
+    for c in s:
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            c = "\ufffd"
+        if c >= "\x80" or c < " ":
+            out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8")))
+        else:
+            out.append("\\" + c if c in '"\\' else c)
+    out.append('"')
+    return "".join(out)
+
+
 def _perr(value: str, elem: str, rest: str, msg: str = "") -> TimeParseError:
+    """time.ParseError.Error(): every part quoted with time.quote."""
     if msg:
-        return TimeParseError(f'parsing time "{value}"{msg}')
-    return TimeParseError(f'parsing time "{value}" as "{_RFC3339}": cannot parse "{rest}" as "{elem}"')
+        return TimeParseError(f"parsing time {_quote(value)}{msg}")
+    return TimeParseError(f"parsing time {_quote(value)} as {_quote(_RFC3339)}: cannot parse {_quote(rest)} as "
+                          f"{_quote(elem)}")
 
 
 def _digits(s: str, i: int, n: int) -> int | None:

@@ -37,6 +37,7 @@ class _Bad(Exception):
 
 
 class _Mapper:
+    Bad = _Bad  # for the block parsers in sibling modules (accounts.py)
     def __init__(self) -> None:
         self.settings: dict[str, Any] = {}
         self.errors: list[ConfigError] = []
@@ -180,7 +181,9 @@ class _Mapper:
                 elif k == "authorization":
                     self.authorization(tok)
                 elif k == "accounts":
-                    s["accounts"] = plain(self.expect(tok, dict, k))
+                    from server.conf.accounts import parse_accounts
+
+                    s["accounts"] = parse_accounts(self, tok)
                 elif k in ("http", "https"):
                     host, port = self.listen(tok, k)
                     if host is not None:
@@ -389,10 +392,12 @@ class _Mapper:
                 return
             seen: set[str] = set()
             for u in users:
-                if u["user"] in seen:
-                    self.err(tok, f"Duplicate user {u['user']!r} detected")
+                key = u.get("nkey") or u["user"]
+                if key in seen:
+                    kind = "nkey" if u.get("nkey") else "user"
+                    self.err(tok, f'Duplicate {kind} "{key}" detected')
                     return
-                seen.add(u["user"])
+                seen.add(key)
                 if default_perms is not None and u.get("permissions") is None:
                     u["permissions"] = default_perms
             self.settings["users"] = users
@@ -435,14 +440,14 @@ class _Mapper:
                 self.err(ut, f"Expected user entry to be a map/struct, got {plain(ut.value)}")
                 continue
             u: dict[str, Any] = {}
-            nkey = False
             for k, vt in ut.value.items():
                 lk = k.lower()
                 if self.not_implemented(support.USER, lk, vt, f"authorization.users.{k}"):
-                    nkey = nkey or lk == "nkey"
                     continue
                 try:
-                    if lk in ("user", "username"):
+                    if lk == "nkey":
+                        u["nkey"] = self.expect(vt, str, k)
+                    elif lk in ("user", "username"):
                         u["user"] = self.expect(vt, str, k)
                     elif lk in ("pass", "password"):
                         u["password"] = self.expect(vt, str, k)
@@ -456,9 +461,17 @@ class _Mapper:
                         self.unknown(vt, k)
                 except _Bad:
                     continue
-            if nkey:
-                continue  # refused above; "User entry requires a user" would only add noise
-            if not u.get("user"):
+            if u.get("nkey"):
+                from server.core.nkey import is_public_key
+
+                # nats-server parseUsers: an nkey user is its key, and only a user key.
+                if not is_public_key(u["nkey"], "U"):
+                    self.err(ut, "Not a valid public nkey for a user")
+                    raise _Bad
+                if u.get("user") or u.get("password"):
+                    self.err(ut, "Nkey users do not take usernames or passwords")
+                    raise _Bad
+            elif not u.get("user"):
                 self.err(ut, "User entry requires a user")
                 raise _Bad
             users.append(u)

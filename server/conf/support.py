@@ -60,17 +60,15 @@ def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplem
     return out
 
 
-_ACCOUNTS = "accounts (every client is in the global account; the accounts feature is to come)"
+_SYSTEM = "the system account ($SYS events and requests are not implemented yet)"
 _JWT = "operator mode and JWT authentication (Skiff would let in clients that nats-server refuses)"
 _ONE_SERVER = "Skiff is a single server"
 
 #: top-level keys (server/opts.go processConfigFileLine)
 TOP_LEVEL = _entries(
     # -- accounts and decentralised authentication: without them Skiff would be more open than nats-server.
-    (("accounts",), Unimplemented(REFUSE, _ACCOUNTS, _empty)),
-    # nats-server refuses system_account without the account defined in accounts{} (checked: "error resolving
-    # system account: account missing"), and accounts are refused.
-    (("system_account", "system"), Unimplemented(REFUSE, _ACCOUNTS)),
+    # accounts {} is implemented (conf/accounts.py, core/accounts.py); the system account's services are not.
+    (("system_account", "system"), Unimplemented(REFUSE, _SYSTEM)),
     (("default_sentinel",), Unimplemented(REFUSE, _JWT, _empty)),
     (("operator", "operators", "roots", "root", "root_operators", "root_operator"), Unimplemented(REFUSE, _JWT)),
     (("resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
@@ -149,7 +147,6 @@ AUTHORIZATION = _entries(
 
 #: keys of one entry of ``authorization { users: [...] }`` (parseUsers)
 USER = _entries(
-    (("nkey",), Unimplemented(REFUSE, "nkey users (the user could not connect)")),
     (("proxy_required",), Unimplemented(REFUSE, "trusted proxies", _false)),
     # Every Skiff client is a STANDARD connection: a list that allows STANDARD means exactly what Skiff does.
     (("allowed_connection_types", "connection_types", "clients"),

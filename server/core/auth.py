@@ -1,30 +1,51 @@
-"""Client authentication from CONNECT: a token, one user/password, or a users list (nats-server auth.go).
+"""Client authentication from CONNECT (nats-server auth.go processClientOrLeafAuthentication).
 
-Passwords may be stored as bcrypt hashes in nats-server configs (``$2a$...``); Skiff compares them only when the
-``bcrypt`` module happens to be installed, and otherwise refuses such users (documented in docs/parity.md).
+Who may connect, and as whom:
+
+* a ``token`` (``authorization { token }``) or one ``user``/``password``: the global account ``$G``;
+* ``authorization { users }``: users of ``$G``;
+* ``accounts { A { users } }``: users of account A; an account's ``default_permissions`` apply to its users that
+  have none of their own;
+* nkey users (``{nkey: U...}``, in either place): the server puts a ``nonce`` in INFO and the client signs it; the
+  CONNECT carries ``nkey`` and ``sig`` (see nkey.py);
+* ``no_auth_user``: a CONNECT with no credentials at all logs in as that configured user.
+
+Passwords may be bcrypt hashes (``$2a$...``), compared with the ``bcrypt`` package.  ``check`` returns the
+:class:`AuthUser` a CONNECT authenticates as, or None (the caller answers ``Authorization Violation``).
 """
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
+from typing import Any
 
+from .accounts import GLOBAL
 from .permissions import Permissions
+
+
+@dataclass
+class AuthUser:
+    name: str  # the user name, the nkey for nkey users, "" for token auth
+    account: str = GLOBAL
+    perms: Permissions | None = None
+    password: str = ""
+    nkey: str = ""
 
 
 class Auth:
     def __init__(self, options) -> None:
         self.token: str = getattr(options, "authorization", None) or getattr(options, "token", None) or ""
-        self.users: dict[str, str] = {}
-        self.permissions: dict[str, Permissions] = {}
+        self.users: dict[str, AuthUser] = {}
+        self.nkeys: dict[str, AuthUser] = {}
         if getattr(options, "username", None):
-            self.users[options.username] = options.password or ""
+            self.users[options.username] = AuthUser(options.username, password=options.password or "")
         for u in getattr(options, "users", None) or []:
-            name = u.get("user") if isinstance(u, dict) else getattr(u, "user", None)
-            pw = u.get("password") if isinstance(u, dict) else getattr(u, "password", None)
-            if name:
-                self.users[name] = pw or ""
-                perms = u.get("permissions") if isinstance(u, dict) else getattr(u, "permissions", None)
-                if perms is not None:
-                    self.permissions[name] = Permissions(perms)
+            self._add(u, GLOBAL, None)
+        for name, ac in (getattr(options, "accounts", None) or {}).items():
+            ac = ac or {}
+            default = ac.get("default_permissions")
+            for u in ac.get("users") or []:
+                self._add(u, name, default)
         self.no_auth_user: str = getattr(options, "no_auth_user", None) or ""
         # nats-server: 2s, or the TLS handshake timeout + 1s when TLS is on, unless configured.
         timeout = float(getattr(options, "auth_timeout", 0) or 0)
@@ -33,35 +54,68 @@ class Auth:
             timeout = (float(tls.timeout) + 1.0) if tls is not None and getattr(tls, "cert_file", "") else 2.0
         self.timeout = timeout
 
+    def _add(self, u: Any, account: str, default_perms: Any) -> None:
+        get = u.get if isinstance(u, dict) else (lambda k, d=None: getattr(u, k, d))
+        perms = get("permissions")
+        if perms is None:
+            perms = default_perms
+        p = Permissions(perms) if perms is not None else None
+        nkey = get("nkey") or ""
+        if nkey:
+            self.nkeys[nkey] = AuthUser(nkey, account, p, nkey=nkey)
+            return
+        name = get("user")
+        if name:
+            self.users[name] = AuthUser(name, account, p, password=get("password") or "")
+
     @property
     def required(self) -> bool:
-        return bool(self.token or self.users)
+        return bool(self.token or self.users or self.nkeys)
 
-    def check(self, connect: dict) -> str | None:
-        """The authenticated user name ("" for token auth), or None when CONNECT does not authenticate."""
+    @property
+    def nonce_required(self) -> bool:
+        """nats-server nonceRequired: INFO carries a nonce when nkey users exist."""
+        return bool(self.nkeys)
+
+    @property
+    def permissions(self) -> dict[str, Permissions]:
+        """Permissions by user name (monitoring, tests)."""
+        return {n: u.perms for n, u in {**self.users, **self.nkeys}.items() if u.perms is not None}
+
+    def check(self, connect: dict, nonce: str = "") -> AuthUser | None:
+        """The user a CONNECT authenticates as, or None."""
         if self.token:
             tok = connect.get("auth_token")
             if isinstance(tok, str) and _eq(tok, self.token):
-                return ""
-            if not self.users:
+                return AuthUser("")
+            if not self.users and not self.nkeys:
                 return None
+        nkey = connect.get("nkey")
+        if self.nkeys and nkey:
+            from .nkey import verify_signature
+
+            u = self.nkeys.get(nkey) if isinstance(nkey, str) else None
+            sig = connect.get("sig")
+            if u is None or not nonce or not isinstance(sig, str) or not verify_signature(nkey, nonce, sig):
+                return None
+            return u
         user = connect.get("user")
         pw = connect.get("pass")
-        if not user and self.no_auth_user and not connect.get("auth_token"):
-            return self.no_auth_user if self.no_auth_user in self.users else None
-        if not isinstance(user, str) or user not in self.users:
+        if not user and self.no_auth_user and not connect.get("auth_token") and not nkey:
+            return self.users.get(self.no_auth_user) or self.nkeys.get(self.no_auth_user)
+        u = self.users.get(user) if isinstance(user, str) else None
+        if u is None or not isinstance(pw, str):
             return None
-        expected = self.users[user]
-        if not isinstance(pw, str):
-            return None
+        expected = u.password
         if expected.startswith("$2"):
+            import bcrypt
+
             try:
-                import bcrypt  # type: ignore
-            except ImportError:
+                return u if bcrypt.checkpw(pw.encode(), expected.encode()) else None
+            except ValueError:  # not a well-formed hash
                 return None
-            return user if bcrypt.checkpw(pw.encode(), expected.encode()) else None
-        return user if _eq(pw, expected) else None
+        return u if _eq(pw, expected) else None
 
 
 def _eq(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
+    return hmac.compare_digest(a.encode("utf-8", "surrogateescape"), b.encode("utf-8", "surrogateescape"))

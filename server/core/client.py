@@ -73,6 +73,14 @@ class ClientConnection(asyncio.Protocol):
         self.user = ""
         self.perms: Permissions | None = None
         self.deny_delivery = False  # subscribe deny list to apply on delivery
+        # The account the client publishes and subscribes in ($G until CONNECT says otherwise; core/accounts.py).
+        self.account = server.accounts.gacc
+        self.sublist = self.account.sublist
+        self.nonce = ""  # nkey auth: what the client signs (INFO nonce)
+        if server.auth.nonce_required:
+            from .nkey import new_nonce
+
+            self.nonce = new_nonce()
         self.replies: dict[str, list] | None = None  # allow_responses: reply subject -> [received at, sent]
         self.connected = False  # a CONNECT was accepted
         self.authorized = not server.auth.required
@@ -310,13 +318,15 @@ class ClientConnection(asyncio.Protocol):
             self._auth_timer.cancel()
             self._auth_timer = None
         if not self.authorized:
-            user = srv.auth.check(merged)
-            if user is None:
+            found = srv.auth.check(merged, self.nonce)
+            if found is None:
                 self._auth_violation()
                 return
-            self.user = user
+            self.user = found.name
             self.authorized = True
-            self.perms = perms = srv.auth.permissions.get(user)
+            self.account = srv.accounts.get(found.account) or srv.accounts.gacc
+            self.sublist = self.account.sublist
+            self.perms = perms = found.perms
             self.deny_delivery = bool(perms and perms.sub_deny)
             self.replies = {} if perms is not None and perms.tracks_responses else None
         if self.protocol not in (0, 1):

@@ -36,7 +36,7 @@ from ..version import API_LEVEL, GO_FIELD, PROTO, VERSION
 from .auth import Auth
 from .client import SERVER_SHUTDOWN, ClientConnection
 from .permissions import REPLY_PRUNE_LIMIT
-from .sublist import Sublist
+from .accounts import Accounts
 from .subscription import Subscription
 
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -62,8 +62,13 @@ class Server:
         self.server_id = _server_id()
         self.server_name = options.server_name or self.server_id
         self.log = get_logger("skiff.server")
-        self.sublist = Sublist()
-        self._match_cache = self.sublist.cache
+        # Accounts first: a configuration nats-server refuses (an import of an undefined account...) raises
+        # AccountError here, before anything listens.
+        self.accounts = Accounts(self, options)
+        # JetStream, the server's internal publishes and internal subscriptions without an account live in one
+        # account: $G, or the one account whose `jetstream` is enabled (see jetstream_account()).
+        self.js_account = self.jetstream_account()
+        self.sublist = self.js_account.sublist
         self.clients: dict[int, ClientConnection] = {}
         self.closed_clients: list[dict] = []
         self.auth = Auth(options)
@@ -103,6 +108,7 @@ class Server:
             from .tls import make_server_context
 
             self.tls_context = make_server_context(tls)
+        self.accounts.start()
         if opts.jetstream:
             from ..jetstream import JetStream
 
@@ -246,9 +252,11 @@ class Server:
         info["api_lvl"] = API_LEVEL
         if self.lame_duck:
             info["ldm"] = True
+        if conn.nonce:
+            info["nonce"] = conn.nonce
         if connect_info:
             info["connect_info"] = True
-            info["remote_account"] = "$G"
+            info["remote_account"] = conn.account.name
         return encoder.info(info)
 
     def first_ping_delay(self) -> float:
@@ -258,6 +266,19 @@ class Server:
     def options_tls_timeout(self) -> float:
         tls = getattr(self.options, "tls", None)
         return float(getattr(tls, "timeout", None) or 2.0)
+
+    def jetstream_account(self):
+        """The account JetStream runs in: $G without an ``accounts {}`` block, else the one account with
+        ``jetstream`` enabled (or $G, with JetStream then answering 10039 everywhere, when none is).  nats-server
+        runs a JetStream per account; Skiff runs one and refuses a configuration that enables it in several."""
+        from .accounts import AccountError
+
+        enabled = self.accounts.jetstream_accounts
+        if len(enabled) > 1:
+            names = ", ".join(sorted(a.name for a in enabled))
+            raise AccountError(f"JetStream is enabled in accounts {names}: Skiff runs JetStream in one account only "
+                               "(per-account JetStream for several accounts is not implemented)")
+        return enabled[0] if enabled else self.accounts.gacc
 
     def next_cid(self) -> int:
         self._cid += 1
@@ -286,16 +307,18 @@ class Server:
 
     # ------------------------------------------------------------------ subscriptions
     def add_subscription(self, sub: Subscription) -> None:
-        self.sublist.insert(sub)
-        if self._interest_watch:
+        sl = sub.conn.sublist if sub.conn is not None else sub.sublist
+        sl.insert(sub)
+        if self._interest_watch and sl is self.sublist:
             self._notify_interest(sub.subject)
 
     def remove_subscription(self, sub: Subscription) -> None:
         if sub.closed:
             return
         sub.closed = True
-        self.sublist.remove(sub)
-        if self._interest_watch:
+        sl = sub.conn.sublist if sub.conn is not None else sub.sublist
+        sl.remove(sub)
+        if self._interest_watch and sl is self.sublist:
             self._notify_interest(sub.subject)
 
     def _notify_interest(self, pattern: str) -> None:
@@ -320,12 +343,14 @@ class Server:
         return stop
 
     def subscribe_internal(self, subject: str, callback: Callable, queue: str = "",
-                           server_msgs: bool = False) -> Subscription:
+                           server_msgs: bool = False, account: Any = None) -> Subscription:
         """An internal subscription: ``callback(sub, subject, reply, hdr_len, data, origin)`` runs in-line when a
         message is routed to ``subject``.  ``origin`` is the publishing ClientConnection, or None for a message the
-        server published, which reaches the callback only with ``server_msgs`` (see Subscription)."""
+        server published, which reaches the callback only with ``server_msgs`` (see Subscription).  It lives in
+        ``account``'s subject space, by default the JetStream account's."""
         self._internal_sid += 1
         sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback, server_msgs)
+        sub.sublist = account.sublist if account is not None else self.sublist
         self.add_subscription(sub)
         return sub
 
@@ -370,7 +395,7 @@ class Server:
 
     # ------------------------------------------------------------------ routing
     def route(self, origin: ClientConnection | None, subject: str, reply: str, hdr_len: int, data: bytes,
-              msg_subject: str | None = None) -> bool:
+              msg_subject: str | None = None, sublist: Any = None) -> bool:
         """Deliver one message to every interested subscription. Returns whether anyone got it.
 
         ``msg_subject`` is the subject written in the frame when it differs from the one routed on: JetStream
@@ -379,13 +404,16 @@ class Server:
         A frame is ``head`` + sid + ``tail`` + payload + CRLF, where head (``MSG <subject> ``) and tail
         (`` [reply] <size>\\r\\n``) are built once per message and shared by every receiver, so a fan-out costs
         a few list appends per receiver and no formatting."""
-        r = self._match_cache.get(subject)
+        if sublist is None:
+            # A client publishes in its own account; the server (origin None) in the JetStream account.
+            sublist = origin.sublist if origin is not None else self.sublist
+        r = sublist.cache.get(subject)
         if r is None:
-            r = self.sublist.match(subject)
+            r = sublist.match(subject)
         plain, queues = r
         if not plain and not queues:
             if reply and origin is not None and origin.no_responders:
-                self._no_responders(subject, reply, origin)
+                self.no_responders(subject, reply, origin)
             return False
         head = tail = None
         delivered = False
@@ -472,16 +500,18 @@ class Server:
         if len(replies) > REPLY_PRUNE_LIMIT:
             perms.prune_responses(replies, now)
 
-    def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
+    def no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
         """``NATS/1.0 503`` to the requester's own first matching plain subscription on the reply subject, for
         clients that asked for it in CONNECT (nats-server processInboundClientMsg; jetstream-notes 1.7)."""
-        plain, _ = self.sublist.match(reply)
+        plain, _ = origin.sublist.match(reply)
         for sub in plain:
             if sub.conn is origin:
                 hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
                 head, tail = _frame_parts(reply, "", len(hdr), len(hdr))
                 self._deliver(sub, origin, head, tail, len(hdr), hdr)
                 return
+
+    _no_responders = no_responders  # the name the JetStream API modules call (to be moved to no_responders)
 
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
         """Publish from inside the server (API replies, advisories, deliveries)."""

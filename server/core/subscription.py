@@ -18,7 +18,7 @@ class Subscription:
     """
 
     __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed",
-                 "server_msgs")
+                 "server_msgs", "sublist")
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class Subscription:
         self.callback = callback
         self.closed = False
         self.server_msgs = server_msgs
+        self.sublist = None  # internal subscriptions: the Sublist (account) they live in
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         q = f" queue={self.queue}" if self.queue else ""

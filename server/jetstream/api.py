@@ -96,6 +96,10 @@ class ApiRouter:
     def start(self) -> None:
         srv = self.server
         self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch))
+        # Accounts without JetStream get nats-server's 10039 from the same route table (core/accounts.py).
+        for acc in srv.accounts.by_name.values():
+            if acc is not srv.js_account:
+                self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch_disabled, account=acc))
         domain = srv.options.jetstream_domain
         if domain:
             self._subs.append(srv.subscribe_internal(f"$JS.{domain}.API.>", self._dispatch_domain))
@@ -109,15 +113,34 @@ class ApiRouter:
         toks = subject.split(".", 3)
         self._dispatch(sub, API_PREFIX + (toks[3] if len(toks) > 3 else ""), reply, hdr_len, data, origin)
 
-    def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+    def _find(self, subject: str) -> tuple[list[str], "Route | None"]:
         tokens = subject.split(".")[2:]
+        if tokens:
+            for r in self._routes.get(tokens[0], ()):
+                if r.matches(tokens):
+                    return tokens, r
+        return tokens, None
+
+    def _dispatch_disabled(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        """A request from an account without JetStream: every API route answers 10039 "JetStream not enabled for
+        account" with its own reply type (verified against 2.15.1); MSG.NEXT and DIRECT.GET have no responders."""
+        tokens, route = self._find(subject)
+        if route is None:
+            if reply and origin is not None and subject.startswith(_OUTSIDE_API):
+                self._no_responders(sub, subject, reply, origin)
+            return
+        if not reply:
+            return
+        out: dict = {"type": route.type, "error": ApiError.of("JSNotEnabledForAccountErr").to_dict()}
+        out.update(route.error_extra)
+        self.server.route(None, reply, "", 0, jsonout.dumpb(out), sublist=sub.sublist)
+
+    def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        if not self.server.js_account.jetstream:
+            return self._dispatch_disabled(sub, subject, reply, hdr_len, data, origin)
+        tokens, route = self._find(subject)
         if not tokens:
             return
-        route = None
-        for r in self._routes.get(tokens[0], ()):
-            if r.matches(tokens):
-                route = r
-                break
         if route is None:
             if reply and origin is not None and subject.startswith(_OUTSIDE_API):
                 self._no_responders(sub, subject, reply, origin)
@@ -148,7 +171,7 @@ class ApiRouter:
         (verified against 2.15.1), where any other unknown ``$JS.API`` subject just times out."""
         if not origin.no_responders:
             return
-        plain, queues = self.server.sublist.match(subject)
+        plain, queues = (sub.sublist or self.server.sublist).match(subject)
         if queues or any(s is not sub for s in plain):
             return
         send = getattr(self.server, "_no_responders", None)

@@ -180,7 +180,8 @@ class PullMixin:
                     wq.last = now
                     send(reply, b"", "", status(408, "Requests Pending"))
                     return
-        wr = WaitingRequest(reply, batch, req.max_bytes, now + expires_ns / 1e9 if expires_ns > 0 else 0.0, now,
+        # Go: a non-zero expires is a deadline, even a negative one (already past: the request ends with 408)
+        wr = WaitingRequest(reply, batch, req.max_bytes, now + expires_ns / 1e9 if expires_ns else 0.0, now,
                             hb_ns / 1e9, req.no_wait)
         if is_json:
             wr.group, wr.pin_id, wr.priority = req.group, req.id, req.priority

@@ -20,12 +20,16 @@ from tests.harness import ROOT, nats_server_binary
 
 CERTS = ROOT / "conf" / "certs"
 TLS = f'cert_file: "{CERTS}/server-cert.pem", key_file: "{CERTS}/server-key.pem"'
-NKEY = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
 SHA = "a" * 64
 
 # (line 2 of the file, the key named in the error, does `nats-server -t` accept the file)
 REFUSED_KEYS = [
-    ("accounts { A { users: [{user: a, password: a}] } }", "accounts", True),
+    ("accounts { A { limits { max_connections: 1 } } }", "accounts.A.limits", True),
+    ("accounts { A { mappings { a: b } } }", "accounts.A.mappings", True),
+    ("accounts { A { jetstream { max_mem: 1G } } }", "accounts.A.jetstream", True),
+    ('accounts { A { exports: [{service: "s", latency: "lat"}] } }', "accounts.A.exports.latency", True),
+    ('accounts { A { exports: [{service: "s"}] }, B { imports: [{service: {account: A, subject: "s"}, share: true}] } }',
+     "accounts.B.imports.share", True),
     ('system_account: "$SYS"', "system_account", True),
     ('default_sentinel: "abc"', "default_sentinel", True),
     ('operator: "/nonexistent.jwt"', "operator", False),
@@ -55,7 +59,6 @@ REFUSED_KEYS = [
     ("jetstream { limits { max_ack_pending: 10 } }", "jetstream.limits", True),
     ('authorization { auth_callout { issuer: "AAB", auth_users: [a] } }', "authorization.auth_callout", False),
     ("authorization { proxy_required: true }", "authorization.proxy_required", True),
-    (f'authorization {{ users: [{{nkey: "{NKEY}"}}] }}', "authorization.users.nkey", True),
     ('authorization { users: [{user: a, password: b, allowed_connection_types: ["WEBSOCKET"]}] }',
      "authorization.users.allowed_connection_types", True),
     (f"tls {{ {TLS}, verify_and_map: true }}", "tls.verify_and_map", True),
@@ -120,11 +123,11 @@ def _options(text: str):
 
 def test_all_refusals_are_reported_at_once(tmp_path):
     f = tmp_path / "c.conf"
-    f.write_text("cluster { port: 6222 }\nport: 4222\nleafnodes { port: 7422 }\naccounts { A {} }\n")
+    f.write_text("cluster { port: 6222 }\nport: 4222\nleafnodes { port: 7422 }\nmqtt { port: 1883 }\n")
     with pytest.raises(ConfigError) as ei:
         options_from_config(str(f))
     assert [(e.line, e.reason.split('"')[1]) for e in ei.value.errors] == [
-        (1, "cluster"), (3, "leafnodes"), (4, "accounts")]
+        (1, "cluster"), (3, "leafnodes"), (4, "mqtt")]
 
 
 # Values that ask for exactly what Skiff does are accepted without a word.

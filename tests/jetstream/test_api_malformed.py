@@ -257,3 +257,14 @@ def test_consumer_name_too_long_for_a_file(wire):
     ok = F.normalise(wire.request(f"$JS.API.CONSUMER.CREATE.S.{'C' * 255}",
                                   json.dumps({"stream_name": "S", "config": {"name": "C" * 255}}).encode()))
     assert _err(ok) == ("ok",)
+
+
+def test_go_texts_for_odd_values(wire):
+    """Found by the differential run: time errors quote like Go's time.quote, a negative pull expiry is a
+    deadline already past (408), not 'no expiry'."""
+    for value, shown in (("\u0000", "\\x00"), ("\u00e9", "\\xc3\\xa9")):
+        ans = F.normalise(wire.request("$JS.API.CONSUMER.PAUSE.S.C", json.dumps({"pause_until": value}).encode()))
+        assert _err(ans) == (10025, f'invalid JSON: parsing time "{shown}" as "2006-01-02T15:04:05Z07:00": '
+                                    f'cannot parse "{shown}" as "2006"')
+    ans = F.normalise(wire.request("$JS.API.CONSUMER.MSG.NEXT.S.C", b'{"batch":1,"no_wait":true,"expires":-1}'))
+    assert ans == ("status", "408", "Request Timeout")

@@ -56,6 +56,9 @@ def test_comma_fraction_accepted():
     ("2020-01-01", 'parsing time "2020-01-01" as "2006-01-02T15:04:05Z07:00": cannot parse "" as "T"'),
     ("2020-02-01t23:00:00Z", 'parsing time "2020-02-01t23:00:00Z" as "2006-01-02T15:04:05Z07:00": cannot parse "t23:00:00Z" as "T"'),
     ("2020-02-01T23:00:00.Z", 'parsing time "2020-02-01T23:00:00.Z" as "2006-01-02T15:04:05Z07:00": cannot parse ".Z" as "Z07:00"'),
+    # time.quote: control and non-ASCII characters are \xNN per UTF-8 byte (CONSUMER.PAUSE, nats-server 2.15.1)
+    ("\x00", 'parsing time "\\x00" as "2006-01-02T15:04:05Z07:00": cannot parse "\\x00" as "2006"'),
+    ("\u00e9", 'parsing time "\\xc3\\xa9" as "2006-01-02T15:04:05Z07:00": cannot parse "\\xc3\\xa9" as "2006"'),
     ("2020-02-01T23:00:00+2:00", 'parsing time "2020-02-01T23:00:00+2:00" as "2006-01-02T15:04:05Z07:00": cannot parse "+2:00" as "Z07:00"'),
     ("2020-13-01T00:00:00Z", 'parsing time "2020-13-01T00:00:00Z": month out of range'),
     ("2020-02-30T00:00:00Z", 'parsing time "2020-02-30T00:00:00Z": day out of range'),

@@ -1,0 +1,244 @@
+"""The ``accounts { }`` block, as nats-server's opts.go parseAccounts reads it.
+
+Either a list of names (``accounts: [A, B]``) or a map of ``name: { ... }`` with ``nkey``, ``users``,
+``default_permissions``, ``jetstream``, ``exports`` and ``imports``.  The result is a plain ``{name: {...}}`` dict
+that ``server/core/accounts.py`` and ``auth.py`` read.  What Skiff does not implement inside an account (JetStream
+limits, ``limits``, ``mappings``, message tracing, latency tracking, ``share``) is refused with the key and its line,
+as the top-level keys are (support.py).  Errors use nats-server's texts.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from server.conf.values import Token, plain
+
+if TYPE_CHECKING:  # pragma: no cover
+    from server.conf.mapping import _Mapper
+
+RESERVED = ("$G", "$SYS_INTERNAL")  # nats-server isReservedAccount: only the global account's name
+_NOT_IMPLEMENTED = {
+    "limits": "account limits (max_connections, max_subscriptions, max_payload, max_leafnodes)",
+    "mappings": "subject mappings (messages would stay on the subject published)",
+    "maps": "subject mappings (messages would stay on the subject published)",
+    "msg_trace": "message tracing",
+    "trace_dest": "message tracing",
+}
+
+
+def parse_accounts(m: "_Mapper", tok: Token) -> dict[str, dict]:
+    v = tok.value
+    out: dict[str, dict] = {}
+    if isinstance(v, list):
+        for nt in v:
+            name = nt.value
+            if not isinstance(name, str):
+                m.err(nt, f"Expected account name to be a string, got {plain(name)}")
+            elif name == "$G":
+                m.err(nt, f'"{name}" is a Reserved Account')
+            elif name in out:
+                m.err(nt, f"Duplicate Account Entry: {name}")
+            else:
+                out[name] = {}
+        return out
+    if not isinstance(v, dict):
+        m.err(tok, f"Expected map entries for accounts, got {plain(v)}")
+        return out
+    seen_users: set[str] = {u.get("user") or u.get("nkey") for u in m.settings.get("users") or []}
+    users_tokens: list[tuple[Token, list[dict]]] = []
+    for name, at in v.items():
+        if at.used_variable:
+            continue
+        if not isinstance(at.value, dict):
+            m.err(at, "Expected map entries for accounts")
+            continue
+        if name == "$G":
+            m.err(at, f'"{name}" is a Reserved Account')
+            continue
+        acc: dict[str, Any] = {"users": [], "exports": [], "imports": []}
+        out[name] = acc
+        for k, vt in at.value.items():
+            lk = k.lower()
+            if lk in _NOT_IMPLEMENTED:
+                if plain(vt.value) not in ({}, [], "", None):
+                    m.err(vt, f'"accounts.{name}.{k}" is not implemented by Skiff: {_NOT_IMPLEMENTED[lk]}')
+                continue
+            try:
+                if lk == "nkey":
+                    from server.core.nkey import is_public_key
+
+                    if not isinstance(vt.value, str) or not is_public_key(vt.value, "A"):
+                        m.err(vt, f"Not a valid public nkey for an account: {plain(vt.value)!r}")
+                    else:
+                        acc["nkey"] = vt.value
+                elif lk == "users":
+                    acc["users"] = m.users(vt)
+                    users_tokens.append((vt, acc["users"]))
+                elif lk == "default_permissions":
+                    acc["default_permissions"] = m.permissions(vt)
+                elif lk == "jetstream":
+                    acc["jetstream"] = _jetstream(m, vt, name)
+                elif lk == "exports":
+                    acc["exports"] = _list_of(m, vt, "Exports", lambda t: _export(m, t, name))
+                elif lk == "imports":
+                    acc["imports"] = _list_of(m, vt, "Imports", lambda t: _import(m, t, name))
+                else:
+                    m.unknown(vt, k)
+            except m.Bad:
+                continue
+    for ut, users in users_tokens:
+        if users and m.settings.get("username"):
+            m.err(ut, "Can not have a single user/pass and accounts")
+        elif users and m.settings.get("authorization"):
+            m.err(ut, "Can not have a token and accounts")
+        for u in users:
+            key = u.get("nkey") or u.get("user")
+            if key in seen_users:
+                kind = "nkey" if u.get("nkey") else "user"
+                m.err(ut, f"Duplicate {kind} {key!r} detected".replace("'", '"'))
+            seen_users.add(key)
+    _check_references(m, tok, out)
+    return out
+
+
+def _check_references(m: "_Mapper", tok: Token, accounts: dict[str, dict]) -> None:
+    """nats-server checks exports' and imports' account names once every account is known."""
+    for acc in accounts.values():
+        for ex in acc.get("exports") or []:
+            kind = "service" if "service" in ex else "stream"
+            for an in ex.get("accounts") or []:
+                if an not in accounts:
+                    m.err(tok, f'"{an}" account not defined for {kind} export')
+        for im in acc.get("imports") or []:
+            kind = "service" if "service" in im else "stream"
+            an = im[kind]["account"]
+            if an not in accounts:
+                m.err(tok, f'"{an}" account not defined for {kind} import')
+
+
+def _jetstream(m: "_Mapper", tok: Token, account: str) -> bool:
+    v = tok.value
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        lv = v.lower()
+        if lv in ("enabled", "enable"):
+            return True
+        if lv in ("disabled", "disable"):
+            return False
+        m.err(tok, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
+        raise m.Bad
+    if isinstance(v, dict):
+        if plain(v):
+            m.err(tok, f'"accounts.{account}.jetstream" is not implemented by Skiff: account JetStream limits '
+                       "(jetstream: enabled is)")
+            raise m.Bad
+        return True
+    m.err(tok, f"Expected 'enabled' or 'disabled' for string value, got '{plain(v)}'")
+    raise m.Bad
+
+
+def _list_of(m: "_Mapper", tok: Token, what: str, item) -> list[dict]:
+    if not isinstance(tok.value, list):
+        m.err(tok, f"{what} should be an array, got {_go_type(tok.value)}")
+        raise m.Bad
+    out = []
+    for it in tok.value:
+        try:
+            r = item(it)
+        except m.Bad:
+            continue
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def _export(m: "_Mapper", tok: Token, account: str) -> dict | None:
+    v = tok.value
+    if not isinstance(v, dict):
+        m.err(tok, f"Export Items should be a map with type entry, got {_go_type(v)}")
+        return None
+    ex: dict[str, Any] = {}
+    for k, vt in v.items():
+        lk = k.lower()
+        if lk in ("stream", "service"):
+            other = "service" if lk == "stream" else "stream"
+            if other in ex:
+                m.err(vt, f"Detected {lk} {plain(vt.value)!r} but already saw a {other}".replace("'", '"'))
+                continue
+            ex[lk] = m.expect(vt, str, k)
+        elif lk in ("response", "response_type"):
+            rt = m.expect(vt, str, k).lower()
+            types = {"single": "singleton", "singleton": "singleton", "stream": "stream", "chunk": "chunked",
+                     "chunked": "chunked"}
+            if rt not in types:
+                m.err(vt, f'Unknown response type: "{vt.value}"')
+                continue
+            ex["response_type"] = types[rt]
+        elif lk in ("threshold", "response_threshold", "response_max_time", "response_time"):
+            ex["threshold"] = m.duration(vt, k, allow_seconds=False)
+        elif lk == "accounts":
+            ex["accounts"] = m.string_list(vt, k)
+        elif lk == "latency":
+            m.err(vt, f'"accounts.{account}.exports.latency" is not implemented by Skiff: service latency tracking')
+        elif lk == "account_token_position":
+            if vt.value not in (0, None):
+                m.err(vt, f'"accounts.{account}.exports.account_token_position" is not implemented by Skiff')
+        elif lk == "allow_trace":
+            if vt.value is not False:
+                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing')
+        else:
+            m.unknown(vt, k)
+    if "stream" in ex and ("response_type" in ex or "threshold" in ex):
+        m.err(tok, "Detected response directive on non-service")
+        return None
+    if "stream" not in ex and "service" not in ex:
+        return None
+    return ex
+
+
+def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
+    v = tok.value
+    if not isinstance(v, dict):
+        m.err(tok, f"Import Items should be a map with type entry, got {_go_type(v)}")
+        return None
+    im: dict[str, Any] = {}
+    for k, vt in v.items():
+        lk = k.lower()
+        if lk in ("stream", "service"):
+            if not isinstance(vt.value, dict):
+                m.err(vt, f"{k.capitalize()} entry should be an account map, got {_go_type(vt.value)}")
+                continue
+            src: dict[str, str] = {}
+            for sk, st in vt.value.items():
+                if sk.lower() in ("account", "subject"):
+                    src[sk.lower()] = m.expect(st, str, sk)
+                else:
+                    m.unknown(st, sk)
+            if not src.get("account") or not src.get("subject"):
+                m.err(vt, "Expect an account name and a subject")
+                continue
+            im[lk] = src
+        elif lk == "prefix":
+            im["prefix"] = m.expect(vt, str, k)
+        elif lk == "to":
+            im["to"] = m.expect(vt, str, k)
+        elif lk == "share":
+            if vt.value is not False:
+                m.err(vt, f'"accounts.{account}.imports.share" is not implemented by Skiff: sharing the requester\'s '
+                          "client info (Nats-Request-Info) with the exporter")
+        elif lk == "allow_trace":
+            if vt.value is not False:
+                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing')
+        else:
+            m.unknown(vt, k)
+    if "stream" in im and im.get("prefix") and im.get("to"):
+        m.err(tok, "Stream import can not have a 'prefix' and a 'to' property")
+        return None
+    if "stream" not in im and "service" not in im:
+        return None
+    return im
+
+
+def _go_type(v: Any) -> str:
+    return {dict: "map[string]interface {}", list: "[]interface {}", str: "string", bool: "bool", int: "int64",
+            float: "float64"}.get(type(v), type(v).__name__)

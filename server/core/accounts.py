@@ -1,0 +1,250 @@
+"""Accounts: separate subject spaces, and the exports and imports that join them (nats-server accounts.go).
+
+Theory of operation
+-------------------
+Every connection belongs to one :class:`Account` and publishes and subscribes in that account's own ``Sublist``:
+a subject in account A and the same subject in account B never meet.  Users outside any account, and every client
+when no ``accounts {}`` block exists, are in the global account ``$G``.
+
+Exports and imports are the only bridges, and they are plain internal subscriptions:
+
+* **Stream import** (B imports stream ``S`` from A, optionally ``to`` a local subject or under a ``prefix``): an
+  internal subscription on ``S`` in A's Sublist re-publishes each message into B under the mapped subject, reply
+  subject unchanged (nats-server adds the importer's subscriptions to the exporter's Sublist as "shadow" subs,
+  which gives the same deliveries).
+* **Service import** (B imports service ``S`` from A, callable in B as ``to``): an internal subscription on the
+  local subject in B forwards each request into A on ``S`` with a fresh reply subject ``_R_.<id>``; an internal
+  subscription in A on that reply sends the responses back to the requester's reply subject in B.  The response
+  mapping lives for one response (``singleton``, the default) or, for ``stream`` and ``chunked`` responses, until
+  no response came for ``threshold`` (2 minutes by default; nats-server DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD).
+
+An import is checked against the exporter's exports when the accounts are built: the subject must lie inside an
+export, and a private export (``accounts: [...]``) must name the importer; nats-server refuses to start otherwise,
+and so does Skiff (:class:`AccountError`).  Cycles of imports are cut by a depth limit on re-publishing.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from protocol.subjects import is_subset
+
+from .sublist import Sublist
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import Server
+
+GLOBAL = "$G"
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"
+RESPONSE_THRESHOLD = 120.0  # nats-server DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD
+MAX_IMPORT_DEPTH = 8  # re-publishes of one message through imports before it is dropped (import cycles)
+_REPLY_PREFIX = "_R_."
+
+
+class AccountError(Exception):
+    """An account configuration nats-server refuses to start with."""
+
+
+@dataclass
+class Export:
+    subject: str
+    service: bool
+    accounts: tuple[str, ...] | None = None  # None: public
+    response_type: str = "singleton"
+    threshold: float = RESPONSE_THRESHOLD
+
+    def allows(self, importer: str, subject: str) -> bool:
+        return is_subset(subject, self.subject) and (self.accounts is None or importer in self.accounts)
+
+
+@dataclass
+class Account:
+    name: str
+    sublist: Sublist = field(default_factory=Sublist)
+    jetstream: bool = False
+    exports: list[Export] = field(default_factory=list)
+    imports: list[dict] = field(default_factory=list)
+    nkey: str = ""
+    limits: dict = field(default_factory=dict)
+    num_conns: int = 0
+
+    def find_export(self, importer: str, subject: str, service: bool) -> Export | None:
+        for e in self.exports:
+            if e.service == service and e.allows(importer, subject):
+                return e
+        return None
+
+
+def map_subject(src: str, dest: str, subject: str) -> str:
+    """``subject`` (matched by pattern ``src``) written as ``dest``: ``dest``'s wildcard tokens take the values of
+    ``src``'s, in order (the implicit mapping nats-server applies to an import's ``to``)."""
+    if not dest or dest == src:
+        return subject
+    st, dt, toks = src.split("."), dest.split("."), subject.split(".")
+    wild = []
+    for i, t in enumerate(st):
+        if t == "*":
+            wild.append(toks[i])
+        elif t == ">":
+            wild.append(".".join(toks[i:]))
+    out, w = [], 0
+    for t in dt:
+        if t in ("*", ">") and w < len(wild):
+            out.append(wild[w])
+            w += 1
+        else:
+            out.append(t)
+    return ".".join(out)
+
+
+class Accounts:
+    """The accounts of one server, built from the options; wires imports to exports."""
+
+    def __init__(self, server: "Server", options: Any) -> None:
+        self.server = server
+        self.by_name: dict[str, Account] = {}
+        self.gacc = self._add(GLOBAL)
+        self._depth = 0
+        cfg = getattr(options, "accounts", None) or {}
+        for name, ac in cfg.items():
+            acc = self._add(name)
+            ac = ac or {}
+            acc.jetstream = bool(ac.get("jetstream"))
+            acc.nkey = ac.get("nkey") or ""
+            acc.limits = dict(ac.get("limits") or {})
+            for ex in ac.get("exports") or []:
+                acc.exports.append(_export(ex))
+            acc.imports = list(ac.get("imports") or [])
+        self.configured = bool(cfg)
+        sys_name = getattr(options, "system_account", "") or ""
+        self.system = self.by_name.get(sys_name) if sys_name else None
+        if sys_name and self.system is None:
+            raise AccountError(f"system account {sys_name!r} not defined")
+        if not self.configured:
+            self.gacc.jetstream = True
+        for acc in list(self.by_name.values()):
+            self._check_imports(acc)
+
+    def _add(self, name: str) -> Account:
+        acc = self.by_name.get(name)
+        if acc is None:
+            acc = self.by_name[name] = Account(name)
+        return acc
+
+    def get(self, name: str) -> Account | None:
+        return self.by_name.get(name)
+
+    @property
+    def jetstream_accounts(self) -> list[Account]:
+        return [a for a in self.by_name.values() if a.jetstream]
+
+    # ------------------------------------------------------------------ imports
+    def _check_imports(self, acc: Account) -> None:
+        for im in acc.imports:
+            service = "service" in im
+            src = im["service" if service else "stream"]
+            exporter = self.by_name.get(src.get("account", ""))
+            kind = "service" if service else "stream"
+            if exporter is None:
+                raise AccountError(f"{src.get('account', '')!r} account not defined for {kind} import")
+            if exporter.find_export(acc.name, src["subject"], service) is None:
+                raise AccountError(
+                    f"{kind} import {src['subject']!r} from account {exporter.name!r} not authorized for account "
+                    f"{acc.name!r}")
+
+    def start(self) -> None:
+        """Subscribe the bridges (after the server made its Sublists)."""
+        for acc in self.by_name.values():
+            for im in acc.imports:
+                if "service" in im:
+                    self._service_import(acc, im)
+                else:
+                    self._stream_import(acc, im)
+
+    def _stream_import(self, importer: Account, im: dict) -> None:
+        src = im["stream"]
+        exporter = self.by_name[src["account"]]
+        subject = src["subject"]
+        to = im.get("to") or ""
+        prefix = im.get("prefix") or ""
+        srv = self.server
+
+        def forward(sub, subj, reply, hdr_len, data, origin) -> None:
+            local = map_subject(subject, to, subj) if to else (f"{prefix}.{subj}" if prefix else subj)
+            self._republish(importer, origin, local, reply, hdr_len, data)
+
+        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter)
+
+    def _service_import(self, importer: Account, im: dict) -> None:
+        src = im["service"]
+        exporter = self.by_name[src["account"]]
+        remote = src["subject"]
+        local = im.get("to") or remote
+        export = exporter.find_export(importer.name, remote, True)
+        srv = self.server
+
+        def request(sub, subj, reply, hdr_len, data, origin) -> None:
+            target = map_subject(local, remote, subj)
+            new_reply = ""
+            if reply:
+                new_reply = self._response_route(exporter, importer, reply, export)
+            if not self._republish(exporter, origin, target, new_reply, hdr_len, data) and reply and \
+                    origin is not None and origin.no_responders:
+                srv.no_responders(subj, reply, origin)
+
+        srv.subscribe_internal(local, request, server_msgs=True, account=importer)
+
+    def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export) -> str:
+        """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's."""
+        srv = self.server
+        new_reply = _REPLY_PREFIX + secrets.token_urlsafe(12).replace("-", "A").replace("_", "B")
+        state: dict[str, Any] = {"timer": None}
+
+        def done() -> None:
+            sub = state.pop("sub", None)
+            if sub is not None:
+                srv.unsubscribe_internal(sub)
+            t = state.pop("timer", None)
+            if t is not None:
+                t.cancel()
+
+        def arm() -> None:
+            t = state.get("timer")
+            if t is not None:
+                t.cancel()
+            state["timer"] = srv.clock.call_later(export.threshold, done)
+
+        def respond(sub, subj, r, hdr_len, data, origin) -> None:
+            if export.response_type == "singleton":
+                done()
+            else:
+                arm()
+            self._republish(importer, origin, reply, r, hdr_len, data)
+
+        state["sub"] = srv.subscribe_internal(new_reply, respond, server_msgs=True, account=exporter)
+        arm()
+        return new_reply
+
+    def _republish(self, acc: Account, origin, subject: str, reply: str, hdr_len: int, data: bytes) -> bool:
+        if self._depth >= MAX_IMPORT_DEPTH:
+            return False
+        self._depth += 1
+        try:
+            return self.server.route(origin, subject, reply, hdr_len, data, sublist=acc.sublist)
+        finally:
+            self._depth -= 1
+
+
+def _export(ex: dict) -> Export:
+    service = "service" in ex
+    subject = ex["service"] if service else ex["stream"]
+    accounts = ex.get("accounts")
+    return Export(
+        subject=subject,
+        service=service,
+        accounts=tuple(accounts) if accounts is not None else None,
+        response_type=ex.get("response_type") or "singleton",
+        threshold=float(ex.get("threshold") or RESPONSE_THRESHOLD),
+    )
+

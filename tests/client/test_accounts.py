@@ -1,0 +1,224 @@
+"""Accounts, nkey users, exports and imports, and JetStream per account, against both servers (issue #10).
+
+One configuration, read by both servers: accounts A and B are separate subject spaces; A exports a stream ``pub.>``
+(public) and a service ``svc.>`` (to B only), which B imports under the prefix ``from_a`` and as ``asvc.>``;
+JetStream is enabled in B alone; an nkey user belongs to B; clients without credentials are B's user ``b``.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+
+import nacl.signing
+import nats
+import nkeys
+import pytest
+
+from tests.wire.rawclient import RawClient
+
+
+def _new_user_key() -> tuple[str, str]:
+    sk = nacl.signing.SigningKey.generate()
+    seed = nkeys.encode_seed(bytes(sk), nkeys.PREFIX_BYTE_USER)
+    return seed.decode(), nkeys.from_seed(bytearray(seed)).public_key.decode()
+
+
+SEED, NKEY = _new_user_key()
+OTHER_SEED, _ = _new_user_key()
+
+CONF = f"""
+accounts {{
+  A {{
+    users = [{{user: a, password: a}}, {{user: a2, password: a2}}]
+    exports = [{{stream: "pub.>"}}, {{service: "svc.>", accounts: [B]}}]
+  }}
+  B {{
+    jetstream: enabled
+    users = [{{user: b, password: b}}, {{nkey: {NKEY}}}]
+    imports = [
+      {{stream: {{account: A, subject: "pub.>"}}, prefix: from_a}}
+      {{service: {{account: A, subject: "svc.>"}}, to: "asvc.>"}}
+    ]
+  }}
+}}
+no_auth_user: b
+"""
+
+
+@pytest.fixture
+def srv(server_factory):
+    return server_factory(config=CONF)
+
+
+async def connect(srv, user=None, **kw):
+    if user is not None:
+        kw.update(user=user, password=user)
+    return await nats.connect(srv.url, allow_reconnect=False, max_reconnect_attempts=0, **kw)
+
+
+async def collect(nc, subject: str) -> list:
+    got: list = []
+
+    async def cb(m):
+        got.append(m)
+
+    await nc.subscribe(subject, cb=cb)
+    await nc.flush()
+    return got
+
+
+async def settle(*ncs) -> None:
+    for nc in ncs:
+        await nc.flush()
+    await asyncio.sleep(0.1)
+
+
+async def test_accounts_are_separate_subject_spaces(srv):
+    a, a2, b = await connect(srv, "a"), await connect(srv, "a2"), await connect(srv, "b")
+    in_a2, in_b = await collect(a2, "foo"), await collect(b, "foo")
+    await a.publish("foo", b"x")
+    await settle(a, a2, b)
+    assert [m.data for m in in_a2] == [b"x"]
+    assert in_b == []
+    for nc in (a, a2, b):
+        await nc.close()
+
+
+async def test_stream_import_with_prefix(srv):
+    a, b = await connect(srv, "a"), await connect(srv, "b")
+    got = await collect(b, "from_a.pub.>")
+    plain = await collect(b, "pub.>")
+    await a.publish("pub.x", b"hello")
+    await settle(a, b)
+    assert [(m.subject, m.data) for m in got] == [("from_a.pub.x", b"hello")]
+    assert plain == []  # only the prefixed subject exists in B
+    await a.close()
+    await b.close()
+
+
+async def test_service_import_request_reply(srv):
+    a, b = await connect(srv, "a"), await connect(srv, "b")
+
+    async def responder(m):
+        await m.respond(b"pong:" + m.subject.encode())
+
+    await a.subscribe("svc.>", cb=responder)
+    await a.flush()
+    reply = await b.request("asvc.ping", b"", timeout=2)
+    assert reply.data == b"pong:svc.ping"
+    # The exporter's subject is not reachable from B under its own name.
+    with pytest.raises(nats.errors.NoRespondersError):
+        await b.request("svc.ping", b"", timeout=1)
+    await a.close()
+    await b.close()
+
+
+async def test_no_auth_user_lands_in_its_account(srv):
+    anon, b = await connect(srv), await connect(srv, "b")
+    got = await collect(b, "hello")
+    await anon.publish("hello", b"1")
+    await settle(anon, b)
+    assert [m.data for m in got] == [b"1"]
+    await anon.close()
+    await b.close()
+
+
+async def test_nkey_user_connects_in_its_account(srv):
+    nk = await connect(srv, nkeys_seed_str=SEED)
+    b = await connect(srv, "b")
+    got = await collect(b, "k")
+    await nk.publish("k", b"signed")
+    await settle(nk, b)
+    assert [m.data for m in got] == [b"signed"]
+    await nk.close()
+    await b.close()
+
+
+async def test_unknown_nkey_is_refused(srv):
+    with pytest.raises(Exception) as e:
+        await connect(srv, nkeys_seed_str=OTHER_SEED)
+    assert "Authorization Violation" in str(e.value)
+
+
+def test_wrong_nkey_signature_is_refused(srv):
+    # The right public key with a signature over something other than the nonce.
+    c = RawClient(port=srv.port)
+    info = c.connect().info
+    assert len(info["nonce"]) == 15  # 11 random bytes, base64url without padding
+    kp = nkeys.from_seed(bytearray(SEED.encode()))
+    sig = base64.urlsafe_b64encode(kp.sign(b"not the nonce")).rstrip(b"=").decode()
+    c.send(b"CONNECT " + json.dumps({"nkey": NKEY, "sig": sig, "verbose": False}).encode() + b"\r\nPING\r\n")
+    c.expect(b"-ERR 'Authorization Violation'\r\n")
+    c.close()
+
+
+def test_wrong_password_is_refused(srv):
+    c = RawClient(port=srv.port)
+    c.connect()
+    c.send(b'CONNECT {"user":"a","pass":"b","verbose":false}\r\nPING\r\n')
+    c.expect(b"-ERR 'Authorization Violation'\r\n")
+    c.close()
+
+
+async def test_jetstream_only_in_its_account(srv):
+    a, b = await connect(srv, "a"), await connect(srv, "b")
+    info = json.loads((await a.request("$JS.API.INFO", b"", timeout=2)).data)
+    assert info["error"] == {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}
+    created = json.loads((await a.request("$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}',
+                                          timeout=2)).data)
+    assert created["type"] == "io.nats.jetstream.api.v1.stream_create_response"
+    assert created["error"]["err_code"] == 10039
+    info = json.loads((await b.request("$JS.API.INFO", b"", timeout=2)).data)
+    assert "error" not in info
+    js = b.jetstream()
+    await js.add_stream(name="S", subjects=["s"])
+    ack = await js.publish("s", b"1")
+    assert ack.stream == "S" and ack.seq == 1
+    # The same subject in A is not captured by B's stream.
+    await a.publish("s", b"2")
+    await a.flush()
+    assert (await js.stream_info("S")).state.messages == 1
+    await a.close()
+    await b.close()
+
+
+async def test_stream_info_of_the_importers_stream_sees_imported_messages(srv):
+    # A stream in B on the imported subjects stores what A publishes.
+    a, b = await connect(srv, "a"), await connect(srv, "b")
+    js = b.jetstream()
+    await js.add_stream(name="IMP", subjects=["from_a.>"])
+    await a.publish("pub.y", b"z")
+    await a.flush()
+    for _ in range(20):
+        if (await js.stream_info("IMP")).state.messages == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert (await js.stream_info("IMP")).state.messages == 1
+    await a.close()
+    await b.close()
+
+
+@pytest.mark.parametrize("conf,expect", [
+    ('accounts { A { users = [{user: x, password: x}] }, B { users = [{user: x, password: y}] } }',
+     'Duplicate user "x" detected'),
+    ('accounts { "$G" { } }', '"$G" is a Reserved Account'),
+    ('accounts { A { imports = [{stream: {account: Z, subject: "x"}}] } }', '"Z" account not defined for stream import'),
+    ('accounts { A { users = [{nkey: "UABC", password: x}] } }', "Not a valid public nkey for a user"),
+    ('accounts { A { exports = [{stream: "x", response: stream}] } }', "Detected response directive on non-service"),
+])
+def test_configuration_errors(server_factory, conf, expect):
+    with pytest.raises(RuntimeError) as e:
+        server_factory(jetstream=False, config=conf)
+    assert expect in str(e.value)
+
+
+def test_import_of_a_private_export_is_refused(server_factory):
+    conf = """accounts {
+      A { exports = [{service: "svc", accounts: [B]}] }
+      B { }
+      C { imports = [{service: {account: A, subject: "svc"}}] }
+    }"""
+    with pytest.raises(RuntimeError) as e:
+        server_factory(jetstream=False, config=conf)
+    assert "svc" in str(e.value) and "not authorized" in str(e.value)
