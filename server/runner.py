@@ -76,8 +76,14 @@ def _preflight(options: ServerOptions) -> str | None:
 async def _main(options: ServerOptions) -> int:
     from .core.server import Server
 
+    from .core.accounts import AccountError
+
     log = logmod.get_logger("skiff")
-    server = Server(options)
+    try:
+        server = Server(options)
+    except AccountError as e:  # an accounts configuration nats-server refuses too
+        logmod.fatal(f"Error configuring accounts: {e}")
+        return 1
     for level, line in startup.banner_lines(server):
         getattr(log, level)(line)
     fatal = _preflight(options)

@@ -110,9 +110,28 @@ def _check_references(m: "_Mapper", tok: Token, accounts: dict[str, dict]) -> No
                     m.err(tok, f'"{an}" account not defined for {kind} export')
         for im in acc.get("imports") or []:
             kind = "service" if "service" in im else "stream"
-            an = im[kind]["account"]
+            an, subject = im[kind]["account"], im[kind]["subject"]
             if an not in accounts:
                 m.err(tok, f'"{an}" account not defined for {kind} import')
+            elif not _exported(accounts[an], kind, subject, name_of(accounts, acc)):
+                m.err(tok, f'Error adding {kind} import "{subject}": {kind} import not authorized')
+
+
+def name_of(accounts: dict[str, dict], acc: dict) -> str:
+    return next(n for n, a in accounts.items() if a is acc)
+
+
+def _exported(exporter: dict, kind: str, subject: str, importer: str) -> bool:
+    """nats-server checkStreamImportAuthorized / checkServiceImportAuthorized: inside an export of that kind, and
+    a private export names the importer."""
+    from protocol.subjects import is_subset
+
+    for ex in exporter.get("exports") or []:
+        if kind in ex and is_subset(subject, ex[kind]):
+            allowed = ex.get("accounts")
+            if allowed is None or importer in allowed:
+                return True
+    return False
 
 
 def _jetstream(m: "_Mapper", tok: Token, account: str) -> bool:
