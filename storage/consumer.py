@@ -15,7 +15,11 @@ sequence.  They run on the loop thread and never do I/O.
 
 The file variant persists the state to ``obs/<name>/o.dat`` (msgpack inside the checksummed wrapper of
 meta.py, temp file + rename) when ``flush()`` is called and something changed; an idle consumer costs one
-small object and no I/O.  A state file that cannot be read is logged, renamed to ``o.dat.corrupt``, and the
+small object and no I/O.  ``flush()`` = ``snapshot()`` (encode on the loop thread) + ``write_snapshot()``; with
+``sync_interval: always`` the server splits the two and runs the write, with its fsyncs, in the group-commit worker
+(server/jetstream/durability.py), so a lock keeps one store's writes from interleaving.  ``delete()`` renames the
+directory aside (``.deleted.<name>.<random>``) before removing it, so a crash leaves the consumer whole or gone;
+``discard()`` only closes the store, for a consumer whose stream directory was already renamed aside.  A state file that cannot be read is logged, renamed to ``o.dat.corrupt``, and the
 consumer starts from an empty state with ``recovery_error`` set; it never raises.
 """
 from __future__ import annotations
