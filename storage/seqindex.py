@@ -110,14 +110,13 @@ class SubjState:
     __slots__ = ("subject", "icode", "code", "enc", "msgs", "first", "last", "stale")
 
     def __init__(self, subject: str, n: int) -> None:
+        # code_bytes(n) and its little-endian int, computed directly (a restart creates one per subject).
+        q = n // 255
+        self.icode = ic = LIVE | (n % 255) << 8 | (q % 255) << 16 | (q // 255) << 24
+        self.code = ic.to_bytes(4, "little")
         self.subject = subject
-        self.code = code_bytes(n)
-        self.icode = _unpack_code(self.code)[0]
         self.enc = subject.encode()
-        self.msgs = 0
-        self.first = 0
-        self.last = 0
-        self.stale = 0
+        self.msgs = self.first = self.last = self.stale = 0
 
 
 class SeqIndex:
@@ -155,6 +154,19 @@ class SeqIndex:
             if match(subject, f):
                 codes.add(ss.icode)
         return ss
+
+    def _new_subjects(self, subjects: list[str]) -> list[SubjState]:
+        """``_new_subject`` for many subjects at once (recovery: a stream may hold hundreds of thousands)."""
+        if self._free_codes or self._wc_cache:
+            return [self._new_subject(s) for s in subjects]
+        n = self._next_code
+        if n + len(subjects) > MAX_SUBJECTS:
+            raise StoreError("too many subjects in one stream")
+        self._next_code = n + len(subjects)
+        states = list(map(SubjState, subjects, range(n, n + len(subjects))))
+        self._fss.update(zip(subjects, states))
+        self._by_code.update(zip([ss.icode for ss in states], states))
+        return states
 
     def _drop_subject(self, ss: SubjState) -> None:
         del self._fss[ss.subject]

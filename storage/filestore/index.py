@@ -28,7 +28,7 @@ from typing import Any, Callable
 from storage import meta
 from storage.seqindex import Chunk, code_ints
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: subjects as one string, stats as a flat array (1: lists; still read)
 LOCAL_DELETED = 0xFFFFFFFF  # local subject index of a removed slot in a summary
 
 
@@ -79,7 +79,8 @@ class Block(Chunk):
 #   ts        array('q') bytes: per slot store time (ns)
 #   sizes     array('I') bytes: per slot accounted size (0 when removed)
 #   offsets   array('I') bytes: per slot record offset in the block file
-#   subjects  [subject, ...] live subjects of the block; stats: [[count, first seq, last seq], ...] parallel
+#   subjects  live subjects of the block, joined by "\n" (a list when a subject holds "\n")
+#   stats     array('Q') bytes: count, first seq, last seq of each subject, in the same order
 #   ttls      [[slot, ttl seconds], ...] for messages stored with a TTL
 #   tombs     [seq, ...] tombstones held by this block; floors: [seq, ...] floor records held
 #   lost      [seq, ...] sequences lost to corruption in this block; lost_bytes: their byte count
@@ -89,7 +90,7 @@ def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
     """Summary of a fully flushed block (``b.flushed == b.size``)."""
     local: dict[int, int] = {}
     subjects: list[str] = []
-    stats: list[list[int]] = []
+    stats: list[list[int]] = []  # [count, first, last] per local subject
     lsids = array("I")
     append = lsids.append
     first = b.first
@@ -117,8 +118,8 @@ def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
         "ts": b.ts.tobytes(),
         "sizes": b.sizes.tobytes(),
         "offsets": b.offsets.tobytes(),
-        "subjects": subjects,
-        "stats": stats,
+        "subjects": _join_subjects(subjects),
+        "stats": array("Q", [x for st in stats for x in st]).tobytes(),
         "ttls": [[k, v] for k, v in b.ttls.items()] if b.ttls else [],
         "tombs": b.tombs,
         "floors": b.floors,
@@ -129,6 +130,11 @@ def encode_summary(b: Block, subject_of: Callable[[int], str]) -> bytes:
         "crc": b.crc,
     }
     return meta.encode(doc)
+
+
+def _join_subjects(subjects: list[str]) -> str | list[str]:
+    joined = "\n".join(subjects)
+    return joined if joined.count("\n") == len(subjects) - 1 else subjects
 
 
 def _arr(code: str, raw: bytes, swap: bool) -> array:
@@ -142,9 +148,16 @@ def _arr(code: str, raw: bytes, swap: bool) -> array:
 def decode_summary(raw: bytes, path: str) -> dict[str, Any]:
     """Decode and sanity-check a summary; raises CorruptMetadataError or ValueError when unusable."""
     doc = meta.decode(raw, path)
-    if not isinstance(doc, dict) or doc.get("v") != SUMMARY_VERSION:
+    if not isinstance(doc, dict) or doc.get("v") not in (1, SUMMARY_VERSION):
         raise ValueError("unknown summary version")
     swap = doc["bo"] != sys.byteorder
+    subjects = doc["subjects"]
+    if isinstance(subjects, str):
+        doc["subjects"] = subjects.split("\n") if subjects else []
+    if doc["v"] == 1:
+        doc["stats"] = [x for st in doc["stats"] for x in st]
+    else:
+        doc["stats"] = _arr("Q", doc["stats"], swap)
     n = len(doc["ts"]) // 8
     doc["sids"] = _arr("I", doc["sids"], swap)
     doc["ts"] = _arr("q", doc["ts"], swap)
@@ -152,6 +165,6 @@ def decode_summary(raw: bytes, path: str) -> dict[str, Any]:
     doc["offsets"] = _arr("I", doc["offsets"], swap)
     if not (len(doc["sids"]) == len(doc["ts"]) == len(doc["sizes"]) == len(doc["offsets"]) == n):
         raise ValueError("summary arrays disagree in length")
-    if len(doc["stats"]) != len(doc["subjects"]):
+    if len(doc["stats"]) != 3 * len(doc["subjects"]):
         raise ValueError("summary subject table is inconsistent")
     return doc

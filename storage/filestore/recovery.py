@@ -200,16 +200,27 @@ class Recovery:
         fs = self.fs
         b.first = doc["first"]
         b.ts, b.sizes, b.offsets = doc["ts"], doc["sizes"], doc["offsets"]
-        gmap = {LOCAL_DELETED: DELETED}
-        for li, (subj, st) in enumerate(zip(doc["subjects"], doc["stats"])):
-            ss = fs._fss.get(subj) or fs._new_subject(subj)
-            n, first, last = st
-            if ss.msgs == 0 or first < ss.first:
+        # The cost of a restart with many subjects is this loop (one turn per subject of each block): subjects seen
+        # for the first time are created in one batch and take their stats as they are; known ones are merged.
+        subjects = doc["subjects"]
+        fss_get = fs._fss.get
+        known = list(map(fss_get, subjects))
+        fresh = [s for s, ss in zip(subjects, known) if ss is None]
+        if fresh:
+            it_new = iter(fs._new_subjects(fresh))
+            known = [ss if ss is not None else next(it_new) for ss in known]
+        it = iter(doc["stats"])
+        for ss, n, first, last in zip(known, it, it, it):
+            if ss.msgs == 0:
+                ss.msgs, ss.first, ss.last = n, first, last
+                continue
+            if first < ss.first:
                 ss.first = first
             if last > ss.last:
                 ss.last = last
             ss.msgs += n
-            gmap[li] = ss.code
+        gmap = dict(enumerate([ss.code for ss in known]))
+        gmap[LOCAL_DELETED] = DELETED
         b.codes = bytearray(b"".join(map(gmap.__getitem__, doc["sids"])))
         b.nlive = b.codes.count(LIVE)
         fs._msgs += b.nlive

@@ -34,6 +34,7 @@ Accounting is nats-server's fileStoreMsgSize (block.file_msg_size).
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import shutil
 import threading
@@ -131,11 +132,17 @@ class FileStreamStore(IndexedStore):
     def _recover(self) -> None:
         self._to_verify = []
         self._replaying = True
+        # Recovery creates an object per subject and nothing cyclic: the collector's passes over a growing heap
+        # would cost as much again (measured: 200k subjects 0.46 s -> 0.20 s without them).
+        gc_was = gc.isenabled()
+        gc.disable()
         try:
             rec = Recovery(self)
             rec.run()
         finally:
             self._replaying = False
+            if gc_was:
+                gc.enable()
         #: Blocks read record by record at the last start (no usable summary, or appended after it).
         self.scanned_blocks = len(rec.scanned)
         self._compact_check = set(self._chunks[:-1])  # type: ignore[arg-type]

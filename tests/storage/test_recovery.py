@@ -658,3 +658,23 @@ def test_compaction_gives_back_space_and_keeps_everything(tmp_path):
     r = FileStreamStore(d, cfg)
     assert snapshot(r) == ref and r.scanned_blocks == 0
     r.stop()
+
+
+def test_version_1_summaries_are_still_used(tmp_path):
+    """Summaries written before v2 (subjects as a list, stats as [[n, first, last], ...]) load without a scan."""
+    from array import array
+
+    from storage import meta
+
+    ref = _with_summaries(tmp_path)
+    for p in Path(tmp_path, "s", "msgs").glob("*.idx"):
+        doc = meta.decode(p.read_bytes())
+        stats = array("Q", doc["stats"])
+        doc["v"] = 1
+        doc["subjects"] = doc["subjects"].split("\n") if doc["subjects"] else []
+        doc["stats"] = [list(stats[i:i + 3]) for i in range(0, len(stats), 3)]
+        p.write_bytes(meta.encode(doc))
+    r = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192, max_msgs_per_subject=50))
+    assert r.scanned_blocks == 0
+    assert snapshot(r) == ref
+    r.stop()
