@@ -67,7 +67,8 @@ def client_info(server: "Server", conn: Any) -> dict[str, Any]:
         v = getattr(conn, attr, None)
         if v:
             ci[key] = v
-    ci["acc"] = "$G"
+    account = getattr(conn, "account", None)
+    ci["acc"] = account.name if account is not None else server.js_account.name
     for key, attr in (("user", "user"), ("name", "name"), ("lang", "lang"), ("ver", "version"), ("rtt", "rtt_ns")):
         v = getattr(conn, attr, None)
         if v:

@@ -110,7 +110,7 @@ def _send_group(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
     if not srv.sublist.has_interest(subject):
         return
     ev = envelope(srv, type_)
-    ev["account"] = "$G"  # Skiff has the global account only
+    ev["account"] = srv.js_account.name
     ev["stream"] = c.stream.name
     ev["consumer"] = c.name
     domain = srv.options.jetstream_domain

@@ -45,7 +45,8 @@ class JetStream:
         opts = server.options
         base = opts.store_dir or os.path.join(os.getcwd(), "data")
         self.store_dir = os.path.join(os.path.abspath(base), "jetstream")
-        self.root = StoreRoot(os.path.abspath(base))
+        # nats-server's layout: <store_dir>/jetstream/<account>/streams/... for the account JetStream runs in.
+        self.root = StoreRoot(os.path.abspath(base), server.js_account.name)
         self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
         self.max_storage = opts.max_file_store if opts.max_file_store and opts.max_file_store > 0 else _default_disk(self.store_dir)
         self.max_streams = 0  # account limit; 0 / -1 = unlimited (the global account has none)
