@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 
 import nacl.signing
 import nats
@@ -222,3 +223,11 @@ def test_import_of_a_private_export_is_refused(server_factory):
     with pytest.raises(RuntimeError) as e:
         server_factory(jetstream=False, config=conf)
     assert "svc" in str(e.value) and "not authorized" in str(e.value)
+
+
+async def test_streams_are_stored_under_their_account(srv):
+    b = await connect(srv, "b")
+    await b.jetstream().add_stream(name="ONDISK", subjects=["ondisk"])
+    await b.close()
+    assert os.path.isdir(os.path.join(srv.store_dir, "jetstream", "B", "streams", "ONDISK"))
+    assert not os.path.exists(os.path.join(srv.store_dir, "jetstream", "$G", "streams", "ONDISK"))
