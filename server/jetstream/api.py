@@ -15,7 +15,9 @@ counts answered requests, ``errors`` the error replies (``trackAPI`` / ``trackAP
 built (so ``$JS.API.INFO`` does not count itself).
 
 Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
-``API_LEVEL`` (or not a number) is 10185.  Consumer routes are added by ``api_consumers.register(router)`` when
+``API_LEVEL`` (or not a number) is 10185.  Handlers where nats-server checks it later (consumer create: after the
+body; the cluster-only operations: never on a standalone server, 10010 comes first) register with
+``level_check=False`` and call :func:`api_level_error` themselves.  Consumer routes are added by ``api_consumers.register(router)`` when
 that module exists.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
 """
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Route:
     error_extra: dict = field(default_factory=dict)
     count_success: bool = True  # STREAM.MSG.GET answers outside nats-server's API accounting
     accounted: bool = True  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
+    level_check: bool = True  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
 
     def matches(self, tokens: list[str]) -> bool:
         pat = self.pattern
@@ -84,12 +87,12 @@ class ApiRouter:
         self._subs: list = []
 
     def register(self, pattern: str, handler: Handler, reply_type: str, error_extra: dict | None = None,
-                 count_success: bool = True, accounted: bool = True) -> Route:
+                 count_success: bool = True, accounted: bool = True, level_check: bool = True) -> Route:
         """Add ``$JS.API.<pattern>`` (``*`` one token, trailing ``>`` the rest).  ``reply_type`` is the short
         name (``stream_info_response``)."""
         toks = tuple(pattern.split("."))
         route = Route(toks, handler, TYPE_PREFIX + reply_type, dict(error_extra or {}), count_success and accounted,
-                      accounted)
+                      accounted, level_check)
         self._routes.setdefault(toks[0], []).append(route)
         return route
 
@@ -148,7 +151,7 @@ class ApiRouter:
         hdr = bytes(data[:hdr_len]) if hdr_len else b""
         body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
         req = ApiRequest(subject, tokens, reply, hdr, body, origin)
-        if hdr and _api_level_too_high(hdr):
+        if hdr and route.level_check and _api_level_too_high(hdr):
             self.reply_error(req, route, ApiError.of("JSRequiredApiLevelErr"))
             return
         try:
@@ -198,6 +201,13 @@ class ApiRouter:
             self.total += 1
             self.errors += 1
             advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
+
+
+def api_level_error(req: ApiRequest) -> "ApiError | None":
+    """For handlers registered with ``level_check=False``: 10185 when the request's required level is too high."""
+    if req.hdr and _api_level_too_high(req.hdr):
+        return ApiError.of("JSRequiredApiLevelErr")
+    return None
 
 
 def _api_level_too_high(hdr: bytes) -> bool:

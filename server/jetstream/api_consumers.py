@@ -35,7 +35,7 @@ from protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens
-from .api import ApiRequest, ApiRouter
+from .api import ApiRequest, ApiRouter, api_level_error
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
@@ -54,10 +54,11 @@ RESET_NOT_SUPPORTED = ApiError.of("JSConsumerInvalidResetErr", err="consumer res
 def register(router: ApiRouter) -> None:
     js = router.js
     h = ConsumerApi(js)
-    router.register("CONSUMER.CREATE.*", h.create, "consumer_create_response")
-    router.register("CONSUMER.CREATE.*.>", h.create, "consumer_create_response")
-    router.register("CONSUMER.DURABLE.CREATE.*.*", h.create, "consumer_create_response")
-    router.register("CONSUMER.INFO.*.*", h.info, "consumer_info_response")
+    # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level
+    router.register("CONSUMER.CREATE.*", h.create, "consumer_create_response", level_check=False)
+    router.register("CONSUMER.CREATE.*.>", h.create, "consumer_create_response", level_check=False)
+    router.register("CONSUMER.DURABLE.CREATE.*.*", h.create, "consumer_create_response", level_check=False)
+    router.register("CONSUMER.INFO.*.*", h.info, "consumer_info_response", level_check=False)
     router.register("CONSUMER.DELETE.*.*", h.delete, "consumer_delete_response")
     router.register("CONSUMER.NAMES.*", h.names, "consumer_names_response", {**PAGED_ERR, "consumers": []})
     router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
@@ -65,7 +66,7 @@ def register(router: ApiRouter) -> None:
                     {"paused": False, "pause_until": "0001-01-01T00:00:00Z"})
     router.register("CONSUMER.UNPIN.*.*", lambda req: unpin_request(js, req), "consumer_unpin_response")
     router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
-                    "consumer_leader_stepdown_response")
+                    "consumer_leader_stepdown_response", level_check=False)
     # nats-server 2.15: each consumer subscribes to its own RESET subject (consumer.go processResetReq), outside
     # the API accounting; with no such consumer nobody answers.
     router.register("CONSUMER.RESET.*.*", h.reset, "consumer_reset_response", {"reset_seq": 0}, accounted=False)
@@ -136,6 +137,9 @@ class ConsumerApi:
         creq = parse_create_consumer_request(req.body, strict=self.strict)
         if isinstance(creq, ApiError):
             return creq
+        err = api_level_error(req)
+        if err is not None:
+            return err
         r = check_consumer_create(req.subject, creq)
         if isinstance(r, ApiError):
             return r
@@ -261,6 +265,11 @@ class ConsumerApi:
         return ApiError.of("JSConsumerNotFoundErr") if c is None else c
 
     def info(self, req: ApiRequest) -> dict | ApiError:
+        if not rq.is_empty_request(req.body):  # jsConsumerInfoRequest: 10038 before Nats-Required-Api-Level
+            return ApiError.of("JSNotEmptyRequestErr")
+        err = api_level_error(req)
+        if err is not None:
+            return err
         c = self._existing(req)
         return c if isinstance(c, ApiError) else c.info()
 

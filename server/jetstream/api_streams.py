@@ -66,10 +66,11 @@ def register(router: ApiRouter) -> None:
     router.register("STREAM.MSG.DELETE.*", h.msg_delete, "stream_msg_delete_response")
     # Standalone server: leader/peer operations need clustering (10010).
     cluster = lambda req: ApiError.of("JSClusterRequiredErr")  # noqa: E731
-    router.register("STREAM.LEADER.STEPDOWN.*", cluster, "stream_leader_stepdown_response")
-    router.register("STREAM.PEER.REMOVE.*", cluster, "stream_remove_peer_response")
-    router.register("STREAM.PEER.EVACUATE.*", cluster, "stream_evacuate_peer_response")
-    router.register("STREAM.CANCEL_MOVE.*", cluster, "stream_cancel_move_response")
+    # nats-server answers 10010 before it looks at Nats-Required-Api-Level here.
+    router.register("STREAM.LEADER.STEPDOWN.*", cluster, "stream_leader_stepdown_response", level_check=False)
+    router.register("STREAM.PEER.REMOVE.*", cluster, "stream_remove_peer_response", level_check=False)
+    router.register("STREAM.PEER.EVACUATE.*", cluster, "stream_evacuate_peer_response", level_check=False)
+    router.register("STREAM.CANCEL_MOVE.*", cluster, "stream_cancel_move_response", level_check=False)
     api_snapshot.register(router)
 
 

@@ -202,6 +202,16 @@ def endpoints() -> list[tuple[str, dict | None, bool]]:
         (f"CONSUMER.LEADER.STEPDOWN.{s}.{c}", {}, False),
         (f"DIRECT.GET.{s}", {"seq": 1, "next_by_subj": "s.a", "batch": 2}, False),
         (f"DIRECT.GET.{s}.s.a", None, False),
+        (f"DIRECT.GET.{s}", {"multi_last": ["s.a", "s.b"], "batch": 2, "up_to_seq": 3}, False),
+        (f"DIRECT.GET.{s}", {"start_time": "2000-01-01T00:00:00Z", "batch": 1, "max_bytes": 10}, False),
+        (f"STREAM.MSG.GET.{s}", {"last_by_subj": "s.b", "no_hdr": True}, False),
+        (f"CONSUMER.CREATE.{s}.D4", {"stream_name": s, "config": {
+            "name": "D4", "deliver_policy": "by_start_sequence", "opt_start_seq": 2, "ack_policy": "all",
+            "max_ack_pending": 10, "backoff": [1000000000], "max_deliver": 3, "filter_subjects": ["s.a", "s.b"],
+            "priority_groups": ["g"], "priority_policy": "overflow", "inactive_threshold": 1000000000}}, True),
+        (f"CONSUMER.CREATE.{s}.D5", {"stream_name": s, "config": {
+            "name": "D5", "deliver_subject": "push.x", "flow_control": True, "idle_heartbeat": 1000000000,
+            "rate_limit_bps": 100, "headers_only": True, "replay_policy": "original"}, "pedantic": True}, True),
         (f"CONSUMER.MSG.NEXT.{s}.{c}", {"batch": 1, "no_wait": True, "expires": 0}, False),
     ]
 
@@ -233,6 +243,17 @@ def generate(seed: int, n: int) -> list[tuple[str, bytes]]:
             body = json.dumps(base).encode()
         out.append((subj, body))
     return out
+
+
+API_LEVEL_HEADERS = [b"NATS/1.0\r\nNats-Required-Api-Level: 99\r\n\r\n",
+                     b"NATS/1.0\r\nNats-Required-Api-Level: x\r\n\r\n",
+                     b"NATS/1.0\r\nNats-Required-Api-Level: 0\r\n\r\n"]
+
+
+def header_for(seed: int, index: int) -> bytes:
+    """Every 10th request carries a Nats-Required-Api-Level header (ADR-44), the same on both servers."""
+    rnd = random.Random(seed * 1_000_003 + index)
+    return rnd.choice(API_LEVEL_HEADERS) if rnd.random() < 0.1 else b""
 
 
 def _mutate_field(rnd: random.Random, base: dict) -> bytes:

@@ -79,8 +79,10 @@ def test_replies_match_nats_server(both):
     for i, (subject, body) in enumerate(F.generate(SEED, CASES)):
         if time.monotonic() > deadline:
             break
-        go = F.normalise(clients[0].request("$JS.API." + subject, body, wait=0.3))
-        sk = F.normalise(clients[1].request("$JS.API." + subject, body, wait=0.3 if go == ("none",) else 2.0))
+        hdr = F.header_for(SEED, i)
+        go = F.normalise(clients[0].request("$JS.API." + subject, body, hdr=hdr, wait=0.3))
+        sk = F.normalise(clients[1].request("$JS.API." + subject, body, hdr=hdr,
+                                            wait=0.3 if go == ("none",) else 2.0))
         if go != sk and not _deliberate(subject, go, sk):
             diffs.append(f"seed {SEED} #{i} {subject} {body[:100]!r}\n  nats-server: {json.dumps(go)[:400]}\n"
                          f"  skiff:       {json.dumps(sk)[:400]}")
