@@ -434,7 +434,7 @@ class ClientConnection(asyncio.Protocol):
         reason = {
             "maximum control line exceeded": MAX_CONTROL_LINE,
             "Maximum Payload Violation": MAX_PAYLOAD,
-        }.get(op.err, PROTOCOL_VIOLATION if not op.err else PARSE_ERROR)
+        }.get(op.err, PROTOCOL_VIOLATION)  # readLoop: any parser error closes as a protocol violation
         self.server.log_error("protocol error", cid=self.cid, error=op.err or op.detail)
         self.close(reason)
 
