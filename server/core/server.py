@@ -152,6 +152,7 @@ class Server:
         if not self.running:
             return
         self.running = False
+        self.log.info("Initiating Shutdown...")  # nats-server Shutdown's words
         if self._listener is not None:
             self._listener.close()
         for c in list(self.clients.values()):
@@ -166,7 +167,7 @@ class Server:
                 await asyncio.wait_for(self._listener.wait_closed(), 2)
             except (asyncio.TimeoutError, Exception):
                 pass
-        self.log.info("server exiting")
+        self.log.info("Server Exiting..")
         if self._stopped is not None:
             self._stopped.set()
 

@@ -201,3 +201,12 @@ def test_log_size_limit_rotates(server_factory, tmp_path):
     assert "Server is ready" in backup.read_text()
     first = _wait_for(log, "Rotated log").splitlines()[0]
     assert first.endswith(f'[INF] Rotated log, backup saved as "{backup}"'), first
+
+
+def test_shutdown_lines(server_factory):
+    srv = server_factory(jetstream=False)
+    _wait_for(srv.log_path, "Server is ready")
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(10)
+    inf = _messages(_wait_for(srv.log_path, "Server Exiting.."), "INF")
+    assert inf[-3:] == ['Trapped "terminated" signal', "Initiating Shutdown...", "Server Exiting.."]
