@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,11 @@ MAX_CONNECTIONS = "Maximum Connections Exceeded"
 SERVER_SHUTDOWN = "Server Shutdown"
 PARSE_ERROR = "Parse Error"
 
+# Fairness between connections (see _work_backlog): reads bigger than READ_SLICE are parsed in slices of that size,
+# for at most TURN_BUDGET seconds of one loop turn.
+READ_SLICE = 16384
+TURN_BUDGET = 0.002
+
 
 
 class ClientConnection(asyncio.Protocol):
@@ -58,6 +64,9 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[str, Subscription] = {}
         self.out: list[bytes] = []
         self.out_pending = 0
+        self._backlog: list[bytes] | None = None  # the rest of a big read, parsed over the next loop turns
+        self._backlog_pos = 0
+        self._read_paused = False
         self.closed = False
         self.close_reason = ""
         # CONNECT options: nats-server's defaults apply until (or when no) CONNECT arrives.
@@ -191,9 +200,66 @@ class ClientConnection(asyncio.Protocol):
             self.close(CLIENT_CLOSED)
 
     def _process(self, data: bytes) -> None:
+        if self._backlog is not None:  # still working through an earlier big read: keep the order
+            self._backlog.append(data)
+            return
         self.last_in = self.server.clock.monotonic()
+        if len(data) > READ_SLICE:
+            self._backlog = [data]
+            self._backlog_pos = 0
+            self._work_backlog()
+            return
         self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
         self.server.flush_pending()  # one write per touched connection for this whole read
+
+    def _work_backlog(self) -> None:
+        """Parse a big read in slices, at most TURN_BUDGET seconds per loop turn, with reading paused until it is
+        done: uvloop hands over up to 32 reads of 256 KB in one turn, and one connection's SUB/UNSUB flood or
+        API requests must not hold every other client for that long (issue #15 finding 8).  nats-server gets
+        the same fairness from one goroutine per connection."""
+        backlog = self._backlog
+        if backlog is None:
+            return
+        clock = time.perf_counter
+        start = clock()
+        deadline = start + TURN_BUDGET
+        parse = self.parser.parse
+        size = READ_SLICE
+        while backlog and not self.closed:
+            data, pos = backlog[0], self._backlog_pos
+            end = pos + size
+            if end < len(data):
+                self._backlog_pos = end
+                parse(data[pos:end], self)
+            else:
+                del backlog[0]
+                self._backlog_pos = 0
+                parse(data[pos:] if pos else data, self)
+            now = clock()
+            if now >= deadline:
+                break
+            if now - start < TURN_BUDGET / 4:
+                size *= 2  # cheap input (plain PUBs): fewer, bigger slices
+        self.server.flush_pending()
+        transport = self.transport
+        if self.closed or transport is None:
+            self._backlog = None
+            return
+        if not self._read_paused:
+            # Even when the read is done, pause: it lets the other connections have this turn before we read more.
+            self._read_paused = True
+            transport.pause_reading()
+        if backlog:
+            asyncio.get_running_loop().call_soon(self._work_backlog)
+        else:
+            self._backlog = None
+            asyncio.get_running_loop().call_soon(self._resume_reading)
+
+    def _resume_reading(self) -> None:
+        if self._read_paused and self._backlog is None:
+            self._read_paused = False
+            if not self.closed and self.transport is not None:
+                self.transport.resume_reading()
 
     def _update_pub_path(self) -> None:
         """Pick what the parser calls for each PUB: straight to routing for a plain client (the hot path), or
@@ -497,6 +563,14 @@ class ClientConnection(asyncio.Protocol):
                 srv.remove_subscription(sub)
             self.subs.clear()
         self.server.client_closed(self)
+        # on_pub is a bound method or a partial holding this connection: drop it, so that a closed connection is
+        # freed by reference counting alone instead of waiting for the cyclic collector (issue #15 finding 10).
+        self.on_pub = _closed_pub
+        self._backlog = None
+
+
+def _closed_pub(subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+    """on_pub of a closed connection (the parser stops at close; nothing is routed after it)."""
 
 
 _BOOL_FIELDS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_responders", "new_account")

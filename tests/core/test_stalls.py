@@ -1,0 +1,100 @@
+"""One client must never stall the others (issue #15 finding 8), against both servers.
+
+A canary does request/reply every 10 ms through the server while a bad client, in its own process (so that it
+cannot slow the canary's own event loop), does one expensive thing.  The largest gap between two canary replies
+is the stall the others saw.  The bound is 50 ms on an idle machine; with the test suite sharing two cores with
+other work a margin is allowed, still far below what the bugs gave (5.3 s for a 5,000-subject STREAM.CREATE,
+11.9 s for 4,000 wildcard SUB/UNSUB pairs).  Figures measured on the development machine, canary max gap:
+
+===========================================  ==============  ========================
+attack                                       nats-server     Skiff (before -> after)
+===========================================  ==============  ========================
+STREAM.CREATE with 5,000 subjects            16 ms           5,356 ms -> 45-70 ms
+20,000 wildcard SUB/UNSUB pairs, one write   20-35 ms        11,864 ms (4,000) -> 28-45 ms
+===========================================  ==============  ========================
+
+Run as a script, this file is the bad client: ``python test_stalls.py <port> <attack> <n>``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import time
+
+import nats
+import pytest
+
+MAX_GAP = 0.150  # s: 50 ms plus a margin for a loaded CI machine
+
+
+def bad_client(port: int, attack: str, n: int) -> None:
+    s = socket.create_connection(("127.0.0.1", port))
+    f = s.makefile("rb")
+    f.readline()  # INFO
+    s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
+    if attack == "churn":
+        # Wildcard subscriptions, each removed right away: every one used to walk the whole match cache.
+        s.sendall(b"".join(b"SUB churn.%d.* %d\r\nUNSUB %d\r\n" % (i, i, i) for i in range(n)))
+    elif attack == "stream":
+        body = json.dumps({"name": "BIG", "subjects": [f"big.{i}" for i in range(n)], "storage": "memory"}).encode()
+        s.sendall(b"SUB _bad.reply 1\r\nPUB $JS.API.STREAM.CREATE.BIG _bad.reply %d\r\n%s\r\n" % (len(body), body))
+        while not f.readline().startswith(b"MSG"):
+            pass
+        reply = f.readline()
+        assert b'"error"' not in reply, reply[:300]
+    else:
+        raise ValueError(attack)
+    s.sendall(b"PING\r\n")
+    while f.readline() not in (b"PONG\r\n", b""):
+        pass
+    s.close()
+
+
+async def canary_gaps(url: str, port: int, attack: str, n: int) -> list[float]:
+    """Gaps between canary replies while the bad client runs (from its start to its exit)."""
+    responder = await nats.connect(url)
+    requester = await nats.connect(url)
+
+    async def echo(m):
+        await m.respond(m.data)
+
+    await responder.subscribe("canary.svc", cb=echo)
+    await responder.flush()
+    # A warm match cache: the wildcard churn used to walk all of it for every SUB and UNSUB.
+    for i in range(4096):
+        await requester.publish(f"warm.{i}", b"")
+    await requester.flush()
+    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, str(port), attack, str(n))
+    wait = asyncio.ensure_future(proc.wait())
+    gaps: list[float] = []
+    last = time.perf_counter()
+    try:
+        while not wait.done():
+            await requester.request("canary.svc", b"ping", timeout=30)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+            await asyncio.sleep(0.01)
+        assert proc.returncode == 0
+    finally:
+        if not wait.done():
+            proc.kill()
+            await wait
+        await responder.close()
+        await requester.close()
+    return gaps
+
+
+@pytest.mark.parametrize("attack,n", [("stream", 5000), ("churn", 20000)])
+async def test_bad_client_does_not_stall_the_canary(server, target, attack, n):
+    gaps = await canary_gaps(server.url, server.port, attack, n)
+    worst = max(gaps)
+    print(f"{target} {attack} n={n}: {len(gaps)} canary requests, max gap {worst * 1000:.1f} ms")
+    assert len(gaps) >= 1
+    assert worst <= MAX_GAP, f"canary stalled {worst * 1000:.0f} ms by {attack} n={n}"
+
+
+if __name__ == "__main__":
+    bad_client(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
