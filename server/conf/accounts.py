@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RESERVED = ("$G", "$SYS_INTERNAL")  # nats-server isReservedAccount: only the global account's name
 _NOT_IMPLEMENTED = {
-    "limits": "account limits (max_connections, max_subscriptions, max_payload, max_leafnodes)",
     "mappings": "subject mappings (messages would stay on the subject published)",
     "maps": "subject mappings (messages would stay on the subject published)",
     "msg_trace": "message tracing",
@@ -75,6 +74,8 @@ def parse_accounts(m: "_Mapper", tok: Token) -> dict[str, dict]:
                     users_tokens.append((vt, acc["users"]))
                 elif lk == "default_permissions":
                     acc["default_permissions"] = m.permissions(vt)
+                elif lk == "limits":
+                    acc["limits"] = _limits(m, vt)
                 elif lk == "jetstream":
                     acc["jetstream"] = _jetstream(m, vt, name)
                 elif lk == "exports":
@@ -132,6 +133,31 @@ def _exported(exporter: dict, kind: str, subject: str, importer: str) -> bool:
             if allowed is None or importer in allowed:
                 return True
     return False
+
+
+_LIMITS = {"max_connections": "max_connections", "max_conn": "max_connections",
+           "max_subscriptions": "max_subscriptions", "max_subs": "max_subscriptions",
+           "max_payload": "max_payload", "max_pay": "max_payload",
+           "max_leafnodes": "max_leafnodes", "max_leafs": "max_leafnodes"}
+
+
+def _limits(m: "_Mapper", tok: Token) -> dict[str, int]:
+    """nats-server parseAccountLimits; max_leafnodes has nothing to limit while leaf nodes are refused."""
+    if not isinstance(tok.value, dict):
+        m.err(tok, f"Expected account limits to be a map/struct, got {plain(tok.value)}")
+        raise m.Bad
+    out: dict[str, int] = {}
+    for k, vt in tok.value.items():
+        key = _LIMITS.get(k.lower())
+        if key is None:
+            if not vt.used_variable:
+                m.err(vt, f'Unknown field "{k}" parsing account limits')
+            continue
+        try:
+            out[key] = m.expect(vt, int, k)
+        except m.Bad:
+            continue
+    return out
 
 
 def _jetstream(m: "_Mapper", tok: Token, account: str) -> bool:

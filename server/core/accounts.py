@@ -66,8 +66,13 @@ class Account:
     exports: list[Export] = field(default_factory=list)
     imports: list[dict] = field(default_factory=list)
     nkey: str = ""
-    limits: dict = field(default_factory=dict)
-    num_conns: int = 0
+    limits: dict = field(default_factory=dict)  # max_connections, max_subscriptions, max_payload (-1/absent: none)
+    num_conns: int = 0  # client connections registered with the account
+
+    def limit(self, name: str) -> int:
+        """An account limit, or -1 for none (nats-server jwt.NoLimit)."""
+        v = self.limits.get(name, -1)
+        return v if v is not None and v >= 0 else -1
 
     def find_export(self, importer: str, subject: str, service: bool) -> Export | None:
         for e in self.exports:

@@ -44,6 +44,7 @@ STALE_CONNECTION = "Stale Connection"
 MAX_PAYLOAD = "Maximum Message Payload Exceeded"
 MAX_CONTROL_LINE = "Maximum Control Line Exceeded"
 MAX_CONNECTIONS = "Maximum Connections Exceeded"
+MAX_ACCOUNT_CONNECTIONS = "Maximum Account Connections Exceeded"
 SERVER_SHUTDOWN = "Server Shutdown"
 PARSE_ERROR = "Parse Error"
 
@@ -85,6 +86,8 @@ class ClientConnection(asyncio.Protocol):
         # The account the client publishes and subscribes in ($G until CONNECT says otherwise; core/accounts.py).
         self.account = server.accounts.gacc
         self.sublist = self.account.sublist
+        self.registered = False  # counted in account.num_conns (account limits)
+        self.max_subs = opts.max_subscriptions if opts.max_subscriptions > 0 else -1  # -1: no limit
         self.nonce = ""  # nkey auth: what the client signs (INFO nonce)
         if server.auth.nonce_required:
             from .nkey import new_nonce
@@ -392,6 +395,8 @@ class ClientConnection(asyncio.Protocol):
             self.authorized = True
             self.account = srv.accounts.get(found.account) or srv.accounts.gacc
             self.sublist = self.account.sublist
+            if not self._register(self.account):
+                return
             self.perms = perms = found.perms
             self.deny_delivery = bool(perms and perms.sub_deny)
             self.replies = {} if perms is not None and perms.tracks_responses else None
@@ -407,6 +412,25 @@ class ClientConnection(asyncio.Protocol):
         self._update_pub_path()
         if self.verbose:
             self.send(encoder.OK)
+
+    def _register(self, acc) -> bool:
+        """Join ``acc`` under its limits (nats-server registerWithAccount / applyAccountLimits): a full account
+        refuses the connection; its payload and subscription limits lower the server's for this client."""
+        mconns = acc.limit("max_connections")
+        if mconns >= 0 and acc.num_conns >= mconns:
+            self.server.log_error("maximum account active connections exceeded", cid=self.cid)
+            self.send(encoder.err("maximum account active connections exceeded"))
+            self.close(MAX_ACCOUNT_CONNECTIONS)
+            return False
+        acc.num_conns += 1
+        self.registered = True
+        mpay = acc.limit("max_payload")
+        if 0 <= mpay < self.parser.max_payload:
+            self.parser.max_payload = mpay
+        msubs = acc.limit("max_subscriptions")
+        if msubs >= 0 and (self.max_subs < 0 or msubs < self.max_subs):
+            self.max_subs = msubs
+        return True
 
     def _auth_violation(self) -> None:
         self.server.log_error("authorization violation", cid=self.cid)
@@ -453,8 +477,8 @@ class ClientConnection(asyncio.Protocol):
             q = f' using queue "{op.queue}"' if op.queue else ""
             self.send(encoder.err(f'Permissions Violation for Subscription to "{op.subject}"{q}'))
             return
-        limit = self.server.options.max_subscriptions
-        if limit > 0 and len(self.subs) >= limit:
+        limit = self.max_subs
+        if limit >= 0 and len(self.subs) >= limit:
             self.send(encoder.err("maximum subscriptions exceeded"))
             return
         if op.sid in self.subs:
@@ -562,6 +586,9 @@ class ClientConnection(asyncio.Protocol):
             for sub in list(self.subs.values()):
                 srv.remove_subscription(sub)
             self.subs.clear()
+        if self.registered:
+            self.registered = False
+            self.account.num_conns -= 1
         self.server.client_closed(self)
         # on_pub is a bound method or a partial holding this connection: drop it, so that a closed connection is
         # freed by reference counting alone instead of waiting for the cyclic collector (issue #15 finding 10).

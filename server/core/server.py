@@ -256,6 +256,7 @@ class Server:
         if conn.nonce:
             info["nonce"] = conn.nonce
         if connect_info:
+            info["max_payload"] = conn.parser.max_payload  # the account's limit may be lower (applyAccountLimits)
             info["connect_info"] = True
             info["remote_account"] = conn.account.name
         return encoder.info(info)

@@ -75,12 +75,21 @@ async def settle(*ncs) -> None:
     await asyncio.sleep(0.1)
 
 
+async def received(got: list, n: int = 1, timeout: float = 3.0) -> list:
+    """``got`` once it holds ``n`` messages (or after ``timeout``): deliveries on a loaded machine take a while."""
+    for _ in range(int(timeout / 0.02)):
+        if len(got) >= n:
+            break
+        await asyncio.sleep(0.02)
+    return got
+
+
 async def test_accounts_are_separate_subject_spaces(srv):
     a, a2, b = await connect(srv, "a"), await connect(srv, "a2"), await connect(srv, "b")
     in_a2, in_b = await collect(a2, "foo"), await collect(b, "foo")
     await a.publish("foo", b"x")
     await settle(a, a2, b)
-    assert [m.data for m in in_a2] == [b"x"]
+    assert [m.data for m in await received(in_a2)] == [b"x"]
     assert in_b == []
     for nc in (a, a2, b):
         await nc.close()
@@ -92,7 +101,7 @@ async def test_stream_import_with_prefix(srv):
     plain = await collect(b, "pub.>")
     await a.publish("pub.x", b"hello")
     await settle(a, b)
-    assert [(m.subject, m.data) for m in got] == [("from_a.pub.x", b"hello")]
+    assert [(m.subject, m.data) for m in await received(got)] == [("from_a.pub.x", b"hello")]
     assert plain == []  # only the prefixed subject exists in B
     await a.close()
     await b.close()
@@ -120,7 +129,7 @@ async def test_no_auth_user_lands_in_its_account(srv):
     got = await collect(b, "hello")
     await anon.publish("hello", b"1")
     await settle(anon, b)
-    assert [m.data for m in got] == [b"1"]
+    assert [m.data for m in await received(got)] == [b"1"]
     await anon.close()
     await b.close()
 
@@ -131,7 +140,7 @@ async def test_nkey_user_connects_in_its_account(srv):
     got = await collect(b, "k")
     await nk.publish("k", b"signed")
     await settle(nk, b)
-    assert [m.data for m in got] == [b"signed"]
+    assert [m.data for m in await received(got)] == [b"signed"]
     await nk.close()
     await b.close()
 
@@ -231,3 +240,39 @@ async def test_streams_are_stored_under_their_account(srv):
     await b.close()
     assert os.path.isdir(os.path.join(srv.store_dir, "jetstream", "B", "streams", "ONDISK"))
     assert not os.path.exists(os.path.join(srv.store_dir, "jetstream", "$G", "streams", "ONDISK"))
+
+
+LIMITS_CONF = """accounts {
+  L {
+    users = [{user: l1, password: l1}, {user: l2, password: l2}]
+    limits { max_connections: 1, max_subscriptions: 2, max_payload: 10 }
+  }
+}
+"""
+
+
+def test_account_limits(server_factory):
+    srv = server_factory(jetstream=False, config=LIMITS_CONF)
+    first = RawClient(port=srv.port)
+    first.connect()
+    first.send(b'CONNECT {"user":"l1","pass":"l1","verbose":false,"protocol":1}\r\nPING\r\n')
+    first.expect(b"PONG\r\n")
+    info = json.loads(first.read_line()[5:])  # protocol 1: a second INFO with connect_info
+    assert info["connect_info"] is True and info["max_payload"] == 10 and info["remote_account"] == "L"
+    # max_connections: the account is full.
+    second = RawClient(port=srv.port)
+    second.connect()
+    second.send(b'CONNECT {"user":"l2","pass":"l2","verbose":false}\r\nPING\r\n')
+    assert second.assert_closed() == b"-ERR 'maximum account active connections exceeded'\r\n"
+    # max_subscriptions: the third SUB is refused, the connection stays.
+    first.send(b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nPING\r\n")
+    first.expect(b"-ERR 'maximum subscriptions exceeded'\r\nPONG\r\n")
+    # max_payload: a bigger message closes the connection.
+    first.send(b"PUB x 20\r\n01234567890123456789\r\n")
+    assert first.assert_closed() == b"-ERR 'Maximum Payload Violation'\r\n"
+    # A place is free again once the first connection is gone.
+    third = RawClient(port=srv.port)
+    third.connect()
+    third.send(b'CONNECT {"user":"l2","pass":"l2","verbose":false}\r\nPING\r\n')
+    third.expect(b"PONG\r\n")
+    third.close()
