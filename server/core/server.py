@@ -324,11 +324,19 @@ class Server:
             self._notify_interest(sub.subject)
 
     def _notify_interest(self, pattern: str) -> None:
-        for subject, cbs in list(self._interest_watch.items()):
-            if subject_matches(pattern, subject) or pattern == subject:
-                has = self.sublist.has_interest(subject)
-                for cb in list(cbs):
-                    cb(subject, has)
+        watch = self._interest_watch
+        if "*" not in pattern and ">" not in pattern:
+            # A literal subscription can only match the watch on that very subject: a dict lookup, not a walk over
+            # every watched deliver subject per SUB/UNSUB (0.4 ms each with 1,000 push consumers; issue #15 f. 8).
+            cbs = watch.get(pattern)
+            items = [(pattern, cbs)] if cbs else []
+        else:
+            items = [(subject, cbs) for subject, cbs in watch.items() if subject_matches(pattern, subject)
+                     or pattern == subject]
+        for subject, cbs in items:
+            has = self.sublist.has_interest(subject)
+            for cb in list(cbs):
+                cb(subject, has)
 
     def watch_interest(self, subject: str, cb: Callable[[str, bool], None]) -> Callable[[], None]:
         """Call ``cb(subject, has_interest)`` whenever a subscription that matches ``subject`` comes or goes

@@ -96,5 +96,27 @@ async def test_bad_client_does_not_stall_the_canary(server, target, attack, n):
     assert worst <= MAX_GAP, f"canary stalled {worst * 1000:.0f} ms by {attack} n={n}"
 
 
+@pytest.mark.skiff_only
+async def test_subscription_changes_do_not_walk_every_push_consumer(target):
+    # Push consumers watch their deliver subjects; every SUB/UNSUB used to test itself against all of them
+    # (0.4 ms per SUB with 1,000 push consumers: a 16 KB read of SUBs held the loop for 300 ms).
+    from server.core.server import Server
+
+    srv = Server(port=0)
+    seen: list[tuple[str, bool]] = []
+    for i in range(1000):
+        srv.watch_interest(f"deliver.{i}", lambda subject, has: seen.append((subject, has)))
+    t = time.perf_counter()
+    for i in range(5000):
+        srv.unsubscribe_internal(srv.subscribe_internal(f"_INBOX.{i}", lambda *a: None))
+    assert time.perf_counter() - t < 1.0
+    assert seen == []
+    # Literal and wildcard subscriptions still reach the watch they match.
+    for subject in ("deliver.7", "deliver.*", ">"):
+        srv.unsubscribe_internal(srv.subscribe_internal(subject, lambda *a: None))
+    assert seen[:2] == [("deliver.7", True), ("deliver.7", False)]
+    assert len(seen) == 2 + 2 * 1000 + 2 * 1000
+
+
 if __name__ == "__main__":
     bad_client(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
