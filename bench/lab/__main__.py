@@ -62,7 +62,7 @@ def run_one(name: str, a: argparse.Namespace, kinds: list[str]) -> Result:
     seconds = a.seconds or (quick_s if a.quick else full_s)
     res = Result(name)
     t0 = time.monotonic()
-    print(f"[lab] {name}: up to {seconds:.0f}s per server", file=sys.stderr, flush=True)
+    print(f"[lab] {name}: time bound {seconds:.0f}s", file=sys.stderr, flush=True)
     out = mod.run(kinds, a, Budget(seconds), res)
     if asyncio.iscoroutine(out):
         asyncio.run(out)
