@@ -68,3 +68,12 @@ example-spark: $(STAMP_SPARK) java
 
 clean:
 	rm -rf $(VENV) build *.egg-info bench/bin bench/results
+
+# Reliability campaigns (bench/lab, docs/reliability.md): Skiff and nats-server side by side, each time-bounded.
+# LAB_ARGS passes options through, e.g. `make crash-lab LAB_ARGS="--kills 50 --seconds 900"`.
+.PHONY: crash-lab fuzz-api fuzz-protocol stall-probes bypass-probes churn-memory restart-time reliability
+crash-lab fuzz-api fuzz-protocol stall-probes bypass-probes churn-memory restart-time: $(STAMP)
+	$(PY) -m bench.lab $@ $(LAB_ARGS)
+
+reliability: $(STAMP)
+	$(PY) -m bench.lab all --quick $(LAB_ARGS)
