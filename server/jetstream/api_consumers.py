@@ -62,8 +62,9 @@ def register(router: ApiRouter) -> None:
     router.register("CONSUMER.DELETE.*.*", h.delete, "consumer_delete_response")
     router.register("CONSUMER.NAMES.*", h.names, "consumer_names_response", {**PAGED_ERR, "consumers": []})
     router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
+    # jsConsumerPauseRequest, too, decodes the body before the level check
     router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response",
-                    {"paused": False, "pause_until": "0001-01-01T00:00:00Z"})
+                    {"paused": False, "pause_until": "0001-01-01T00:00:00Z"}, level_check=False)
     router.register("CONSUMER.UNPIN.*.*", lambda req: unpin_request(js, req), "consumer_unpin_response")
     router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
                     "consumer_leader_stepdown_response", level_check=False)

@@ -34,6 +34,7 @@ from protocol.jsapi.consumer_config import ConsumerConfig, set_static_consumer_m
 from protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from . import consumer_advisories as adv
+from .api import api_level_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import ApiRequest
@@ -107,6 +108,10 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | Ap
         preq = rq.parse_request(rq.JSApiConsumerPauseRequest, req.body, strict=strict)
         if isinstance(preq, ApiError):
             return preq
+    # nats-server checks Nats-Required-Api-Level only once the body is decoded, before the lookups
+    err = api_level_error(req)
+    if err is not None:
+        return err
     stream = js.streams.get(req.tokens[2])
     if stream is None:
         return ApiError.of("JSStreamNotFoundErr")

@@ -147,3 +147,19 @@ async def test_pull_requests_expire_while_paused(jsc):
     assert (await next_event(adv))["paused"] is False
     assert data(await pull(jsc.nc, s, "C", {"batch": 1}, timeout=0.5)) == [b"m0"]
     assert await no_event(adv)
+
+
+async def test_pause_required_api_level_checked_after_the_body(jsc):
+    """jsConsumerPauseRequest decodes the body first (10025), then checks Nats-Required-Api-Level (10185), then
+    looks up the stream and consumer: a bad body with a too-high level is 10025; a good one is 10185 even for a
+    consumer that does not exist."""
+    s = await _stream(jsc)
+    await add_consumer(jsc, s, "C", ack_policy="explicit")
+    high = {"Nats-Required-Api-Level": "999"}
+    r = await jsc.api(f"CONSUMER.PAUSE.{s}.C", {"x": 1}, headers=high)
+    assert (r["error"]["err_code"], r["error"]["description"]) == (10025, 'invalid JSON: json: unknown field "x"')
+    for subject in (f"CONSUMER.PAUSE.{s}.C", f"CONSUMER.PAUSE.{s}.NOPE", "CONSUMER.PAUSE.NO_SUCH_STREAM.C"):
+        r = await jsc.api(subject, {}, headers=high)
+        assert r["error"]["err_code"] == 10185, (subject, r)
+    r = await jsc.api(f"CONSUMER.PAUSE.{s}.C", b"", headers={"Nats-Required-Api-Level": "1"})
+    assert (r["paused"], r["pause_until"]) == (False, ZERO_TIME)
