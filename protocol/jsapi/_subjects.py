@@ -8,6 +8,7 @@ byte when the other side has wildcards, ``subjectIsSubsetMatch``; ``jetstream.go
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
 from functools import lru_cache
 
 _WS = " \t\r\n\f"
@@ -127,7 +128,7 @@ class CollisionIndex:
     """Which of ``subjects`` collide (``subjects_collide``) with a query subject, in index order."""
 
     __slots__ = ("subjects", "positions", "_tok", "_pwcfwc", "_wildish", "_fwc_before", "_ended", "_len",
-                 "_hasfwc", "_nonlit", "_all", "_lit_extra", "_wild_extra")
+                 "_hasfwc", "_nonlit", "_all", "_lit_extra", "_wild_extra", "_fwc_at")
 
     def __init__(self, subjects: list[str], positions: list[int] | None = None) -> None:
         """``positions`` (ascending): the index each subject stands for in a longer list (default: its own)."""
@@ -171,12 +172,13 @@ class CollisionIndex:
         depth = max(by_len, default=0) + 1
         self._fwc_before = [0] * (depth + 1)
         self._ended = [0] * (depth + 1)
+        self._fwc_at = {p: _bits(v, n) for p, v in fwc_at.items()}
         acc_f = acc_e = 0
         for p in range(depth + 1):
             self._fwc_before[p] = acc_f
             acc_e |= self._len.get(p, 0)
             self._ended[p] = acc_e
-            acc_f |= _bits(fwc_at.get(p, ()), n) if p in fwc_at else 0
+            acc_f |= self._fwc_at.get(p, 0)
         # What a query token admits besides subjects holding that same token, per position (see candidates()):
         # for a literal query, an exact '*' or '>' there or a '>' before; for a wildcard query, a wildcard-ish
         # token of a wildcard subject there, or a shorter subject that ends in '>'.
@@ -212,6 +214,27 @@ class CollisionIndex:
                 c &= get((p, t), 0) | nonlit
             else:
                 c &= get((p, t), 0) | wextra[min(p, last)]
+            if not c:
+                return 0
+        return c
+
+    def supersets(self, q: str) -> int:
+        """A bitset of the subjects ``t`` with ``subject_is_subset_match(q, t)`` (exact for subjects that are valid
+        or cut after their first '>'; see first_filter_overlap).  ``q`` must be valid."""
+        tokens = q.split(".")
+        fwc_before, last = self._fwc_before, len(self._fwc_before) - 1
+        lq = len(tokens)
+        c = self._len.get(lq, 0) | fwc_before[min(lq, last)]
+        get = self._tok.get
+        fwc_at = self._fwc_at
+        for p, t in enumerate(tokens):
+            # t's own '>' here or before matches the rest; else '*' covers a literal or '*', a literal only itself.
+            ok = fwc_at.get(p, 0) | fwc_before[min(p, last)]
+            if t == PWC:
+                ok |= get((p, PWC), 0)
+            elif t != FWC:
+                ok |= get((p, t), 0) | get((p, PWC), 0)
+            c &= ok
             if not c:
                 return 0
         return c
@@ -280,6 +303,41 @@ def first_overlap(subjects: list[str]) -> tuple[int, int] | None:
         if j >= 0:
             return i, j
     return None
+
+
+def first_filter_overlap(filters: list[str]) -> int:
+    """checkConsumerCfg's filter loop: the first index ``i`` for which another filter ``t`` has
+    ``subject_is_subset_match(filters[i], t)``, or -1.  Only the answer for a valid ``filters[i]`` is meaningful
+    (the caller reports an invalid filter at its turn first).
+
+    A filter not validated yet can still be the ``t`` of an earlier one.  subject_is_subset_match stops at t's
+    first '>' with True, and no valid subject is a subset of a t whose tokens before that (or, without a '>', any
+    of whose tokens) are empty or hold whitespace; so such a t is indexed cut after its first '>', or not at all."""
+    n = len(filters)
+    if n < 2:
+        return -1
+    indexed: list[str] = []
+    for t in filters:
+        if not is_valid_subject(t):
+            tokens = t.split(".")
+            cut = ".".join(tokens[: tokens.index(FWC) + 1]) if FWC in tokens else ""
+            t = cut if cut and is_valid_subject(cut) else "\x00never"  # a token no valid subject holds
+        indexed.append(t)
+    if all(_is_literal(t) for t in indexed):  # literal filters contain one another only when equal
+        counts = Counter(filters)
+        return next((k for k, t in enumerate(filters) if counts[t] > 1), -1)
+    index = CollisionIndex(indexed)
+    for i, s in enumerate(filters):
+        if not is_valid_subject(s):
+            continue  # the caller stops here with "invalid subject"
+        c = index.supersets(s) & ~(1 << i)
+        while c:
+            low = c & -c
+            j = low.bit_length() - 1
+            if subject_is_subset_match(s, filters[j]):
+                return i
+            c ^= low
+    return -1
 
 
 def any_collide(subjects: list[str], others: list[str]) -> bool:

@@ -372,12 +372,13 @@ def check_consumer_config(
     if any(f == "" for f in c.filter_subjects or []):
         return ApiError.of("JSConsumerEmptyFilter")
     filters = filter_subjects(c)
+    # Go compares every pair; the first filter held by another is found from an index instead (issue #15 f. 8).
+    first = subj.first_filter_overlap(filters)
     for i, s in enumerate(filters):
         if not subj.is_valid_subject(s):
             return _invalid("invalid subject")
-        for j, t in enumerate(filters):
-            if i != j and subj.subject_is_subset_match(s, t):
-                return ApiError.of("JSConsumerOverlappingSubjectFilters")
+        if i == first:
+            return ApiError.of("JSConsumerOverlappingSubjectFilters")
 
     def bad_start(dp: str, start: str) -> ApiError:
         return ApiError.of("JSConsumerInvalidPolicyErrF",
@@ -461,10 +462,9 @@ def check_workqueue_consumer(
         mine = filter_subjects(c)
         if not mine:
             return ApiError.of("JSConsumerWQMultipleUnfilteredErr")
-        for p in mine:
-            for flist in others:
-                if not flist or any(subj.subjects_collide(p, f) for f in flist):
-                    return ApiError.of("JSConsumerWQConsumerNotUniqueErr")
+        # Same answer as Go's loop over every pair (one error for any hit), without the pairs.
+        if any(not flist for flist in others) or subj.any_collide(mine, [f for fl in others for f in fl]):
+            return ApiError.of("JSConsumerWQConsumerNotUniqueErr")
     return None
 
 

@@ -10,7 +10,8 @@ import random
 import time
 
 from protocol.jsapi._subjects import (
-    CollisionIndex, any_collide, first_overlap, is_valid_subject, subjects_collide,
+    CollisionIndex, any_collide, first_filter_overlap, first_overlap, is_valid_subject, subject_is_subset_match,
+    subjects_collide,
 )
 
 # Tokens that exercise every branch of SubjectsCollide: wildcards, tokens that only start with '*' or '>',
@@ -101,3 +102,50 @@ def test_five_thousand_subjects_are_fast():
         assert first_overlap(subjects) is None
         assert not any_collide(subjects, [f"z.{i}" for i in range(5000)])
         assert time.perf_counter() - t < 0.5
+
+
+# -- consumer filter_subjects (checkConsumerCfg: no filter may be a subset of another) -----------------------------
+
+def all_pairs_filter_outcome(filters):
+    for i, s in enumerate(filters):
+        if not is_valid_subject(s):
+            return "invalid", i
+        for j, t in enumerate(filters):
+            if i != j and subject_is_subset_match(s, t):
+                return "overlap", i
+    return None
+
+
+def indexed_filter_outcome(filters):
+    first = first_filter_overlap(filters)
+    for i, s in enumerate(filters):
+        if not is_valid_subject(s):
+            return "invalid", i
+        if i == first:
+            return "overlap", i
+    return None
+
+
+def test_first_filter_overlap_matches_all_pairs():
+    rng = random.Random(42)
+    for tokens in (TOKENS, ["a", "b", "*", ">", "", " "], ["a", "b", "*x"]):
+        for _ in range(4000):
+            filters = [random_subject(rng, tokens) for _ in range(rng.randint(1, 8))]
+            assert indexed_filter_outcome(filters) == all_pairs_filter_outcome(filters), filters
+
+
+def test_filter_overlap_known_cases():
+    assert first_filter_overlap(["a.b", "a.*"]) == 0
+    assert first_filter_overlap(["a.*", "a.b"]) == 1
+    assert first_filter_overlap(["a.*", "*.b"]) == -1  # they collide, but neither holds the other
+    assert first_filter_overlap(["a.*.z", "a.>.b"]) == 0  # a later, invalid filter still counts (Go's loop order)
+    assert first_filter_overlap(["x", "y", "x"]) == 0
+
+
+def test_five_thousand_filters_are_fast():
+    # Every pair collides here and none is a subset: the all-pairs loop made 25M calls.
+    filters = [f"a{i}.*" for i in range(2500)] + [f"*.b{i}" for i in range(2500)]
+    t = time.perf_counter()
+    assert first_filter_overlap(filters) == -1
+    assert first_filter_overlap([f"f.{i}" for i in range(5000)]) == -1
+    assert time.perf_counter() - t < 0.5
