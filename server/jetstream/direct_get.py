@@ -129,7 +129,9 @@ class DirectGet:
         store, name = st.store, st.name
         seq = store.get_seq_from_time(req.start_time.unix_ns) if req.start_time is not None else req.seq
         batch = req.batch
-        is_batch = batch > 0
+        # Any non-zero batch is a batch request (Go: batch != 0); a negative one runs no loop turn below and
+        # sends only the EOB.
+        is_batch = batch != 0
         np = 0
         if is_batch:
             np = store.num_pending(seq, req.next_by_subj or "")
@@ -191,6 +193,11 @@ class DirectGet:
             if up_to <= store.first_seq:
                 return self._send(reply, ST_NO_RESULTS)
             up_to -= 1
+        elif (up_to and self.stream.config.storage == "file"
+                and not (store.first_seq <= up_to <= store.last_seq)):
+            # filestore.go multiLastSeqsLocked: selectMsgBlockWithIndex finds no block for a sequence outside
+            # the stream, so nothing is selected (the memory store has no such check and caps nothing).
+            return self._send(reply, ST_NO_RESULTS)
         if up_to == 0:
             up_to = store.last_seq
         try:

@@ -118,3 +118,63 @@ async def test_no_direct_no_responders(jsc):
                                              "allow_direct": True})
     assert (await dget(jsc, f"$JS.API.DIRECT.GET.{name}", {"seq": 1})).data == b"x"
 
+
+
+async def _replies(jsc, name: str, body: dict) -> list[tuple]:
+    """Every reply of one Direct Get request up to its status: (status, Nats-Sequence, Nats-Num-Pending,
+    Nats-Last-Sequence, Nats-UpTo-Sequence)."""
+    inbox = jsc.nc.new_inbox()
+    sub = await jsc.nc.subscribe(inbox)
+    await jsc.nc.publish(f"$JS.API.DIRECT.GET.{name}", json.dumps(body).encode(), reply=inbox)
+    out = []
+    for m in await collect(sub, timeout=0.3):
+        h = m.headers or {}
+        st = f"{h['Status']} {h.get('Description', '')}".strip() if "Status" in h else ""
+        out.append((st, h.get("Nats-Sequence"), h.get("Nats-Num-Pending"), h.get("Nats-Last-Sequence"),
+                    h.get("Nats-UpTo-Sequence")))
+        if st:
+            break
+    await sub.unsubscribe()
+    return out
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+async def test_negative_batch_is_an_empty_batch(jsc, storage):
+    """getDirectRequest: any non-zero batch is a batch request; a negative one runs no loop turn and sends only the
+    EOB with the pending count from the start sequence (was: 404 Message Not Found / a single message)."""
+    name = await _stream(jsc) if storage == "memory" else None
+    if name is None:
+        name = jsc.name()
+        await jsc.create(name, storage="file", allow_direct=True)
+        for i in range(5):
+            await jsc.pub(f"{name}.{i % 2}", b"x%d" % i)
+    assert await _replies(jsc, name, {"next_by_subj": f"{name}.1", "batch": -1}) == [("204 EOB", None, "2", "0", None)]
+    assert await _replies(jsc, name, {"next_by_subj": f"{name}.0", "batch": -1, "seq": 2}) == [
+        ("204 EOB", None, "2", "0", None)]
+    assert await _replies(jsc, name, {"seq": 2, "batch": -1}) == [("204 EOB", None, "4", "0", None)]
+    assert await _replies(jsc, name, {"next_by_subj": f"{name}.9", "batch": -1}) == [("204 EOB", None, "0", "0", None)]
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+async def test_multi_last_up_to_seq_outside_the_stream(jsc, storage):
+    """The file store answers multi_last only for an up_to_seq inside [first, last] (filestore.go
+    multiLastSeqsLocked: selectMsgBlockWithIndex finds no block, so no sequences: 404 No Results); the memory store
+    caps nothing and echoes the up_to_seq in the EOB."""
+    name = jsc.name()
+    await jsc.create(name, storage=storage, allow_direct=True)
+    for i in range(6):
+        await jsc.pub(f"{name}.{i % 3}", b"x")
+    all3 = [("", "4", "2", "0", None), ("", "5", "1", "4", None), ("", "6", "0", "5", None)]
+    assert await _replies(jsc, name, {"multi_last": [f"{name}.>"], "up_to_seq": 6}) == all3 + [
+        ("204 EOB", None, "0", "6", "6")]
+    for up_to in (7, 10**15):
+        got = await _replies(jsc, name, {"multi_last": [f"{name}.>"], "up_to_seq": up_to})
+        if storage == "file":
+            assert got == [("404 No Results", None, None, None, None)]
+        else:
+            assert got == all3 + [("204 EOB", None, "0", "6", str(up_to))]
+    await jsc.api(f"STREAM.PURGE.{name}", {"keep": 2})
+    assert await _replies(jsc, name, {"multi_last": [f"{name}.>"], "up_to_seq": 2}) == [
+        ("404 No Results", None, None, None, None)]
+    assert await _replies(jsc, name, {"multi_last": [f"{name}.>"], "up_to_seq": 5}) == [
+        ("", "5", "0", "0", None), ("204 EOB", None, "0", "5", "5")]
