@@ -78,7 +78,9 @@ class Server:
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
         self.monitor = None
-        self.jetstream = None
+        self.jetstream = None  # the engine of js_account (the first JetStream account)
+        self.jetstreams: dict[str, Any] = {}  # every account's engine, by account name
+        self._other_engines: list = []
         self.lame_duck = False
         self.running = False
         self.start_ns = self.clock.time_ns()
@@ -89,7 +91,8 @@ class Server:
         self.internal_msgs = 0
         self.slow_consumers = 0
         self.total_connections = 0
-        self._interest_watch: dict[str, list[Callable[[str, bool], None]]] = {}
+        # Push consumers follow interest in their deliver subject: per Sublist (account), subject -> callbacks.
+        self._interest_watch: dict[Any, dict[str, list[Callable[[str, bool], None]]]] = {}
         self._internal_sid = 0
         self._stopped = asyncio.Event() if False else None  # created in start()
         self._info_base: dict = {}
@@ -111,9 +114,17 @@ class Server:
         self.accounts.start()
         if opts.jetstream:
             from ..jetstream import JetStream
+            from .account_server import AccountServer
 
             self.jetstream = JetStream(self)
-            self.jetstream.start()
+            self.jetstreams = {self.js_account.name: self.jetstream}
+            for acc in self.accounts.jetstream_accounts:
+                if acc is not self.js_account:
+                    view = AccountServer(self, acc)
+                    view.jetstream = self.jetstreams[acc.name] = JetStream(view)
+            self._other_engines = [js for js in self.jetstreams.values() if js is not self.jetstream]
+            for js in self.jetstreams.values():
+                js.start()
         # Monitoring first: harnesses poll /varz to learn that the server is ready (issue 2).
         if opts.http_port:
             from ..monitor.http import MonitorServer
@@ -158,8 +169,8 @@ class Server:
         for c in list(self.clients.values()):
             c.close(SERVER_SHUTDOWN)
         self.flush_pending()
-        if self.jetstream is not None:
-            await self.jetstream.stop()
+        for js in self.jetstreams.values():
+            await js.stop()
         if self.monitor is not None:
             await self.monitor.stop()
         if self._listener is not None:
@@ -270,16 +281,11 @@ class Server:
         return float(getattr(tls, "timeout", None) or 2.0)
 
     def jetstream_account(self):
-        """The account JetStream runs in: $G without an ``accounts {}`` block, else the one account with
-        ``jetstream`` enabled (or $G, with JetStream then answering 10039 everywhere, when none is).  nats-server
-        runs a JetStream per account; Skiff runs one and refuses a configuration that enables it in several."""
-        from .accounts import AccountError
-
+        """The account of the first JetStream engine, the one that is this Server itself: $G without an
+        ``accounts {}`` block, else the first account with ``jetstream`` enabled (or $G, with JetStream then
+        answering 10039 everywhere, when none is).  Every further JetStream account gets an engine of its own
+        behind an AccountServer (account_server.py), as nats-server runs one JetStream per account."""
         enabled = self.accounts.jetstream_accounts
-        if len(enabled) > 1:
-            names = ", ".join(sorted(a.name for a in enabled))
-            raise AccountError(f"JetStream is enabled in accounts {names}: Skiff runs JetStream in one account only "
-                               "(per-account JetStream for several accounts is not implemented)")
         return enabled[0] if enabled else self.accounts.gacc
 
     def next_cid(self) -> int:
@@ -300,6 +306,10 @@ class Server:
         js = self.jetstream
         if js is not None and js.has_pending:
             js.flush()  # stores hand appends to the OS, then their PubAcks are queued
+        if self._other_engines:  # JetStream of further accounts
+            for js in self._other_engines:
+                if js.has_pending:
+                    js.flush()
         pending = self._pending
         if not pending:
             return
@@ -311,8 +321,8 @@ class Server:
     def add_subscription(self, sub: Subscription) -> None:
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.insert(sub)
-        if self._interest_watch and sl is self.sublist:
-            self._notify_interest(sub.subject)
+        if self._interest_watch:
+            self._notify_interest(sl, sub.subject)
 
     def remove_subscription(self, sub: Subscription) -> None:
         if sub.closed:
@@ -320,11 +330,13 @@ class Server:
         sub.closed = True
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.remove(sub)
-        if self._interest_watch and sl is self.sublist:
-            self._notify_interest(sub.subject)
+        if self._interest_watch:
+            self._notify_interest(sl, sub.subject)
 
-    def _notify_interest(self, pattern: str) -> None:
-        watch = self._interest_watch
+    def _notify_interest(self, sl: Any, pattern: str) -> None:
+        watch = self._interest_watch.get(sl)
+        if not watch:
+            return
         if "*" not in pattern and ">" not in pattern:
             # A literal subscription can only match the watch on that very subject: a dict lookup, not a walk over
             # every watched deliver subject per SUB/UNSUB (0.4 ms each with 1,000 push consumers; issue #15 f. 8).
@@ -334,21 +346,26 @@ class Server:
             items = [(subject, cbs) for subject, cbs in watch.items() if subject_matches(pattern, subject)
                      or pattern == subject]
         for subject, cbs in items:
-            has = self.sublist.has_interest(subject)
+            has = sl.has_interest(subject)
             for cb in list(cbs):
                 cb(subject, has)
 
-    def watch_interest(self, subject: str, cb: Callable[[str, bool], None]) -> Callable[[], None]:
-        """Call ``cb(subject, has_interest)`` whenever a subscription that matches ``subject`` comes or goes
-        (push consumers follow their deliver subject this way).  Returns a function that stops watching."""
-        self._interest_watch.setdefault(subject, []).append(cb)
+    def watch_interest(self, subject: str, cb: Callable[[str, bool], None], sublist: Any = None) -> Callable[[], None]:
+        """Call ``cb(subject, has_interest)`` whenever a subscription that matches ``subject`` comes or goes in
+        ``sublist``'s account (the JetStream account's by default; push consumers follow their deliver subject
+        this way).  Returns a function that stops watching."""
+        sl = sublist if sublist is not None else self.sublist
+        self._interest_watch.setdefault(sl, {}).setdefault(subject, []).append(cb)
 
         def stop() -> None:
-            cbs = self._interest_watch.get(subject)
+            watched = self._interest_watch.get(sl, {})
+            cbs = watched.get(subject)
             if cbs and cb in cbs:
                 cbs.remove(cb)
                 if not cbs:
-                    del self._interest_watch[subject]
+                    del watched[subject]
+                    if not watched:
+                        del self._interest_watch[sl]
 
         return stop
 

@@ -99,10 +99,12 @@ class ApiRouter:
     def start(self) -> None:
         srv = self.server
         self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch))
-        # Accounts without JetStream get nats-server's 10039 from the same route table (core/accounts.py).
-        for acc in srv.accounts.by_name.values():
-            if acc is not srv.js_account:
-                self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch_disabled, account=acc))
+        # Accounts without JetStream get nats-server's 10039 from the same route table (core/accounts.py);
+        # the first engine (the one on the Server itself, not an AccountServer) answers for all of them.
+        if not getattr(srv, "is_account_view", False):
+            for acc in srv.accounts.by_name.values():
+                if not acc.jetstream and acc is not srv.js_account:
+                    self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch_disabled, account=acc))
         domain = srv.options.jetstream_domain
         if domain:
             self._subs.append(srv.subscribe_internal(f"$JS.{domain}.API.>", self._dispatch_domain))

@@ -65,6 +65,9 @@ async def collect(nc, subject: str) -> list:
         got.append(m)
 
     await nc.subscribe(subject, cb=cb)
+    # nats-py's flush() puts its PING ahead of a SUB still in its write buffer (priority), so the PONG can come
+    # back before the server saw the SUB: let the client's flusher write the SUB first.
+    await asyncio.sleep(0.05)
     await nc.flush()
     return got
 
@@ -276,3 +279,39 @@ def test_account_limits(server_factory):
     third.send(b'CONNECT {"user":"l2","pass":"l2","verbose":false}\r\nPING\r\n')
     third.expect(b"PONG\r\n")
     third.close()
+
+
+TWO_JS_CONF = """accounts {
+  P { jetstream: enabled, users = [{user: p, password: p}] }
+  Q { jetstream: enabled, users = [{user: q, password: q}] }
+}
+"""
+
+
+async def test_jetstream_in_two_accounts(server_factory):
+    """Each account has a JetStream of its own: same stream name, separate messages, separate directories."""
+    srv = server_factory(config=TWO_JS_CONF)
+    p, q = await connect(srv, "p"), await connect(srv, "q")
+    for nc, n in ((p, 2), (q, 3)):
+        js = nc.jetstream()
+        await js.add_stream(name="ORDERS", subjects=["orders.>"])
+        for i in range(n):
+            await js.publish("orders.new", b"%d" % i)
+    assert (await p.jetstream().stream_info("ORDERS")).state.messages == 2
+    assert (await q.jetstream().stream_info("ORDERS")).state.messages == 3
+    # Consumers too: a pull in Q sees Q's messages only.
+    sub = await q.jetstream().pull_subscribe("orders.>", durable="D", stream="ORDERS")
+    msgs = await sub.fetch(3, timeout=2)
+    assert [m.data for m in msgs] == [b"0", b"1", b"2"]
+    for m in msgs:
+        await m.ack()
+    await p.close()
+    await q.close()
+    for acc in ("P", "Q"):
+        assert os.path.isdir(os.path.join(srv.store_dir, "jetstream", acc, "streams", "ORDERS"))
+    srv.restart()
+    p, q = await connect(srv, "p"), await connect(srv, "q")
+    assert (await p.jetstream().stream_info("ORDERS")).state.messages == 2
+    assert (await q.jetstream().stream_info("ORDERS")).state.messages == 3
+    await p.close()
+    await q.close()
