@@ -114,6 +114,10 @@ async def test_max_waiting_and_num_waiting(jsc):
         subs.append(await nc.subscribe(inbox))
         await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b'{"batch":1,"expires":5000000000}', reply=inbox)
     await nc.flush()
+    for _ in range(40):  # nats-server queues pull requests to the consumer: info may answer first under load
+        if (await cinfo(jsc, s, "C"))["num_waiting"] == 2:
+            break
+        await asyncio.sleep(0.05)
     assert (await cinfo(jsc, s, "C"))["num_waiting"] == 2
     msgs = await pull(nc, s, "C", {"batch": 1, "expires": 5 * SECOND})
     assert [status(m) for m in msgs] == [(409, "Exceeded MaxWaiting")]
