@@ -32,7 +32,8 @@ CAMPAIGNS = {
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.lab", description=__doc__)
     p.add_argument("campaign", choices=[*CAMPAIGNS, "all"])
-    p.add_argument("--quick", action="store_true", help="smallest sizes (CI smoke / make reliability)")
+    p.add_argument("--quick", action="store_true", help="small sizes (make reliability)")
+    p.add_argument("--smoke", action="store_true", help="the tiniest sizes, a few seconds per campaign (CI smoke)")
     p.add_argument("--seconds", type=float, help="time bound per campaign (per server where it runs twice)")
     p.add_argument("--servers", default="skiff,nats-server", help="which servers (default: both)")
     p.add_argument("--json", type=Path, help="write the results here too")
@@ -59,7 +60,7 @@ def git_commit() -> str:
 def run_one(name: str, a: argparse.Namespace, kinds: list[str]) -> Result:
     modname, full_s, quick_s = CAMPAIGNS[name]
     mod = importlib.import_module("bench.lab." + modname)
-    seconds = a.seconds or (quick_s if a.quick else full_s)
+    seconds = a.seconds or (max(3, quick_s // 5) if a.smoke else quick_s if a.quick else full_s)
     res = Result(name)
     t0 = time.monotonic()
     print(f"[lab] {name}: time bound {seconds:.0f}s", file=sys.stderr, flush=True)
@@ -72,6 +73,7 @@ def run_one(name: str, a: argparse.Namespace, kinds: list[str]) -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    a.quick = a.quick or a.smoke
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: finally blocks stop every server
     kinds = kinds_from(a.servers)
     names = list(CAMPAIGNS) if a.campaign == "all" else [a.campaign]

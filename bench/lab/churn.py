@@ -26,7 +26,7 @@ async def cycle(port: int) -> bool:
 
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
-    n = a.cycles or (2000 if a.quick else 60000)
+    n = a.cycles or (300 if a.smoke else 2000 if a.quick else 60000)
     for kind in kinds:
         kb = Budget(budget.left() / (len(kinds) - kinds.index(kind)))
         srv = lab_server(kind)

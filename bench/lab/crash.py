@@ -29,18 +29,19 @@ from bench.lab.wire import Conn, js_api, publish_acked
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
     rng = random.Random(a.seed)
-    rounds = a.kills or (2 if a.quick else 50)
+    rounds = a.kills or (1 if a.smoke else 2 if a.quick else 50)
     per_kind = budget.left() / len(kinds)
     for kind in kinds:
         kb = Budget(per_kind)
-        for sync_always in (True, False):
+        for sync_always in (True,) if a.smoke else (True, False):
             label = "always" if sync_always else "default"
             share = 0.3 if sync_always else 0.12
             await kill_publish(kind, sync_always, rounds, Budget(kb.seconds * share), rng, res, label)
             await kill_ack(kind, sync_always, rounds, Budget(kb.seconds * share), rng, res, label)
-        await kill_ops(kind, max(3, rounds), Budget(kb.seconds * 0.1), rng, res, a.quick)
-        await damage.run_kind(kind, a.quick, Budget(max(10.0, kb.left() * 0.6)), res)
-        await diskfull.run_kind(kind, a.quick, Budget(max(8.0, kb.left())), res)
+        await kill_ops(kind, 1 if a.smoke else max(3, rounds), Budget(kb.seconds * 0.1), rng, res, a.quick)
+        await damage.run_kind(kind, a.quick, Budget(max(10.0, kb.left() * 0.6)), res, smoke=a.smoke)
+        await diskfull.run_kind(kind, a.quick, Budget(max(2.0, kb.left()) if a.smoke else max(8.0, kb.left())), res,
+                                smoke=a.smoke)
 
 
 async def _connect(srv) -> Conn:
@@ -159,7 +160,7 @@ async def kill_ack(kind: str, sync_always: bool, rounds: int, budget: Budget, rn
             c = await _connect(srv)
             inbox = c.sub("lab.pull." + name)
             again: set[int] = set()
-            t_end = time.monotonic() + 3.0  # ack_wait (1 s) + margin: pending ones come back
+            t_end = time.monotonic() + 2.2  # ack_wait (1 s) + margin: pending ones come back
             while time.monotonic() < t_end:
                 msgs = await pull(c, name, "C", 1000, 0.5, inbox)
                 for m in msgs:

@@ -147,8 +147,7 @@ def _stream_dir(store: Path) -> Path:
     return store / "jetstream" / "$G" / "streams" / "D"
 
 
-async def _template(kind: str, quick: bool) -> str:
-    msgs = 1200 if quick else MSGS
+async def _template(kind: str, msgs: int) -> str:
     srv = lab_server(kind)
     try:
         srv.start()
@@ -171,13 +170,13 @@ async def _template(kind: str, quick: bool) -> str:
         srv.cleanup()
 
 
-async def run_kind(kind: str, quick: bool, budget: Budget, res: Result) -> None:
+async def run_kind(kind: str, quick: bool, budget: Budget, res: Result, smoke: bool = False) -> None:
     rng = random.Random(7)
-    msgs = 1200 if quick else MSGS
-    tmpl = await _template(kind, quick)
+    msgs = 300 if smoke else 1200 if quick else MSGS
+    tmpl = await _template(kind, msgs)
     details = res.details.setdefault("damage", {}).setdefault(kind, {})
     try:
-        for dmg in (QUICK_KINDS if quick else KINDS):
+        for dmg in (QUICK_KINDS[:1] if smoke else QUICK_KINDS if quick else KINDS):
             if budget.over():
                 res.note(f"damage: time bound reached before '{dmg}' on {kind}")
                 break

@@ -164,7 +164,7 @@ async def run_cases(srv, todo: list[tuple[str, bytes]], budget: Budget, timeout:
 
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
-    n = a.requests or (300 if a.quick else 4000)
+    n = a.requests or (60 if a.smoke else 300 if a.quick else 4000)
     todo = cases(n, a.seed)
     got: dict[str, list[str | None]] = {}
     for kind in kinds:

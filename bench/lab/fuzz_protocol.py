@@ -130,7 +130,7 @@ async def differential(port: int, n: int, seed: int) -> list[tuple[list[str], bo
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
     per = budget.left() / len(kinds)
-    n_diff = 100 if a.quick else 600
+    n_diff = 30 if a.smoke else 100 if a.quick else 600
     answers: dict[str, list] = {}
     cases_ = []
     for kind in kinds:
@@ -141,7 +141,7 @@ async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
             srv.start()
             canary = Canary(srv, tmp)
             t0 = time.time()
-            sent = await hammer(srv.port, max(2.0, per * 0.6), a.seed)
+            sent = await hammer(srv.port, max(1.0, per * 0.6), a.seed)
             t1 = time.time()
             st = Canary.stats(canary.samples(t0, t1), t0, t1)
             res.row("fuzz cases sent (16 connections)", kind, sent)

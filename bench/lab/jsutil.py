@@ -81,10 +81,16 @@ async def pull(c: Conn, stream: str, consumer: str, batch: int, expires_s: float
         left = deadline - loop.time()
         if left <= 0:
             break
-        try:
-            m = await asyncio.wait_for(inbox_sub.queue.get(), left)
-        except asyncio.TimeoutError:
+        if c.closed.is_set():  # the server died: no point waiting for expires
             break
+        get = asyncio.ensure_future(inbox_sub.queue.get())
+        closed = asyncio.ensure_future(c.closed.wait())
+        done, _ = await asyncio.wait({get, closed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        closed.cancel()
+        if get not in done:
+            get.cancel()
+            break
+        m = get.result()
         if m.status:  # 404 / 408 / 409: the pull ended
             break
         got.append(m)

@@ -16,7 +16,7 @@ from bench.lab.wire import Conn
 
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
-    mb = a.store_mb or (2 if a.quick else 60)
+    mb = a.store_mb or (1 if a.smoke else 2 if a.quick else 60)
     n = int(mb * 1024 * 1024 / 1024)
     reps = 1 if a.quick else 3
     for kind in kinds:

@@ -104,10 +104,11 @@ PROBES = [("STREAM.CREATE, {subjects} subjects", p_subjects), ("wildcard SUB/UNS
 
 
 def sizes(a) -> dict:
-    q = a.quick
-    return {"subjects": a.subjects or (500 if q else 5000), "churn": 2000 if q else 20000,
-            "slow": 30 if q else 200, "flood_s": 0.5 if q else 2.0,
-            "consumers": a.consumers or (50 if q else 1000), "purge": a.purge_msgs or (10_000 if q else 1_000_000)}
+    q, s = a.quick, a.smoke
+    return {"subjects": a.subjects or (100 if s else 500 if q else 5000), "churn": 2000 if q else 20000,
+            "slow": 10 if s else 30 if q else 200, "flood_s": 0.2 if s else 0.5 if q else 2.0,
+            "consumers": a.consumers or (10 if s else 50 if q else 1000),
+            "purge": a.purge_msgs or (2000 if s else 10_000 if q else 1_000_000)}
 
 
 async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
