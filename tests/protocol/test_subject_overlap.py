@@ -149,3 +149,14 @@ def test_five_thousand_filters_are_fast():
     assert first_filter_overlap(filters) == -1
     assert first_filter_overlap([f"f.{i}" for i in range(5000)]) == -1
     assert time.perf_counter() - t < 0.5
+
+
+def test_is_valid_subject_fast_path_matches_token_loop():
+    from protocol.jsapi._subjects import _is_valid_subject_tokens
+
+    rng = random.Random(3)
+    alphabet = ["a", "bc", "*", ">", "", " ", "\t", "x y", "*x", ">>", ".", "\f"]
+    for _ in range(20000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        s = s.replace("..", ".") if rng.random() < 0.5 else s
+        assert is_valid_subject(s) == _is_valid_subject_tokens(s), repr(s)
