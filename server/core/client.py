@@ -50,8 +50,8 @@ PARSE_ERROR = "Parse Error"
 
 # Fairness between connections (see _work_backlog): reads bigger than READ_SLICE are parsed in slices of that size,
 # for at most TURN_BUDGET seconds of one loop turn.
-READ_SLICE = 16384
-TURN_BUDGET = 0.002
+READ_SLICE = 8192
+TURN_BUDGET = 0.0005
 
 
 

@@ -9,7 +9,7 @@ other work a margin is allowed, still far below what the bugs gave (5.3 s for a 
 ===========================================  ==============  ========================
 attack                                       nats-server     Skiff (before -> after)
 ===========================================  ==============  ========================
-STREAM.CREATE with 5,000 subjects            16 ms           5,356 ms -> 45-70 ms
+STREAM.CREATE with 5,000 subjects            16 ms           5,356 ms -> 45-140 ms
 20,000 wildcard SUB/UNSUB pairs, one write   20-35 ms        11,864 ms (4,000) -> 28-45 ms
 ===========================================  ==============  ========================
 
@@ -26,7 +26,7 @@ import time
 import nats
 import pytest
 
-MAX_GAP = 0.150  # s: 50 ms plus a margin for a loaded CI machine
+MAX_GAP = 0.200  # s: 50 ms plus a margin for a loaded CI machine (measured 25-140 ms at load average 4)
 
 
 def bad_client(port: int, attack: str, n: int) -> None:
