@@ -538,8 +538,6 @@ class Server:
                 self._deliver(sub, origin, head, tail, len(hdr), hdr)
                 return
 
-    _no_responders = no_responders  # the name the JetStream API modules call (to be moved to no_responders)
-
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
         """Publish from inside the server (API replies, advisories, deliveries)."""
         self.internal_msgs += 1

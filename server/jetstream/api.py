@@ -179,9 +179,7 @@ class ApiRouter:
         plain, queues = (sub.sublist or self.server.sublist).match(subject)
         if queues or any(s is not sub for s in plain):
             return
-        send = getattr(self.server, "_no_responders", None)
-        if send is not None:
-            send(subject, reply, origin)
+        self.server.no_responders(subject, reply, origin)
 
     def reply_ok(self, req: ApiRequest, route: Route, body: dict) -> None:
         out = {"type": route.type}

@@ -105,7 +105,7 @@ class ConsumerApi:
         plain, queues = self.server.sublist.match(subject)
         if queues or any(s is not sub and s.conn is not None for s in plain):
             return
-        self.server._no_responders(subject, reply, origin)
+        self.server.no_responders(subject, reply, origin)
 
     def on_next(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         toks = subject.split(".")
