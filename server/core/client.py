@@ -89,6 +89,7 @@ class ClientConnection(asyncio.Protocol):
         self.registered = False  # counted in account.num_conns (account limits)
         self.max_subs = opts.max_subscriptions if opts.max_subscriptions > 0 else -1  # -1: no limit
         self.nonce = ""  # nkey auth: what the client signs (INFO nonce)
+        self.connect_opts: dict = {}  # every CONNECT merged (Go decodes each into the same clientOpts)
         if server.auth.nonce_required:
             from .nkey import new_nonce
 
@@ -369,10 +370,13 @@ class ClientConnection(asyncio.Protocol):
             return
         # A CONNECT is decoded over the current options (Go json.Unmarshal into the existing struct): fields it
         # does not carry keep their value, so a second CONNECT without "verbose" does not turn +OK back on.
-        merged = {"verbose": self.verbose, "pedantic": self.pedantic, "echo": self.echo, "headers": self.headers,
-                  "no_responders": self.no_responders, "protocol": self.protocol, "name": self.name,
-                  "lang": self.lang, "version": self.version}
+        # The credentials of an earlier CONNECT hold too (a second CONNECT authenticates again with them).
+        merged = dict(self.connect_opts)
+        merged.update({"verbose": self.verbose, "pedantic": self.pedantic, "echo": self.echo,
+                       "headers": self.headers, "no_responders": self.no_responders, "protocol": self.protocol,
+                       "name": self.name, "lang": self.lang, "version": self.version})
         merged.update({k: v for k, v in opts.items() if v is not None})
+        self.connect_opts = merged
         self.verbose = bool(merged.get("verbose"))
         self.pedantic = bool(merged.get("pedantic"))
         self.echo = merged.get("echo", True) is not False
@@ -386,6 +390,8 @@ class ClientConnection(asyncio.Protocol):
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
+        if self.connected:
+            self._reset_for_connect()
         if not self.authorized:
             found = srv.auth.check(merged, self.nonce)
             if found is None:
@@ -412,6 +418,22 @@ class ClientConnection(asyncio.Protocol):
         self._update_pub_path()
         if self.verbose:
             self.send(encoder.OK)
+
+    def _reset_for_connect(self) -> None:
+        """A CONNECT after the first (nats-server processConnect, !firstConnect): clearAccountSubs drops every
+        subscription with its sid and puts the client back in the global account, then the client is authenticated
+        again with the merged options, so it may land in another account with other permissions."""
+        srv = self.server
+        for sub in list(self.subs.values()):
+            srv.remove_subscription(sub)
+        self.subs.clear()
+        if self.registered:
+            self.registered = False
+            self.account.num_conns -= 1
+        self.account = srv.accounts.gacc
+        self.sublist = self.account.sublist
+        if srv.auth.required:
+            self.authorized = False
 
     def _register(self, acc) -> bool:
         """Join ``acc`` under its limits (nats-server registerWithAccount / applyAccountLimits): a full account

@@ -205,3 +205,44 @@ def test_auth_timeout(server_factory, raw):
     d.send(b'CONNECT {"auth_token":"tok","verbose":false}\r\n')
     time.sleep(0.7)
     assert d.is_open(0.5)
+
+
+# -- a second CONNECT ------------------------------------------------------------------------------------------------
+# nats-server processConnect: a CONNECT after the first one drops every subscription the connection has
+# (clearAccountSubs: their sids are gone too), puts the client back in $G and authenticates it again with the options
+# merged over the first CONNECT's (json.Unmarshal into the existing clientOpts).
+
+def test_second_connect_drops_subscriptions(shared_server, raw, subj):
+    c = raw.connect(shared_server)
+    s = subj.encode()
+    c.send(b'CONNECT {"verbose":false}\r\nSUB ' + s + b" 1\r\nSUB " + s + b" q 2\r\nPING\r\n")
+    c.expect(b"PONG\r\n")
+    c.send(b"CONNECT {}\r\nPUB " + s + b" 2\r\nhi\r\nPING\r\n")
+    c.expect(b"PONG\r\n")  # nothing delivered to sid 1 or 2
+    c.send(b"SUB " + s + b" 1\r\nPUB " + s + b" 2\r\nho\r\nPING\r\n")  # sid 1 is free again
+    c.expect(b"MSG " + s + b" 1 2\r\nho\r\nPONG\r\n")
+    c.expect_nothing()
+
+
+@pytest.fixture
+def two_users_server(server_factory):
+    return server_factory(jetstream=False, config='authorization { users = [\n  {user: a, password: p}\n'
+                                                  '  {user: b, password: q, permissions: {publish: "foo"}}\n] }\n')
+
+
+def test_second_connect_authenticates_again(two_users_server, raw):
+    c = raw.connect(two_users_server)
+    c.send(b'CONNECT {"verbose":false,"user":"a","pass":"p"}\r\nSUB foo 1\r\nPING\r\n')
+    c.expect(b"PONG\r\n")
+    c.send(b'CONNECT {}\r\nSUB foo 1\r\nPUB foo 2\r\nhi\r\nPING\r\n')  # the first CONNECT's credentials still hold
+    c.expect(b"MSG foo 1 2\r\nhi\r\nPONG\r\n")
+    c.send(b'CONNECT {"pass":"wrong"}\r\nPING\r\n')
+    assert c.assert_closed() == AUTH_VIOLATION
+
+
+def test_second_connect_takes_the_new_users_permissions(two_users_server, raw):
+    c = raw.connect(two_users_server)
+    c.send(b'CONNECT {"verbose":false,"user":"a","pass":"p"}\r\nCONNECT {"user":"b","pass":"q"}\r\n'
+           b"SUB bar 1\r\nPUB bar 1\r\nx\r\nPING\r\n")
+    c.expect(b"-ERR 'Permissions Violation for Publish to \"bar\"'\r\nPONG\r\n")
+    c.expect_nothing()
