@@ -77,7 +77,9 @@ def parse_accounts(m: "_Mapper", tok: Token) -> dict[str, dict]:
                 elif lk == "limits":
                     acc["limits"] = _limits(m, vt)
                 elif lk == "jetstream":
-                    acc["jetstream"] = _jetstream(m, vt, name)
+                    acc["jetstream"], limits = _jetstream(m, vt, name)
+                    if limits:
+                        acc["jetstream_limits"] = limits
                 elif lk == "exports":
                     acc["exports"] = _list_of(m, vt, "Exports", lambda t: _export(m, t, name))
                 elif lk == "imports":
@@ -160,26 +162,55 @@ def _limits(m: "_Mapper", tok: Token) -> dict[str, int]:
     return out
 
 
-def _jetstream(m: "_Mapper", tok: Token, account: str) -> bool:
+_JS_LIMITS = {
+    "max_memory": "max_memory", "max_mem": "max_memory", "mem": "max_memory", "memory": "max_memory",
+    "max_store": "max_storage", "max_file": "max_storage", "max_disk": "max_storage", "store": "max_storage",
+    "disk": "max_storage",
+    "max_streams": "max_streams", "streams": "max_streams",
+    "max_consumers": "max_consumers", "consumers": "max_consumers",
+    "mem_max_stream_bytes": "memory_max_stream_bytes", "memory_max_stream_bytes": "memory_max_stream_bytes",
+    "disk_max_stream_bytes": "storage_max_stream_bytes", "store_max_stream_bytes": "storage_max_stream_bytes",
+    "max_ack_pending": "max_ack_pending",
+}
+
+
+def _jetstream(m: "_Mapper", tok: Token, account: str) -> tuple[bool, dict]:
+    """(enabled, limits) as nats-server parseJetStreamForAccount reads them: a bool, "enabled"/"disabled", or a
+    map of account limits (which enables JetStream)."""
     v = tok.value
     if isinstance(v, bool):
-        return v
+        return v, {}
     if isinstance(v, str):
         lv = v.lower()
         if lv in ("enabled", "enable"):
-            return True
+            return True, {}
         if lv in ("disabled", "disable"):
-            return False
+            return False, {}
         m.err(tok, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
         raise m.Bad
-    if isinstance(v, dict):
-        if plain(v):
-            m.err(tok, f'"accounts.{account}.jetstream" is not implemented by Skiff: account JetStream limits '
-                       "(jetstream: enabled is)")
-            raise m.Bad
-        return True
-    m.err(tok, f"Expected 'enabled' or 'disabled' for string value, got '{plain(v)}'")
-    raise m.Bad
+    if not isinstance(v, dict):
+        m.err(tok, f"Expected map, bool or string to define JetStream, got {_go_type(v)}")
+        raise m.Bad
+    limits: dict = {}
+    for k, vt in v.items():
+        lk = k.lower()
+        if lk in ("max_bytes_required", "max_stream_bytes", "max_bytes"):
+            if not isinstance(vt.value, bool):
+                m.err(vt, f'Expected a parseable bool for "{k}", got {plain(vt.value)}')
+                raise m.Bad
+            limits["max_bytes_required"] = vt.value
+        elif lk in _JS_LIMITS:
+            if not isinstance(vt.value, int) or isinstance(vt.value, bool):
+                m.err(vt, f'Expected a parseable size for "{k}", got {plain(vt.value)}')
+                raise m.Bad
+            limits[_JS_LIMITS[lk]] = vt.value
+        elif lk == "cluster_traffic":  # where RAFT traffic of clustered assets goes: no clustering, no effect
+            if vt.value not in ("system", "owner", ""):
+                m.err(vt, f"Expected 'system' or 'owner' string value for \"{k}\", got {plain(vt.value)}")
+                raise m.Bad
+        elif not vt.used_variable:
+            m.unknown(vt, k)
+    return True, limits
 
 
 def _list_of(m: "_Mapper", tok: Token, what: str, item) -> list[dict]:

@@ -68,6 +68,7 @@ class Account:
     nkey: str = ""
     limits: dict = field(default_factory=dict)  # max_connections, max_subscriptions, max_payload (-1/absent: none)
     num_conns: int = 0  # client connections registered with the account
+    js_limits: dict = field(default_factory=dict)  # jetstream { max_mem, max_file, max_streams ... } (server/jetstream)
 
     def limit(self, name: str) -> int:
         """An account limit, or -1 for none (nats-server jwt.NoLimit)."""
@@ -116,6 +117,7 @@ class Accounts:
             acc = self._add(name)
             ac = ac or {}
             acc.jetstream = bool(ac.get("jetstream"))
+            acc.js_limits = dict(ac.get("jetstream_limits") or {})
             acc.nkey = ac.get("nkey") or ""
             acc.limits = dict(ac.get("limits") or {})
             for ex in ac.get("exports") or []:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from protocol.errors import ApiError
 from protocol.jsapi import requests as rq
 from protocol.jsapi.consumer_config import (
-    ConsumerConfig, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
+    ConsumerConfig, ConsumerLimits, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
     check_consumer_name, check_consumer_update, check_workqueue_consumer, consumer_configs_equal, filter_subjects,
     parse_create_consumer_request, set_consumer_defaults, set_static_consumer_metadata,
 )
@@ -153,10 +153,11 @@ class ConsumerApi:
         if existing is not None:
             cfg = cfg.model_copy(update={"pause_until": existing.config.pause_until})
         cfg = set_static_consumer_metadata(cfg)
-        ncfg = set_consumer_defaults(cfg, stream.config, pedantic=creq.pedantic)
+        limits = ConsumerLimits(account_max_ack_pending=max(js.account_limit("max_ack_pending"), 0))
+        ncfg = set_consumer_defaults(cfg, stream.config, pedantic=creq.pedantic, limits=limits)
         if isinstance(ncfg, ApiError):
             return ncfg
-        err = check_consumer_config(ncfg, stream.config)
+        err = check_consumer_config(ncfg, stream.config, limits=limits)
         if err is not None:
             return err
         cs = consumer_set(stream)
@@ -182,7 +183,11 @@ class ConsumerApi:
             return ApiError.of("JSConsumerDoesNotExist")
         # nats-server 2.15 caps a stream without max_consumers at 1000 consumers (the "default_max_consumers"
         # of /varz and /jsz; verified against 2.15.1).
+        # The account's max_consumers is a per-stream limit too, and wins when it is smaller (nats-server addConsumer).
         maxc = stream.config.max_consumers
+        acc_max = js.account_limit("max_consumers")
+        if maxc <= 0 or 0 < acc_max < maxc:
+            maxc = acc_max
         if maxc <= 0:
             maxc = DEFAULT_MAX_CONSUMERS
         if len(stream.consumers) >= maxc:

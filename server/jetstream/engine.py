@@ -49,7 +49,9 @@ class JetStream:
         self.root = StoreRoot(os.path.abspath(base), server.js_account.name)
         self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
         self.max_storage = opts.max_file_store if opts.max_file_store and opts.max_file_store > 0 else _default_disk(self.store_dir)
-        self.max_streams = 0  # account limit; 0 / -1 = unlimited (the global account has none)
+        # The account's JetStream limits (accounts { A { jetstream { max_mem ... } } }); absent keys are unlimited.
+        self.limits: dict = dict(getattr(server.js_account, "js_limits", None) or {})
+        self.max_streams = self.limits.get("max_streams", 0)  # 0 / -1 = unlimited (the global account has none)
         self.has_pending = False
         self.streams: dict[str, Stream] = {}
         self.router = ApiRouter(self)
@@ -185,21 +187,37 @@ class JetStream:
         others = [a for s in self.streams.values() if s is not own for a in s.config.subjects or []]
         return any_collide(subjects, others)  # indexed: all pairs froze the event loop (issue #15 finding 8)
 
+    def account_limit(self, key: str) -> int:
+        """An account limit as nats-server reports it: -1 when not configured."""
+        v = self.limits.get(key)
+        return -1 if v is None else (int(v) if not isinstance(v, bool) else v)
+
     def stream_limits(self, cfg: StreamConfig) -> StreamLimits:
-        return StreamLimits()
+        """The account limits checkStreamCfg applies: max_bytes_required (10113) and the per-storage max stream
+        bytes (10122)."""
+        per_stream = self.limits.get("memory_max_stream_bytes" if cfg.storage == "memory" else
+                                     "storage_max_stream_bytes", 0)
+        return StreamLimits(max_bytes_required=bool(self.limits.get("max_bytes_required")),
+                            max_stream_bytes=per_stream if per_stream and per_stream > 0 else 0)
 
     def _reserved(self, storage: str, exclude: Stream | None = None) -> int:
         return sum(s.config.max_bytes for s in self.streams.values()
                    if s is not exclude and s.config.storage == storage and s.config.max_bytes > 0)
 
     def check_stream_limits(self, cfg: StreamConfig, exclude: Stream | None = None) -> ApiError | None:
-        """checkBytesLimits against the server's max_memory_store / max_file_store reservations."""
+        """checkBytesLimits against the account's max_mem / max_file (when set) and the server's max_memory_store /
+        max_file_store reservations."""
         add = cfg.max_bytes if cfg.max_bytes > 0 else 1
         if cfg.storage == "memory":
-            if add > self.max_memory - self._reserved("memory", exclude):
+            acc = self.account_limit("max_memory")
+            reserved = self._reserved("memory", exclude)
+            if (acc >= 0 and reserved + add > acc) or add > self.max_memory - reserved:
                 return ApiError.of("JSMemoryResourcesExceededErr")
-        elif add > self.max_storage - self._reserved("file", exclude):
-            return ApiError.of("JSStorageResourcesExceededErr")
+        else:
+            acc = self.account_limit("max_storage")
+            reserved = self._reserved("file", exclude)
+            if (acc >= 0 and reserved + add > acc) or add > self.max_storage - reserved:
+                return ApiError.of("JSStorageResourcesExceededErr")
         return None
 
     def check_resources(self, stream: Stream, size: int) -> ApiError | None:
@@ -212,10 +230,14 @@ class JetStream:
             self._usage = (t["memory"], t["storage"])
             self._usage_at = now
         if stream.config.storage == "memory":
-            exceeded = self._usage[0] >= self.max_memory
+            used, server_max, acc = self._usage[0], self.max_memory, self.account_limit("max_memory")
         else:
-            exceeded = self._usage[1] >= self.max_storage
-        return ApiError.of("JSInsufficientResourcesErr") if exceeded else None
+            used, server_max, acc = self._usage[1], self.max_storage, self.account_limit("max_storage")
+        if used >= server_max:
+            return ApiError.of("JSInsufficientResourcesErr")
+        if acc >= 0 and used + size > acc:  # jsAccount.wouldExceedLimits
+            return ApiError.of("JSAccountResourcesExceededErr")
+        return None
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -308,14 +330,14 @@ class JetStream:
             "streams": t["streams"],
             "consumers": t["consumers"],
             "limits": {
-                "max_memory": -1,
-                "max_storage": -1,
+                "max_memory": self.account_limit("max_memory"),
+                "max_storage": self.account_limit("max_storage"),
                 "max_streams": self.max_streams if self.max_streams > 0 else -1,
-                "max_consumers": -1,
-                "max_ack_pending": -1,
-                "memory_max_stream_bytes": -1,
-                "storage_max_stream_bytes": -1,
-                "max_bytes_required": False,
+                "max_consumers": self.account_limit("max_consumers"),
+                "max_ack_pending": self.account_limit("max_ack_pending"),
+                "memory_max_stream_bytes": self.account_limit("memory_max_stream_bytes"),
+                "storage_max_stream_bytes": self.account_limit("storage_max_stream_bytes"),
+                "max_bytes_required": bool(self.limits.get("max_bytes_required")),
             },
         }
         domain = self.server.options.jetstream_domain

@@ -315,3 +315,51 @@ async def test_jetstream_in_two_accounts(server_factory):
     assert (await q.jetstream().stream_info("ORDERS")).state.messages == 3
     await p.close()
     await q.close()
+
+
+JS_LIMITS_CONF = """accounts {
+  A {
+    users: [{user: a, password: a}]
+    jetstream: {
+      max_mem: 64MB, max_file: 32MB, max_streams: 2, max_consumers: 2, max_ack_pending: 100,
+      memory_max_stream_bytes: 2048, store_max_stream_bytes: 4096, max_stream_bytes: true
+    }
+  }
+}
+"""
+
+
+async def test_account_jetstream_limits(server_factory):
+    srv = server_factory(config=JS_LIMITS_CONF)
+    nc = await connect(srv, "a")
+
+    async def api(suffix: str, body: dict) -> dict:
+        return json.loads((await nc.request("$JS.API." + suffix, json.dumps(body).encode(), timeout=3)).data)
+
+    err = (await api("STREAM.CREATE.L", {"name": "L", "subjects": ["l"]}))["error"]
+    assert (err["err_code"], err["description"]) == (10113, "account requires a stream config to have max bytes set")
+    err = (await api("STREAM.CREATE.L", {"name": "L", "subjects": ["l"], "max_bytes": 65536}))["error"]
+    assert (err["err_code"], err["description"]) == (
+        10122, "stream max bytes exceeds account limit max stream bytes")
+    assert "error" not in await api("STREAM.CREATE.L", {"name": "L", "subjects": ["l"], "max_bytes": 128})
+    assert "error" not in await api("STREAM.CREATE.M", {"name": "M", "subjects": ["m"], "max_bytes": 128,
+                                                        "storage": "memory"})
+    err = (await api("STREAM.CREATE.N", {"name": "N", "subjects": ["n"], "max_bytes": 128}))["error"]
+    assert err["err_code"] == 10027  # max_streams: 2
+    info = await api("INFO", {})
+    assert info["limits"] == {
+        "max_memory": 64 * 1024 * 1024, "max_storage": 32 * 1024 * 1024, "max_streams": 2, "max_consumers": 2,
+        "max_ack_pending": 100, "memory_max_stream_bytes": 2048, "storage_max_stream_bytes": 4096,
+        "max_bytes_required": True}
+    # max_ack_pending: the default is lowered to the account's limit, a larger one is refused.
+    c = await api("CONSUMER.CREATE.L.C1", {"stream_name": "L", "config": {"name": "C1", "ack_policy": "explicit"}})
+    assert c["config"]["max_ack_pending"] == 100
+    err = (await api("CONSUMER.CREATE.L.C2", {"stream_name": "L", "config": {
+        "name": "C2", "ack_policy": "explicit", "max_ack_pending": 500}}))["error"]
+    assert (err["err_code"], err["description"]) == (10121, "consumer max ack pending exceeds system limit of 100")
+    # max_consumers: 2 per stream (the account's limit applies to each stream without a smaller one).
+    assert "error" not in await api("CONSUMER.CREATE.M.C3", {"stream_name": "M", "config": {"name": "C3"}})
+    assert "error" not in await api("CONSUMER.CREATE.M.C4", {"stream_name": "M", "config": {"name": "C4"}})
+    err = (await api("CONSUMER.CREATE.M.C5", {"stream_name": "M", "config": {"name": "C5"}}))["error"]
+    assert err["err_code"] == 10026
+    await nc.close()

@@ -25,7 +25,6 @@ SHA = "a" * 64
 # (line 2 of the file, the key named in the error, does `nats-server -t` accept the file)
 REFUSED_KEYS = [
     ("accounts { A { mappings { a: b } } }", "accounts.A.mappings", True),
-    ("accounts { A { jetstream { max_mem: 1G } } }", "accounts.A.jetstream", True),
     ('accounts { A { exports: [{service: "s", latency: "lat"}] } }', "accounts.A.exports.latency", True),
     ('accounts { A { exports: [{service: "s"}] }, B { imports: [{service: {account: A, subject: "s"}, share: true}] } }',
      "accounts.B.imports.share", True),
