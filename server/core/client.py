@@ -604,10 +604,9 @@ class ClientConnection(asyncio.Protocol):
                 t.cancel()
         self._ping_timer = self._auth_timer = self._tls_timer = None
         if self.subs:
-            srv = self.server
-            for sub in list(self.subs.values()):
-                srv.remove_subscription(sub)
+            subs = list(self.subs.values())
             self.subs.clear()
+            _remove_subs(self.server, subs)
         if self.registered:
             self.registered = False
             self.account.num_conns -= 1
@@ -616,6 +615,29 @@ class ClientConnection(asyncio.Protocol):
         # freed by reference counting alone instead of waiting for the cyclic collector (issue #15 finding 10).
         self.on_pub = _closed_pub
         self._backlog = None
+
+
+def _remove_subs(server: "Server", subs: list[Subscription], start: int = 0) -> None:
+    """Take a closed connection's subscriptions out of the subject index, at most TURN_BUDGET seconds per loop
+    turn: a client with 100,000 subscriptions held every other client for 250 ms when it closed (nats-server:
+    35 ms, from its own goroutine).  Until its subscription is gone a closed connection gets nothing: route()
+    skips closed connections, and a queue group passes over them."""
+    deadline = time.perf_counter() + TURN_BUDGET
+    remove = server.remove_subscription
+    n = len(subs)
+    i = start
+    while i < n:
+        end = min(i + 256, n)
+        for sub in subs[i:end]:
+            remove(sub)
+        i = end
+        if i < n and time.perf_counter() >= deadline:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # closed outside the loop (embedding code): finish here
+                continue
+            loop.call_soon(_remove_subs, server, subs, i)
+            return
 
 
 def _closed_pub(subject: str, reply: str, hdr_len: int, data: bytes) -> None:

@@ -3,14 +3,16 @@
 A canary does request/reply every 10 ms through the server while a bad client, in its own process (so that it
 cannot slow the canary's own event loop), does one expensive thing.  The largest gap between two canary replies
 is the stall the others saw.  The bound is 50 ms on an idle machine; with the test suite sharing two cores with
-other work a margin is allowed, still far below what the bugs gave (5.3 s for a 5,000-subject STREAM.CREATE,
-11.9 s for 4,000 wildcard SUB/UNSUB pairs).  Figures measured on the development machine, canary max gap:
+other work a margin is allowed (see MAX_LATENCY), still far below what the bugs gave (5.3 s for a 5,000-subject
+STREAM.CREATE, 11.9 s for 4,000 wildcard SUB/UNSUB pairs).  Figures measured on the development machine, canary
+max gap:
 
 ===========================================  ==============  ========================
 attack                                       nats-server     Skiff (before -> after)
 ===========================================  ==============  ========================
 STREAM.CREATE with 5,000 subjects            16 ms           5,356 ms -> 45-140 ms
 20,000 wildcard SUB/UNSUB pairs, one write   20-35 ms        11,864 ms (4,000) -> 28-45 ms
+close of a connection with 100,000 subs      35-300 ms       253 ms -> 20-48 ms
 ===========================================  ==============  ========================
 
 Run as a script, this file is the bad client: ``python test_stalls.py <port> <attack> <n>``.
@@ -26,7 +28,11 @@ import time
 import nats
 import pytest
 
-MAX_GAP = 0.200  # s: 50 ms plus a margin for a loaded CI machine (measured 25-140 ms at load average 4)
+# The bound is 50 ms; the margins are for a CI machine where the canary process itself may not be scheduled for a
+# while (at load average 4 on two cores nats-server's own figures reach 140-300 ms).  The request latency is the
+# part of a gap the server caused, so it gets the tighter bound.
+MAX_LATENCY = 0.150
+MAX_GAP = 0.300
 
 
 def bad_client(port: int, attack: str, n: int) -> None:
@@ -44,6 +50,15 @@ def bad_client(port: int, attack: str, n: int) -> None:
             pass
         reply = f.readline()
         assert b'"error"' not in reply, reply[:300]
+    elif attack == "close":
+        # Many subscriptions, then the connection closes: they all leave the subject index.
+        s.sendall(b"".join(b"SUB many.%d %d\r\n" % (i, i) for i in range(n)) + b"PING\r\n")
+        while f.readline() not in (b"PONG\r\n", b""):
+            pass
+        time.sleep(0.3)
+        s.close()
+        time.sleep(0.5)
+        return
     else:
         raise ValueError(attack)
     s.sendall(b"PING\r\n")
@@ -52,8 +67,9 @@ def bad_client(port: int, attack: str, n: int) -> None:
     s.close()
 
 
-async def canary_gaps(url: str, port: int, attack: str, n: int) -> list[float]:
-    """Gaps between canary replies while the bad client runs (from its start to its exit)."""
+async def canary_gaps(url: str, port: int, attack: str, n: int) -> tuple[list[float], list[float]]:
+    """Gaps between canary replies, and request latencies, while the bad client runs (from its start to its
+    exit)."""
     responder = await nats.connect(url)
     requester = await nats.connect(url)
 
@@ -69,11 +85,14 @@ async def canary_gaps(url: str, port: int, attack: str, n: int) -> list[float]:
     proc = await asyncio.create_subprocess_exec(sys.executable, __file__, str(port), attack, str(n))
     wait = asyncio.ensure_future(proc.wait())
     gaps: list[float] = []
+    latencies: list[float] = []
     last = time.perf_counter()
     try:
         while not wait.done():
+            sent = time.perf_counter()
             await requester.request("canary.svc", b"ping", timeout=30)
             now = time.perf_counter()
+            latencies.append(now - sent)
             gaps.append(now - last)
             last = now
             await asyncio.sleep(0.01)
@@ -84,16 +103,29 @@ async def canary_gaps(url: str, port: int, attack: str, n: int) -> list[float]:
             await wait
         await responder.close()
         await requester.close()
-    return gaps
+    return gaps, latencies
+
+
+def check(target: str, what: str, gaps: list[float], latencies: list[float]) -> None:
+    gap, lat = max(gaps), max(latencies)
+    print(f"{target} {what}: {len(gaps)} canary requests, max gap {gap * 1000:.1f} ms, max latency {lat * 1000:.1f} ms")
+    assert lat <= MAX_LATENCY, f"canary request waited {lat * 1000:.0f} ms during {what}"
+    assert gap <= MAX_GAP, f"canary stalled {gap * 1000:.0f} ms during {what}"
 
 
 @pytest.mark.parametrize("attack,n", [("stream", 5000), ("churn", 20000)])
 async def test_bad_client_does_not_stall_the_canary(server, target, attack, n):
-    gaps = await canary_gaps(server.url, server.port, attack, n)
-    worst = max(gaps)
-    print(f"{target} {attack} n={n}: {len(gaps)} canary requests, max gap {worst * 1000:.1f} ms")
-    assert len(gaps) >= 1
-    assert worst <= MAX_GAP, f"canary stalled {worst * 1000:.0f} ms by {attack} n={n}"
+    gaps, latencies = await canary_gaps(server.url, server.port, attack, n)
+    check(target, f"{attack} n={n}", gaps, latencies)
+
+
+@pytest.mark.skiff_only
+async def test_closing_a_connection_with_many_subscriptions_does_not_stall_the_canary(server, target):
+    # Skiff only: nats-server itself shows 230-300 ms gaps here (while the 100,000 SUBs arrive), so on both
+    # targets this would assert something nats-server does not do.  Skiff: 253 ms before (the close removed every
+    # subscription in one go), 20-48 ms after.
+    gaps, latencies = await canary_gaps(server.url, server.port, "close", 100000)
+    check(target, "close n=100000", gaps, latencies)
 
 
 @pytest.mark.skiff_only
