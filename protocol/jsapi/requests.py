@@ -171,11 +171,12 @@ def parse_pull_request(data: bytes | str) -> JSApiConsumerGetNextRequest | str:
     if not stripped:
         return JSApiConsumerGetNextRequest(batch=1)
     if stripped[:1] != b"{":
-        try:
-            n = int(stripped.decode())
-        except (ValueError, UnicodeDecodeError):
-            n = 0
-        return JSApiConsumerGetNextRequest(batch=n if n > 0 else 1)
+        # Go strconv.Atoi: an optional sign and ASCII digits within int64; anything else is batch 1.  Zero and
+        # negative batches are kept as they are (a waiting request counts them in the no_wait check).
+        text = stripped.decode("latin-1")
+        digits = text[1:] if text[:1] in "+-" else text
+        n = int(text) if digits.isascii() and digits.isdigit() else 1
+        return JSApiConsumerGetNextRequest(batch=n if -(1 << 63) <= n < (1 << 63) else 1)
     try:
         # consumer.go nextReqFromMsg: json.Unmarshal(req, &cr) with cr a pointer, so Go names no struct in field
         # paths ("Go struct field .expires of type time.Duration").

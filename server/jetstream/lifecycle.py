@@ -102,8 +102,9 @@ class LifecycleMixin:
         self.cset.delete_consumer(self)
 
     # ------------------------------------------------------------------ config update
-    def update_config(self: "Consumer", cfg: ConsumerConfig) -> None:
-        """nats-server updateConfig for an already checked config."""
+    def update_config(self: "Consumer", cfg: ConsumerConfig, kick: bool = True) -> None:
+        """nats-server updateConfig for an already checked config.  ``kick=False`` for CONSUMER.PAUSE, after which
+        nats-server does not signal the delivery loop (pause.py)."""
         old = self.config
         if cfg.deliver_subject != old.deliver_subject and self.waiting is None:
             self.change_deliver_subject(cfg.deliver_subject)
@@ -129,4 +130,7 @@ class LifecycleMixin:
             self._set_filters(cfg)
             self.cset.filters_changed(self)
             self._npc = -1
-        self.kick()
+        if kick:
+            self.kick()
+        else:
+            self._after_change()  # ready again for the next new message, without a delivery pass now

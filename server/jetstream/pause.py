@@ -100,6 +100,21 @@ class PauseMixin:
             pause_advisory(self, new)
 
 
+def _wake_like_go(c: "Consumer") -> None:
+    """After a resume by request, nats-server's loopAndGatherMsgs next wakes at its idle-heartbeat timer (push) or
+    at the earliest heartbeat of a waiting pull request (processWaiting's fexp; an expiry only ends the request),
+    then tries to deliver.  Kick then (at the latest moment Go would: a full heartbeat interval for push)."""
+    now = c.clock.monotonic()
+    if c.waiting is None:
+        hb = c.config.idle_heartbeat
+        delay = hb / 1e9 if hb else None
+    else:
+        hbts = [wr.hbt for wr in c.waiting.q if wr.hbt]
+        delay = min(hbts) - now if hbts else None
+    if delay is not None:
+        c.clock.call_later(max(delay, 0.001), c.kick)
+
+
 def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | ApiError:
     """``$JS.API.CONSUMER.PAUSE.<stream>.<consumer>`` (nats-server jsConsumerPauseRequest, single server)."""
     preq = rq.JSApiConsumerPauseRequest()
@@ -124,7 +139,11 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | Ap
     if pu is not None:
         pu = pu.utc()
     ncfg = set_static_consumer_metadata(c.config.model_copy(update={"pause_until": pu}))
-    c.update_config(ncfg)
+    # No kick: nats-server's updateConfig signals the delivery loop only for a changed max_ack_pending, so a
+    # consumer resumed here delivers when something else wakes it (a new message, a new pull request, or one of
+    # the loop's own timers: see _wake_like_go).
+    c.update_config(ncfg, kick=False)
+    _wake_like_go(c)
     c.cset.write_meta(c)
     now = js.server.clock.time_ns()
     out: dict = {"paused": pu is not None and now < pu.unix_ns,

@@ -176,7 +176,8 @@ class PullMixin:
                 return
             if msgs_pending > 0:
                 self._process_waiting(False)
-                if msgs_pending < wq.pending_batch():
+                # Go: msgsPending < uint64(batchPending): a negative total (a waiting batch of -1) wraps around
+                if msgs_pending < wq.pending_batch() & 0xFFFFFFFFFFFFFFFF:
                     wq.last = now
                     send(reply, b"", "", status(408, "Requests Pending"))
                     return

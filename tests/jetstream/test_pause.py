@@ -163,3 +163,24 @@ async def test_pause_required_api_level_checked_after_the_body(jsc):
         assert r["error"]["err_code"] == 10185, (subject, r)
     r = await jsc.api(f"CONSUMER.PAUSE.{s}.C", b"", headers={"Nats-Required-Api-Level": "1"})
     assert (r["paused"], r["pause_until"]) == (False, ZERO_TIME)
+
+
+async def test_resume_by_request_does_not_kick_delivery(jsc):
+    """nats-server's CONSUMER.PAUSE resume only re-arms the pause timer (updateConfig signals new messages only for
+    a changed max_ack_pending): a pull request that waited through the pause gets nothing until something else wakes
+    the consumer - here a new message, which then delivers the oldest one."""
+    s = await _stream(jsc)
+    await jsc.pub(f"{s}.a", b"m0")
+    await add_consumer(jsc, s, "C", ack_policy="explicit", pause_until=rfc3339(60))
+    nc = jsc.nc
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b'{"batch": 1, "expires": 5000000000}', reply=inbox)
+    await nc.flush()
+    r = await jsc.api(f"CONSUMER.PAUSE.{s}.C", b"")
+    assert r["paused"] is False
+    await asyncio.sleep(0.5)
+    assert sub.pending_msgs == 0
+    await jsc.pub(f"{s}.a", b"m1")
+    m = await sub.next_msg(timeout=2)
+    assert m.data == b"m0"

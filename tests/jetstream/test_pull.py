@@ -217,3 +217,25 @@ async def test_no_wait_batch_larger_than_a_delivery_pass(jsc):
     assert len([m for m in msgs if status(m) is None]) == 2500
     msgs = await pull(jsc.nc, s, "C", {"batch": 2500, "no_wait": True}, max_msgs=2501, timeout=2)
     assert len([m for m in msgs if status(m) is None]) == 500 and status(msgs[-1]) == (404, "No Messages")
+
+
+async def test_negative_batch_waiting_makes_no_wait_requests_pending(jsc):
+    """processNextMsgRequest compares the pending messages with the waiting requests' batch total as uint64: a
+    waiting request with a negative batch (body ``-1``) makes the total wrap around, so every no_wait pull gets
+    408 Requests Pending while it waits (found by the API fuzzer, seed 1)."""
+    s = await _setup(jsc, 2, pause_until="2099-01-01T00:00:00Z")  # paused: the requests stay waiting
+    nc = jsc.nc
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b"-1", reply=inbox)
+    await nc.flush()
+    assert (await cinfo(jsc, s, "C"))["num_waiting"] == 1
+    msgs = await pull(nc, s, "C", {"batch": 1, "no_wait": True})
+    assert [status(m) for m in msgs] == [(408, "Requests Pending")]
+    # Two more batch-1 requests bring the total to 1, below the 2 pending messages: no_wait is let through and,
+    # the consumer being paused, ends with 404 at the end of its pass.
+    for _ in range(2):
+        await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b"1", reply=inbox)
+    await nc.flush()
+    msgs = await pull(nc, s, "C", {"batch": 1, "no_wait": True})
+    assert [status(m) for m in msgs] == [(404, "No Messages")]
