@@ -65,6 +65,11 @@ class Server:
         # Accounts first: a configuration nats-server refuses (an import of an undefined account...) raises
         # AccountError here, before anything listens.
         self.accounts = Accounts(self, options)
+        # The system account ($SYS unless system_account names another; none with no_system_account) and its
+        # $SYS.REQ services and events (core/sysacc.py, core/events.py).
+        from .sysacc import SystemAccount
+
+        self.system = SystemAccount.configure(self)
         # JetStream, the server's internal publishes and internal subscriptions without an account live in one
         # account: $G, or the one account whose `jetstream` is enabled (see jetstream_account()).
         self.js_account = self.jetstream_account()
@@ -112,6 +117,8 @@ class Server:
 
             self.tls_context = make_server_context(tls)
         self.accounts.start()
+        if self.system is not None:
+            self.system.start()
         if opts.jetstream:
             from ..jetstream import JetStream
             from .account_server import AccountServer
@@ -160,6 +167,8 @@ class Server:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        if self.system is not None:
+            self.system.stop()  # no events from a server going away (nats-server shutdownEventing)
         if not self.running:
             return
         self.running = False
@@ -415,8 +424,14 @@ class Server:
                     "out_bytes": conn.out_bytes,
                     "lang": conn.lang,
                     "version": conn.version,
+                    "user": conn.user,
+                    "account": conn.account.name,
                 }
             )
+            acc = conn.account  # the account's message totals outlive its connections (accstatz, CONNS events)
+            t = getattr(acc, "closed_totals", None) or (0, 0, 0, 0)
+            acc.closed_totals = (t[0] + conn.in_msgs, t[1] + conn.in_bytes, t[2] + conn.out_msgs,
+                                 t[3] + conn.out_bytes)
             del self.closed_clients[:-100]
             self.log_debug("client closed", cid=conn.cid, reason=conn.close_reason)
 
@@ -433,7 +448,13 @@ class Server:
         a few list appends per receiver and no formatting."""
         if sublist is None:
             # A client publishes in its own account; the server (origin None) in the JetStream account.
-            sublist = origin.sublist if origin is not None else self.sublist
+            if origin is None:
+                sublist = self.sublist
+            else:
+                if subject[0] == "$" or (reply and reply[0] in "$_"):
+                    if not self._client_may_publish(origin, subject, reply):
+                        return False
+                sublist = origin.sublist
         r = sublist.cache.get(subject)
         if r is None:
             r = sublist.match(subject)
@@ -526,6 +547,20 @@ class Server:
         replies[reply] = [now, 0]
         if len(replies) > REPLY_PRUNE_LIMIT:
             perms.prune_responses(replies, now)
+
+    @staticmethod
+    def _client_may_publish(origin: ClientConnection, subject: str, reply: str) -> bool:
+        """Subjects and reply subjects reserved to the servers (nats-server processInboundClientMsg): a client may
+        not publish on ``$NRG.`` (RAFT traffic), nor use a ``$JS.ACK.`` or ``_R_.`` (service import response)
+        reply subject, which would let a responder ack another consumer's messages or answer someone else's
+        request.  Each gets nats-server's -ERR and the message is dropped."""
+        if subject.startswith("$NRG."):
+            origin.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
+            return False
+        if reply.startswith(("$JS.ACK.", "_R_.")):
+            origin.send(encoder.err(f'Permissions Violation for Publish with Reply of "{reply}"'))
+            return False
+        return True
 
     def no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
         """``NATS/1.0 503`` to the requester's own first matching plain subscription on the reply subject, for
