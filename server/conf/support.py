@@ -60,15 +60,13 @@ def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplem
     return out
 
 
-_SYSTEM = "the system account ($SYS events and requests are not implemented yet)"
 _JWT = "operator mode and JWT authentication (Skiff would let in clients that nats-server refuses)"
 _ONE_SERVER = "Skiff is a single server"
 
 #: top-level keys (server/opts.go processConfigFileLine)
 TOP_LEVEL = _entries(
     # -- accounts and decentralised authentication: without them Skiff would be more open than nats-server.
-    # accounts {} is implemented (conf/accounts.py, core/accounts.py); the system account's services are not.
-    (("system_account", "system"), Unimplemented(REFUSE, _SYSTEM)),
+    # accounts {} and system_account are implemented (conf/accounts.py, core/accounts.py, core/sysacc.py).
     (("default_sentinel",), Unimplemented(REFUSE, _JWT, _empty)),
     (("operator", "operators", "roots", "root", "root_operators", "root_operator"), Unimplemented(REFUSE, _JWT)),
     (("resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",

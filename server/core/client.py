@@ -392,7 +392,8 @@ class ClientConnection(asyncio.Protocol):
             self._auth_timer = None
         if self.connected:
             self._reset_for_connect()
-        if not self.authorized:
+        first = not self.authorized
+        if first:
             found = srv.auth.check(merged, self.nonce)
             if found is None:
                 self._auth_violation()
@@ -418,6 +419,8 @@ class ClientConnection(asyncio.Protocol):
         self._update_pub_path()
         if self.verbose:
             self.send(encoder.OK)
+        if first and srv.system is not None:
+            srv.system.events.client_connect(self)  # $SYS.ACCOUNT.<acc>.CONNECT (core/events.py)
 
     def _reset_for_connect(self) -> None:
         """A CONNECT after the first (nats-server processConnect, !firstConnect): clearAccountSubs drops every
@@ -610,6 +613,9 @@ class ClientConnection(asyncio.Protocol):
         if self.registered:
             self.registered = False
             self.account.num_conns -= 1
+            sysacc = self.server.system
+            if sysacc is not None and self.connected:
+                sysacc.events.client_disconnect(self)  # $SYS.ACCOUNT.<acc>.DISCONNECT (core/events.py)
         self.server.client_closed(self)
         # on_pub is a bound method or a partial holding this connection: drop it, so that a closed connection is
         # freed by reference counting alone instead of waiting for the cyclic collector (issue #15 finding 10).

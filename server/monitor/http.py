@@ -363,20 +363,7 @@ class MonitorServer:
 
     async def _standalone(self, path: str) -> dict[str, Any] | None:
         """What a standalone nats-server answers for documents a single Skiff server has nothing to put in."""
-        ident = await self._identity()
-        sid, now = ident.get("server_id", ""), ident.get("now") or _now()
-        if path == "/routez":
-            return {"server_id": sid, "server_name": ident.get("server_name", ""), "now": now, "num_routes": 0,
-                    "routes": []}
-        if path == "/gatewayz":
-            return {"server_id": sid, "now": now, "outbound_gateways": {}, "inbound_gateways": {}}
-        if path == "/leafz":
-            return {"server_id": sid, "now": now, "leafnodes": 0, "leafs": []}
-        if path == "/accstatz":
-            return {"server_id": sid, "now": now, "account_statz": []}
-        if path == "/ipqueuesz":
-            return {}
-        return None  # /raftz: no Raft nodes
+        return standalone_doc(path, await self._identity())
 
     def _index(self) -> str:
         base = self.base_path
@@ -386,6 +373,24 @@ class MonitorServer:
             "    <h1>Skiff</h1>\n    <p>A NATS server with JetStream, in Python. Monitoring endpoints:</p>\n"
             f"{links}\n  </body>\n</html>\n"
         )
+
+
+def standalone_doc(path: str, ident: dict[str, Any]) -> dict[str, Any] | None:
+    """/routez, /gatewayz, /leafz, /accstatz, /ipqueuesz of a server without routes, gateways or leaf nodes (also
+    what ``$SYS.REQ.SERVER.<id>.ROUTEZ``... answer, server/core/sysacc.py); None for /raftz (no Raft nodes)."""
+    sid, now = ident.get("server_id", ""), ident.get("now") or _now()
+    if path == "/routez":
+        return {"server_id": sid, "server_name": ident.get("server_name", ""), "now": now, "num_routes": 0,
+                "routes": []}
+    if path == "/gatewayz":
+        return {"server_id": sid, "now": now, "outbound_gateways": {}, "inbound_gateways": {}}
+    if path == "/leafz":
+        return {"server_id": sid, "now": now, "leafnodes": 0, "leafs": []}
+    if path == "/accstatz":
+        return {"server_id": sid, "now": now, "account_statz": []}
+    if path == "/ipqueuesz":
+        return {}
+    return None
 
 
 async def _call(fn: Callable[..., Any] | Callable[..., Awaitable[Any]], *args: Any) -> Any:

@@ -51,6 +51,26 @@ def _int(params: dict, key: str, default: int) -> int:
         raise ValueError(f"Error decoding int for '{key}': strconv.Atoi: parsing \"{raw}\": invalid syntax") from None
 
 
+_NO_LIMIT = 18446744073709551615  # Go's uint64(-1): an account without a JetStream reservation
+
+
+def _sys_import(subject: str, account: str, local: str, share: bool) -> dict:
+    return {"subject": subject, "account": account, "to": local, "local_subject": local, "type": "service",
+            "invalid": False, "share": share, "tracking": False}
+
+
+def _sublist_stats(sublists: list) -> dict:
+    """nats-server SublistStats, summed over accounts as Subsz does (sublist.go SublistStats.add)."""
+    out = {"num_subscriptions": 0, "num_cache": 0, "num_inserts": 0, "num_removes": 0, "num_matches": 0,
+           "cache_hit_rate": 0.0, "max_fanout": 0, "avg_fanout": 0.0}
+    for sl in sublists:
+        st = sl.stats()
+        for k in ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches"):
+            out[k] += st[k]
+        out["max_fanout"] = max(out["max_fanout"], st["max_fanout"])
+    return out
+
+
 def _flag(params: dict, key: str) -> bool:
     v = str(params.get(key, "")).lower()
     return v in ("1", "true", "detail", "yes")
@@ -70,8 +90,9 @@ class MonitorProvider:
         self.http_req_stats[path] = self.http_req_stats.get(path, 0) + 1
 
     # ------------------------------------------------------------------ /varz
-    def varz(self, params: dict | None = None) -> dict:
-        self.count("/varz")
+    def varz(self, params: dict | None = None, *, http: bool = True) -> dict:
+        if http:
+            self.count("/varz")
         s = self.server
         o = s.options
         now = s.clock.time_ns()
@@ -140,7 +161,7 @@ class MonitorProvider:
                 "http_req_stats": dict(self.http_req_stats),
                 "config_load_time": format_time(s.start_ns),
                 "config_digest": "",
-                "system_account": "$SYS",
+                **({"system_account": s.accounts.system.name} if s.accounts.system is not None else {}),
                 "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
                 "stale_connection_stats": {"clients": 0, "routes": 0, "gateways": 0, "leafs": 0},
             }
@@ -158,8 +179,9 @@ class MonitorProvider:
         return round(100.0 * used / elapsed, 2)
 
     # ------------------------------------------------------------------ /connz
-    def connz(self, params: dict) -> dict:
-        self.count("/connz")
+    def connz(self, params: dict, *, http: bool = True) -> dict:
+        if http:
+            self.count("/connz")
         s = self.server
         now = s.clock.time_ns()
         offset = max(_int(params, "offset", 0), 0)
@@ -171,17 +193,28 @@ class MonitorProvider:
         cid = _int(params, "cid", 0)
         state = str(params.get("state", "open")).lower()
         sort = str(params.get("sort", "cid"))
+        auth = _flag(params, "auth")
+        # ?acc= keeps one account's connections (nats-server Connz with ConnzOptions.Account); an account the
+        # server does not have gives nats-server's empty document, server_id "" and connections null.
+        acc_name = str(params.get("acc") or "")
+        if acc_name and s.accounts.get(acc_name) is None:
+            return {"server_id": "", "now": format_time(now), "num_connections": 0, "total": 0, "offset": offset,
+                    "limit": limit, "connections": None}
         conns: list[dict] = []
         if state in ("open", "any"):
             for c in s.clients.values():
                 if cid and c.cid != cid:
                     continue
-                conns.append(self._conn_info(c, now, subs, detail))
+                if acc_name and c.account.name != acc_name:
+                    continue
+                conns.append(self._conn_info(c, now, subs, detail, auth))
         if state in ("closed", "any"):
             for c in s.closed_clients:
                 if cid and c["cid"] != cid:
                     continue
-                conns.append(self._closed_info(c))
+                if acc_name and c.get("account", "") != acc_name:
+                    continue
+                conns.append(self._closed_info(c, auth))
         keyf = {
             "cid": lambda c: c["cid"],
             "start": lambda c: c["start"],
@@ -205,7 +238,7 @@ class MonitorProvider:
             "connections": page,
         }
 
-    def _conn_info(self, c, now: int, subs: bool, detail: bool) -> dict:
+    def _conn_info(self, c, now: int, subs: bool, detail: bool, auth: bool = False) -> dict:
         pending = c.transport.get_write_buffer_size() if c.transport is not None else 0
         d = {
             "cid": c.cid,
@@ -233,20 +266,24 @@ class MonitorProvider:
             d["version"] = c.version
         if c.tls_cipher:
             d["tls_cipher_suite"] = c.tls_cipher
-        if c.user:
-            d["authorized_user"] = c.user
+        if auth:
+            # nats-server fills these in only with ?auth=true (ConnzOptions.Username).
+            if c.user:
+                d["authorized_user"] = c.user
+            d["account"] = c.account.name
+            d["name_tag"] = c.account.name
         if subs and c.subs:
             if detail:
                 d["subscriptions_list_detail"] = [
-                    {"account": "$G", "subject": x.subject, "qgroup": x.queue or None, "sid": x.sid, "msgs": x.delivered,
-                     "cid": c.cid}
+                    {"subject": x.subject, **({"qgroup": x.queue} if x.queue else {}), "sid": x.sid,
+                     "msgs": x.delivered, "cid": c.cid}
                     for x in c.subs.values()
                 ]
             else:
                 d["subscriptions_list"] = [x.subject for x in c.subs.values()]
         return d
 
-    def _closed_info(self, c: dict) -> dict:
+    def _closed_info(self, c: dict, auth: bool = False) -> dict:
         d = {
             "cid": c["cid"],
             "kind": "Client",
@@ -266,44 +303,59 @@ class MonitorProvider:
         for k in ("name", "lang", "version"):
             if c.get(k):
                 d[k] = c[k]
+        if auth:
+            if c.get("user"):
+                d["authorized_user"] = c["user"]
+            if c.get("account"):
+                d["account"] = d["name_tag"] = c["account"]
         return d
 
     # ------------------------------------------------------------------ /subsz
-    def subsz(self, params: dict) -> dict:
-        self.count("/subsz")
+    def subsz(self, params: dict, *, http: bool = True) -> dict:
+        """Subscriptions of every account (nats-server Subsz), or of ``?acc=`` alone; each listed subscription
+        names its account."""
+        if http:
+            self.count("/subsz")
         s = self.server
         d = {"server_id": s.server_id, "now": format_time(s.clock.time_ns())}
-        d.update(s.sublist.stats())
-        subs = [x for x in s.sublist.all_subscriptions()]
+        acc_name = str(params.get("acc") or "")
+        if acc_name:
+            acc = s.accounts.get(acc_name)
+            accounts = [acc] if acc is not None else []
+        else:
+            accounts = list(s.accounts.by_name.values())
+        d.update(_sublist_stats([a.sublist for a in accounts]))
+        subs = [(a.name, x) for a in accounts for x in a.sublist.all_subscriptions()]
         test = params.get("test")
         if test:
             from protocol.subjects import subject_matches
 
-            subs = [x for x in subs if subject_matches(x.subject, test)]
+            subs = [(n, x) for n, x in subs if subject_matches(x.subject, test)]
         offset = max(_int(params, "offset", 0), 0)
         limit = _int(params, "limit", 1024) or 1024
         d["total"] = len(subs)
         d["offset"] = offset
         d["limit"] = limit
-        if _flag(params, "subs"):
-            page = sorted(subs, key=lambda x: x.subject)[offset : offset + limit]
+        if _flag(params, "subs") and subs:
+            page = sorted(subs, key=lambda t: (t[1].subject, t[0]))[offset : offset + limit]
             d["subscriptions_list"] = [
                 {
-                    "account": "$G",
-                    "account_tag": "$G",
+                    "account": name,
+                    "account_tag": name,
                     "subject": x.subject,
                     **({"qgroup": x.queue} if x.queue else {}),
                     "sid": x.sid,
                     "msgs": x.delivered,
                     "cid": x.conn.cid if x.conn is not None else 0,
                 }
-                for x in page
+                for name, x in page
             ]
         return d
 
-    # ------------------------------------------------------------------ /healthz, /jsz, /accountz
-    def healthz(self, params: dict) -> tuple[int, dict]:
-        self.count("/healthz")
+    # ------------------------------------------------------------------ /healthz, /jsz, /accountz, /accstatz
+    def healthz(self, params: dict, *, http: bool = True) -> tuple[int, dict]:
+        if http:
+            self.count("/healthz")
         s = self.server
         if not s.running:
             return 503, {"status": "unavailable", "status_code": 503, "error": "server is not running"}
@@ -311,21 +363,144 @@ class MonitorProvider:
             return 503, {"status": "unavailable", "status_code": 503, "error": "JetStream is not current"}
         return 200, {"status": "ok"}
 
-    def jsz(self, params: dict) -> dict:
-        self.count("/jsz")
+    def jsz(self, params: dict, *, http: bool = True) -> dict:
+        if http:
+            self.count("/jsz")
         s = self.server
         if s.jetstream is None:
             return {"server_id": s.server_id, "now": format_time(s.clock.time_ns()), "disabled": True, "config": {},
                     "memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0, "accounts": 0,
                     "ha_assets": 0, "api": {"total": 0, "errors": 0}, "streams": 0, "consumers": 0, "messages": 0,
                     "bytes": 0}
-        return s.jetstream.jsz(params)
+        d = s.jetstream.jsz(params)
+        acc_name = str(params.get("acc") or "")
+        if _flag(params, "accounts") or acc_name:
+            # nats-server Jsz: account_details for every JetStream account, or for ?acc= alone (sorted by name).
+            engines = getattr(s, "jetstreams", None) or {s.js_account.name: s.jetstream}
+            names = sorted(n for n in engines if not acc_name or n == acc_name)
+            details = [self._account_jsz(n, engines[n]) for n in names]
+            if details:
+                total = d.pop("total", None)
+                d["account_details"] = details
+                if total is not None:
+                    d["total"] = total
+        return d
 
-    def accountz(self, params: dict) -> dict:
-        self.count("/accountz")
+    def _account_jsz(self, name: str, engine) -> dict:
+        """One account's JetStream usage (nats-server AccountDetail without streams)."""
+        t = engine.totals()
+        return {"name": name, "id": name, "memory": t["memory"], "storage": t["storage"],
+                "reserved_memory": _NO_LIMIT, "reserved_storage": _NO_LIMIT, "accounts": 0, "ha_assets": 0,
+                "api": {"level": 0, "total": getattr(engine, "api_total", 0), "errors": getattr(engine, "api_errors", 0)}}
+
+    def jsz_account(self, name: str) -> dict:
+        """``$SYS.REQ.ACCOUNT.<acc>.JSZ`` (nats-server JszAccount): the account's detail, or an error."""
         s = self.server
-        return {"server_id": s.server_id, "now": format_time(s.clock.time_ns()), "system_account": "$SYS",
-                "accounts": ["$G", "$SYS"]}
+        engines = getattr(s, "jetstreams", None) or ({s.js_account.name: s.jetstream} if s.jetstream else {})
+        engine = engines.get(name)
+        if s.jetstream is None:
+            raise LookupError("jetstream not enabled")
+        if engine is None:
+            raise LookupError(f"account {name!r} not found")
+        return self._account_jsz(name, engine)
+
+    def accountz(self, params: dict, *, http: bool = True) -> dict:
+        if http:
+            self.count("/accountz")
+        s = self.server
+        d: dict = {"server_id": s.server_id, "now": format_time(s.clock.time_ns())}
+        if s.accounts.system is not None:
+            d["system_account"] = s.accounts.system.name
+        acc_name = str(params.get("acc") or "")
+        if acc_name:
+            acc = s.accounts.get(acc_name)
+            if acc is None:
+                raise ValueError(f"Account {acc_name} does not exist")
+            d["account_detail"] = self.account_info(acc)
+            return d
+        d["accounts"] = list(s.accounts.by_name)
+        return d
+
+    def account_info(self, acc) -> dict:
+        """nats-server AccountInfo (accountz?acc=, $SYS.REQ.ACCOUNT.<acc>.INFO) for a configured account."""
+        s = self.server
+        system = s.accounts.system
+        d: dict = {"account_name": acc.name, "update_time": format_time(s.start_ns)}
+        if acc is system:
+            d["is_system"] = True
+        d.update({"expired": False, "complete": True, "jetstream_enabled": bool(acc.jetstream),
+                  "leafnode_connections": 0, "client_connections": acc.num_conns,
+                  "subscriptions": acc.sublist.count})
+        exports = [{"subject": e.subject, "type": "service" if e.service else "stream",
+                    **({"accounts": list(e.accounts)} if e.accounts else {}),
+                    **({"response_type": e.response_type.title()} if e.service else {})}
+                   for e in acc.exports]
+        if acc is system:
+            exports += [{"subject": "$SYS.REQ.USER.*.INFO", "type": "service", "response_type": "Singleton"},
+                        {"subject": "$SYS.REQ.ACCOUNT.*.CONNZ", "type": "service", "response_type": "Streamed"},
+                        {"subject": "$SYS.REQ.ACCOUNT.*.STATZ", "type": "service", "response_type": "Streamed"}]
+        if exports:
+            d["exports"] = exports
+        imports = []
+        for im in acc.imports:
+            service = "service" in im
+            src = im["service" if service else "stream"]
+            local = im.get("to") or (f"{im['prefix']}.{src['subject']}" if im.get("prefix") else src["subject"])
+            imports.append({"subject": src["subject"], "account": src.get("account", ""), "to": local,
+                            "local_subject": local, "type": "service" if service else "stream", "invalid": False,
+                            "share": False, "tracking": False})
+        if system is not None:
+            sysname = system.name
+            if acc is not system:
+                for local, remote in (("$SYS.REQ.SERVER.PING.CONNZ", f"$SYS.REQ.ACCOUNT.{acc.name}.CONNZ"),
+                                      ("$SYS.REQ.ACCOUNT.PING.STATZ", f"$SYS.REQ.ACCOUNT.{acc.name}.STATZ")):
+                    imports.append(_sys_import(remote, sysname, local, share=False))
+            imports.append(_sys_import(f"$SYS.REQ.USER.{acc.name}.INFO", sysname, "$SYS.REQ.USER.INFO", share=True))
+            if acc is not system:
+                imports.append(_sys_import(f"$SYS.REQ.ACCOUNT.{acc.name}.CONNZ", sysname,
+                                           "$SYS.REQ.ACCOUNT.PING.CONNZ", share=False))
+        if imports:
+            d["imports"] = imports
+        d["name_tag"] = acc.name
+        d["sublist_stats"] = _sublist_stats([acc.sublist])
+        return d
+
+    def account_stat(self, acc) -> dict:
+        """nats-server AccountStat (accstatz, account CONNS events): connections, subscriptions and the messages
+        the account's clients sent and received."""
+        s = self.server
+        live = [c for c in s.clients.values() if c.account is acc]
+        closed = getattr(acc, "closed_totals", None) or (0, 0, 0, 0)
+        in_msgs = closed[0] + sum(c.in_msgs for c in live)
+        in_bytes = closed[1] + sum(c.in_bytes for c in live)
+        out_msgs = closed[2] + sum(c.out_msgs for c in live)
+        out_bytes = closed[3] + sum(c.out_bytes for c in live)
+        zero = {"msgs": 0, "bytes": 0}
+        return {"acc": acc.name, "name": acc.name, "conns": acc.num_conns, "leafnodes": 0,
+                "total_conns": acc.num_conns, "num_subscriptions": acc.sublist.count,
+                "sent": {"msgs": out_msgs, "bytes": out_bytes, "gateways": dict(zero), "routes": dict(zero),
+                         "leafs": dict(zero)},
+                "received": {"msgs": in_msgs, "bytes": in_bytes, "gateways": dict(zero), "routes": dict(zero),
+                             "leafs": dict(zero)},
+                "slow_consumers": 0}
+
+    def accstatz(self, params: dict, *, http: bool = True) -> dict:
+        """/accstatz (nats-server AccountStatz): accounts with connections, or all with ``?unused=1``;
+        ``?accs=A,B`` picks accounts."""
+        if http:
+            self.count("/accstatz")
+        s = self.server
+        unused = _flag(params, "unused")
+        names = [n for n in str(params.get("accs") or "").split(",") if n]
+        accounts = [s.accounts.get(n) for n in names] if names else list(s.accounts.by_name.values())
+        stats = [self.account_stat(a) for a in accounts if a is not None and (unused or a.num_conns > 0)]
+        return {"server_id": s.server_id, "now": format_time(s.clock.time_ns()), "account_statz": stats}
+
+    def rss(self) -> int:
+        return _rss_bytes()
+
+    def cpu(self) -> float:
+        return self._cpu()
 
     def metrics(self) -> bytes:
         from .metrics import render

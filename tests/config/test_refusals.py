@@ -28,7 +28,6 @@ REFUSED_KEYS = [
     ('accounts { A { exports: [{service: "s", latency: "lat"}] } }', "accounts.A.exports.latency", True),
     ('accounts { A { exports: [{service: "s"}] }, B { imports: [{service: {account: A, subject: "s"}, share: true}] } }',
      "accounts.B.imports.share", True),
-    ('system_account: "$SYS"', "system_account", True),
     ('default_sentinel: "abc"', "default_sentinel", True),
     ('operator: "/nonexistent.jwt"', "operator", False),
     ("resolver: MEMORY", "resolver", True),

@@ -1,0 +1,450 @@
+"""The system account and the ``$SYS.REQ`` services it answers (nats-server events.go initEventTracking).
+
+Theory of operation
+-------------------
+nats-server always has a system account: the one ``system_account`` names, or else ``$SYS``, which it creates
+itself (nobody can log into it unless the configuration defines ``$SYS`` with users; ``no_system_account: true``
+turns it off).  Its subject space holds the server's services and events; the other accounts see none of it.
+
+* **Requests** are internal subscriptions in the system account (a client must be a user of that account to
+  reach them): ``$SYS.REQ.SERVER.PING`` (STATSZ), ``$SYS.REQ.SERVER.PING.<KIND>`` (every server answers) and
+  ``$SYS.REQ.SERVER.<id>.<KIND>`` (this one), ``$SYS.REQ.ACCOUNT.<acc>.<KIND>`` and ``$SYS.REQ.USER.<acc>.INFO``.
+  The documents are the monitoring ones (server/monitor/provider.py builds them for HTTP and for these alike),
+  wrapped in nats-server's ServerAPIResponse envelope ``{"server": {...}, "data": {...}}`` or
+  ``{"server": {...}, "error": {"code", "description"}}``.  A request body, when there is one, is the endpoint's
+  options plus the filter fields (``server_name``, ``host``, ``cluster``, ``exact_match``, ``tags``, ``domain``); a
+  server the filter does not select stays silent (events.go filterRequest); bad JSON is a 400 in the envelope.
+* **Every other account** gets what nats-server imports into it from the system account (registerSystemImports):
+  ``$SYS.REQ.USER.INFO`` (who am I), ``$SYS.REQ.SERVER.PING.CONNZ`` and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (the
+  connections of the caller's own account) and ``$SYS.REQ.ACCOUNT.PING.STATZ`` (its statistics).  Skiff
+  subscribes these in the account itself and answers for that account only, which is what the imports give.
+* The handlers are plain internal subscriptions that run only for messages a client published (the
+  confused-deputy guard of Server.subscribe_internal): a delivery, an advisory or an event the server publishes can
+  never trigger one.  The answer is routed in the account the request came in, to its reply subject.
+
+Events (connect, disconnect, statsz and account connection counts) are in events.py.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any, Callable
+
+from protocol.jsapi.gojson import go_check_valid
+from protocol.jsapi.timefmt import format_time
+
+from ..version import VERSION
+from .accounts import DEFAULT_SYSTEM_ACCOUNT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .accounts import Account
+    from .server import Server
+
+# events.go initEventTracking: the server-addressed kinds (monSrvc) and the account-addressed ones (monAccSrvc).
+SERVER_KINDS = ("IDZ", "STATSZ", "VARZ", "SUBSZ", "CONNZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ", "JSZ",
+                "HEALTHZ", "PROFILEZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ")
+ACCOUNT_KINDS = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS")
+
+# What nats-server 2.15.1 reports in ServerInfo.feature_flags (server/feature_flags.go defaults).
+FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,
+                 "js_snapshot_sources": False}
+# ServerInfo.flags bits (events.go): JetStream enabled, binary stream snapshots, account NRG; 2.15.1 sets all three
+# with JetStream on and none without.
+_FLAGS_JS = 0x7
+
+# Options of each document as a request body carries them (the JSON keys of nats-server's *Options structs),
+# translated to the query parameters MonitorProvider reads.
+_CONNZ_KEYS = {"sort": "sort", "auth": "auth", "offset": "offset", "limit": "limit", "cid": "cid", "state": "state",
+               "acc": "acc", "user": "user", "filter_subject": "filter_subject"}
+_SUBSZ_KEYS = {"offset": "offset", "limit": "limit", "account": "acc", "test": "test", "subscriptions": "subs"}
+_JSZ_KEYS = {"account": "acc", "accounts": "accounts", "streams": "streams", "consumer": "consumers",
+             "config": "config", "offset": "offset", "limit": "limit", "leader_only": "leader-only"}
+_ACCOUNTZ_KEYS = {"account": "acc", "include_unused": "unused"}
+_HEALTHZ_KEYS = {"js-enabled-only": "js-enabled-only", "js-server-only": "js-server-only", "account": "account",
+                 "stream": "stream", "consumer": "consumer", "details": "details"}
+
+
+class _Skip(Exception):
+    """The request does not apply: no answer (nats-server errSkipZreq)."""
+
+
+class SystemAccount:
+    """The system account of one server and the request services it answers."""
+
+    def __init__(self, server: "Server", account: "Account") -> None:
+        self.server = server
+        self.account = account
+        self.seq = 0  # ServerInfo.seq: messages this server's system client sent
+        self._subs: list = []
+        self._own_provider = None
+        from .events import Events
+
+        self.events = Events(self)
+
+    @classmethod
+    def configure(cls, server: "Server") -> "SystemAccount | None":
+        """The system account nats-server would have for these options: ``system_account``, else ``$SYS``
+        (created when the configuration does not define it), none with ``no_system_account``."""
+        opts = server.options
+        accounts = server.accounts
+        if getattr(opts, "no_system_account", False):
+            accounts.system = None
+            return None
+        acc = accounts.system
+        if acc is None:
+            acc = accounts.get(DEFAULT_SYSTEM_ACCOUNT) or accounts._add(DEFAULT_SYSTEM_ACCOUNT)
+            accounts.system = acc
+        return cls(server, acc)
+
+    @property
+    def name(self) -> str:
+        return self.account.name
+
+    @property
+    def provider(self):
+        """The monitoring documents: the HTTP monitor's provider when it runs (one copy of the counters)."""
+        mon = self.server.monitor
+        if mon is not None and getattr(mon, "provider", None) is not None:
+            return mon.provider
+        if self._own_provider is None:
+            from ..monitor.provider import MonitorProvider
+
+            self._own_provider = MonitorProvider(self.server)
+        return self._own_provider
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        srv = self.server
+        sid = srv.server_id
+        sub = self._subscribe
+        sub("$SYS.REQ.SERVER.PING", self._kind_handler("STATSZ"))
+        for kind in SERVER_KINDS:
+            h = self._kind_handler(kind)
+            sub(f"$SYS.REQ.SERVER.PING.{kind}", h)
+            sub(f"$SYS.REQ.SERVER.{sid}.{kind}", h)
+        for kind in ACCOUNT_KINDS:
+            sub(f"$SYS.REQ.ACCOUNT.*.{kind}", self._account_handler(kind))
+        sub("$SYS.REQ.ACCOUNT.PING.STATZ", self._statz_ping)
+        sub("$SYS.REQ.USER.*.INFO", self._user_info)
+        # registerSystemImports: every account (the system account too, addSystemAccountExports) asks who it is;
+        # the other accounts see their own connections and statistics.
+        for acc in list(srv.accounts.by_name.values()):
+            self._subscribe("$SYS.REQ.USER.INFO", self._user_info, acc)
+            if acc is self.account:
+                continue
+            connz = self._own_account_handler(acc, "CONNZ")
+            self._subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz, acc)
+            self._subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz, acc)
+            self._subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._own_account_handler(acc, "STATZ"), acc)
+        self.events.start()
+
+    def stop(self) -> None:
+        self.events.stop()
+        for s in self._subs:
+            self.server.unsubscribe_internal(s)
+        self._subs.clear()
+
+    def _subscribe(self, subject: str, handler: Callable, account: "Account | None" = None) -> None:
+        acc = account or self.account
+
+        def cb(sub, subj, reply, hdr_len, data, origin) -> None:
+            handler(acc, subj, reply, hdr_len, data, origin)
+
+        self._subs.append(self.server.subscribe_internal(subject, cb, account=acc))
+
+    # ------------------------------------------------------------------ sending
+    def server_info(self) -> dict:
+        """ServerInfo (events.go): who sent a system message; every message takes the next ``seq``."""
+        srv = self.server
+        self.seq += 1
+        js = srv.jetstream is not None
+        return {"name": srv.server_name, "host": srv.options.host, "id": srv.server_id, "ver": VERSION,
+                "feature_flags": dict(FEATURE_FLAGS), "jetstream": js, "flags": _FLAGS_JS if js else 0,
+                "seq": self.seq, "time": format_time(srv.clock.time_ns())}
+
+    def send(self, subject: str, doc: Any, account: "Account | None" = None, hdr: bytes = b"") -> bool:
+        """Publish ``doc`` as Go's json.Marshal writes it, from the server, in ``account`` (the system one)."""
+        from ..monitor.http import go_json_compact
+
+        body = go_json_compact(doc).encode()
+        return self.send_raw(subject, body, account, hdr)
+
+    def send_raw(self, subject: str, body: bytes, account: "Account | None" = None, hdr: bytes = b"") -> bool:
+        srv = self.server
+        srv.internal_msgs += 1
+        acc = account or self.account
+        return srv.route(None, subject, "", len(hdr), hdr + body if hdr else body, sublist=acc.sublist)
+
+    def has_interest(self, subject: str) -> bool:
+        return self.account.sublist.has_interest(subject)
+
+    def _respond(self, acc: "Account", reply: str, data: Any = None, error: dict | None = None,
+                 with_data: bool = True, accept: str = "") -> None:
+        """The ServerAPIResponse envelope (events.go zReq / sendInternalResponse)."""
+        doc: dict = {"server": self.server_info()}
+        if with_data:
+            doc["data"] = data
+        if error is not None:
+            doc["error"] = error
+        from ..monitor.http import go_json_compact
+
+        body = go_json_compact(doc).encode()
+        hdr = b""
+        if accept and error is None:
+            enc = _accept_encoding(accept)
+            if enc == "gzip":
+                body = gzip.compress(body)
+                hdr = b"NATS/1.0\r\nContent-Encoding: gzip\r\n\r\n"
+        self.send_raw(reply, body, acc, hdr)
+
+    # ------------------------------------------------------------------ request plumbing
+    def _decode(self, hdr_len: int, data: bytes, type_name: str) -> dict:
+        """The request body as an options object; ValueError carries Go's json.Unmarshal message."""
+        body = data[hdr_len:]
+        if not body:
+            return {}
+        err = go_check_valid(body)
+        if err:
+            raise ValueError(err)
+        obj = json.loads(body)
+        if not isinstance(obj, dict):
+            kind = {list: "array", str: "string", bool: "bool", type(None): "null"}.get(type(obj), "number")
+            if obj is None:
+                return {}
+            raise ValueError(f"json: cannot unmarshal {kind} into Go value of type server.{type_name}")
+        return obj
+
+    def _filtered(self, opts: dict) -> bool:
+        """events.go filterRequest: True when the request's filter does not select this server."""
+        srv = self.server
+        name = _str(opts.get("server_name"))
+        host = _str(opts.get("host"))
+        cluster = _str(opts.get("cluster"))
+        my_host = srv.options.host
+        if opts.get("exact_match") is True:
+            if (name and name != srv.server_name) or (host and host != my_host) or cluster:
+                return True
+        elif (name and name not in srv.server_name) or (host and host not in my_host) or cluster:
+            return True
+        tags = opts.get("tags")
+        if isinstance(tags, list) and tags:
+            return True  # Skiff has no server_tags (refused in the configuration)
+        domain = _str(opts.get("domain"))
+        if domain and domain != (getattr(srv.options, "jetstream_domain", "") or ""):
+            return True
+        return False
+
+    def _zreq(self, acc: "Account", reply: str, hdr_len: int, data: bytes, type_name: str,
+              build: Callable[[dict], Any]) -> None:
+        """events.go zReq: decode the options, apply the filter, build the document, answer in the envelope."""
+        if not reply:
+            return
+        try:
+            opts = self._decode(hdr_len, data, type_name)
+        except ValueError as e:
+            self._respond(acc, reply, error={"code": 400, "description": str(e)}, with_data=False)
+            return
+        if self._filtered(opts):
+            return
+        try:
+            doc = build(opts)
+        except _Skip:
+            return
+        except LookupError as e:
+            self._respond(acc, reply, data=None, error={"code": 500, "description": e.args[0]})
+            return
+        except ValueError as e:
+            self._respond(acc, reply, data=None, error={"code": 500, "description": str(e)})
+            return
+        self._respond(acc, reply, doc, accept=_header(data[:hdr_len], "accept-encoding"))
+
+    # ------------------------------------------------------------------ server-addressed kinds
+    def _kind_handler(self, kind: str) -> Callable:
+        def handler(acc, subject, reply, hdr_len, data, origin) -> None:
+            if kind == "IDZ":
+                if reply:
+                    srv = self.server
+                    self.seq += 1
+                    self.send(reply, {"name": srv.server_name, "host": srv.options.host, "id": srv.server_id}, acc)
+                return
+            if kind == "STATSZ":
+                self._statsz_req(acc, reply, hdr_len, data)
+                return
+            self._zreq(acc, reply, hdr_len, data, _type_name(kind), lambda o: self._server_doc(kind, o))
+
+        return handler
+
+    def _statsz_req(self, acc, reply: str, hdr_len: int, data: bytes) -> None:
+        """events.go statszReq: the statsz message itself (no data envelope); without a reply, the broadcast."""
+        if not reply:
+            reply = f"$SYS.SERVER.{self.server.server_id}.STATSZ"
+        try:
+            opts = self._decode(hdr_len, data, "StatszEventOptions")
+        except ValueError as e:
+            self._respond(acc, reply, error={"code": 400, "description": str(e)}, with_data=False)
+            return
+        if self._filtered(opts):
+            return
+        self.send(reply, self.events.statsz_msg(), acc)
+
+    def _server_doc(self, kind: str, opts: dict) -> Any:
+        p = self.provider
+        if kind == "VARZ":
+            return p.varz({}, http=False)
+        if kind == "CONNZ":
+            params = _params(opts, _CONNZ_KEYS)
+            if opts.get("subscriptions_detail") is True:
+                params["subs"] = "detail"
+            elif opts.get("subscriptions") is True:
+                params["subs"] = "1"
+            return p.connz(params, http=False)
+        if kind == "SUBSZ":
+            return p.subsz(_params(opts, _SUBSZ_KEYS), http=False)
+        if kind == "ACCOUNTZ":
+            return p.accountz(_params(opts, _ACCOUNTZ_KEYS), http=False)
+        if kind == "JSZ":
+            return p.jsz(_params(opts, _JSZ_KEYS), http=False)
+        if kind == "HEALTHZ":
+            status, doc = p.healthz(_params(opts, _HEALTHZ_KEYS), http=False)
+            if "status_code" not in doc:
+                doc = {**doc, "status_code": status}
+            return doc
+        if kind in ("ROUTEZ", "GATEWAYZ", "LEAFZ", "IPQUEUESZ"):
+            from ..monitor.http import standalone_doc
+
+            return standalone_doc("/" + kind.lower(), p.identity())
+        # RAFTZ (no Raft groups in a single server), PROFILEZ and EXPVARZ (Go runtime profiles): Skiff has
+        # nothing true to put in them, so it says so instead of sending an empty document.
+        raise ValueError(f"{kind} is not supported by this server (Skiff {VERSION} has no "
+                         f"{'Raft groups' if kind == 'RAFTZ' else 'Go runtime profiles'})")
+
+    # ------------------------------------------------------------------ account-addressed kinds
+    def _account_handler(self, kind: str) -> Callable:
+        def handler(acc, subject, reply, hdr_len, data, origin) -> None:
+            tokens = subject.split(".")
+            if len(tokens) != 5:
+                return
+            name = tokens[3]
+            if kind == "CONNS":
+                self.events.conns_request(name, reply, hdr_len, data)
+                return
+            self._zreq(acc, reply, hdr_len, data, _type_name(kind, account=True),
+                       lambda o: self._account_doc(kind, name, o))
+
+        return handler
+
+    def _own_account_handler(self, own: "Account", kind: str) -> Callable:
+        """What an imported ``$SYS.REQ.*.PING.CONNZ|STATZ`` gives a non-system account: its own document."""
+        def handler(acc, subject, reply, hdr_len, data, origin) -> None:
+            self._zreq(acc, reply, hdr_len, data, _type_name(kind, account=True),
+                       lambda o: self._account_doc(kind, own.name, o))
+
+        return handler
+
+    def _account_doc(self, kind: str, name: str, opts: dict) -> Any:
+        p = self.provider
+        if kind == "CONNZ":
+            params = _params(opts, _CONNZ_KEYS)
+            if opts.get("subscriptions_detail") is True:
+                params["subs"] = "detail"
+            elif opts.get("subscriptions") is True:
+                params["subs"] = "1"
+            params["acc"] = name
+            return p.connz(params, http=False)
+        if kind == "SUBSZ":
+            params = _params(opts, _SUBSZ_KEYS)
+            params["subs"] = "1"
+            params["acc"] = name
+            return p.subsz(params, http=False)
+        if kind == "JSZ":
+            return p.jsz_account(name)
+        if kind == "INFO":
+            acc = self.server.accounts.get(name)
+            if acc is None:
+                raise LookupError(f"Account {name} does not exist")
+            return p.account_info(acc)
+        if kind == "STATZ":
+            if name == "PING":
+                raise _Skip()
+            stz = p.accstatz({"accs": name, "unused": "1" if opts.get("include_unused") is True else ""},
+                             http=False)
+            if not stz["account_statz"]:
+                raise _Skip()
+            return stz
+        if kind == "LEAFZ":
+            return {"server_id": self.server.server_id, "now": format_time(self.server.clock.time_ns()),
+                    "leafnodes": 0, "leafs": []}
+        raise _Skip()
+
+    def _statz_ping(self, acc, subject, reply, hdr_len, data, origin) -> None:
+        """``$SYS.REQ.ACCOUNT.PING.STATZ`` in the system account: the statistics of every account in use."""
+        def build(opts: dict) -> Any:
+            accs = opts.get("accounts")
+            params = {"unused": "1" if opts.get("include_unused") is True else ""}
+            if isinstance(accs, list) and accs:
+                params["accs"] = ",".join(str(a) for a in accs)
+            stz = self.provider.accstatz(params, http=False)
+            if not stz["account_statz"] and not params["unused"]:
+                raise _Skip()
+            return stz
+
+        self._zreq(acc, reply, hdr_len, data, "AccountStatzEventOptions", build)
+
+    # ------------------------------------------------------------------ user info
+    def _user_info(self, acc, subject, reply, hdr_len, data, origin) -> None:
+        """events.go userInfoReq: the caller's user, account and permissions."""
+        if not reply or origin is None:
+            return
+        user = origin.user or ""
+        account = origin.account.name
+        info: dict = {"user": user, "account": account, "account_name": account}
+        perms = getattr(origin, "perms", None)
+        if perms is not None and hasattr(perms, "public"):
+            pub = perms.public()
+            if pub:
+                info["permissions"] = pub
+        self._respond(acc, reply, info)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def _str(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _params(opts: dict, keys: dict) -> dict:
+    """Request-body options as the query parameters MonitorProvider reads."""
+    out: dict = {}
+    for k, p in keys.items():
+        v = opts.get(k)
+        if v is None or v == "" or v is False:
+            continue
+        out[p] = "1" if v is True else str(v)
+    return out
+
+
+def _type_name(kind: str, account: bool = False) -> str:
+    names = {"VARZ": "Varz", "CONNZ": "Connz", "SUBSZ": "Subsz", "ROUTEZ": "Routez", "GATEWAYZ": "Gatewayz",
+             "LEAFZ": "Leafz", "ACCOUNTZ": "Accountz", "JSZ": "Jsz", "HEALTHZ": "Healthz", "EXPVARZ": "Expvarz",
+             "IPQUEUESZ": "Ipqueuesz", "RAFTZ": "Raftz", "PROFILEZ": "Profilez", "INFO": "AccInfo",
+             "STATZ": "AccountStatz"}
+    return names.get(kind, kind.title()) + "EventOptions"
+
+
+def _header(hdr: bytes, name: str) -> str:
+    if not hdr:
+        return ""
+    for line in hdr.split(b"\r\n")[1:]:
+        k, sep, v = line.partition(b":")
+        if sep and k.strip().lower() == name.encode():
+            return v.strip().decode("utf-8", "replace")
+    return ""
+
+
+def _accept_encoding(value: str) -> str:
+    """events.go getAcceptEncoding: snappy/s2 first, then gzip."""
+    v = value.lower()
+    if "snappy" in v or "s2" in v:
+        return "snappy"
+    if "gzip" in v:
+        return "gzip"
+    return ""
