@@ -65,6 +65,11 @@ class Server:
         # Accounts first: a configuration nats-server refuses (an import of an undefined account...) raises
         # AccountError here, before anything listens.
         self.accounts = Accounts(self, options)
+        # The system account ($SYS unless system_account names another; none with no_system_account) and its
+        # $SYS.REQ services and events (core/sysacc.py, core/events.py).
+        from .sysacc import SystemAccount
+
+        self.system = SystemAccount.configure(self)
         # JetStream, the server's internal publishes and internal subscriptions without an account live in one
         # account: $G, or the one account whose `jetstream` is enabled (see jetstream_account()).
         self.js_account = self.jetstream_account()
@@ -112,6 +117,8 @@ class Server:
 
             self.tls_context = make_server_context(tls)
         self.accounts.start()
+        if self.system is not None:
+            self.system.start()
         if opts.jetstream:
             from ..jetstream import JetStream
             from .account_server import AccountServer
@@ -160,6 +167,8 @@ class Server:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        if self.system is not None:
+            self.system.stop()  # no events from a server going away (nats-server shutdownEventing)
         if not self.running:
             return
         self.running = False
@@ -415,8 +424,14 @@ class Server:
                     "out_bytes": conn.out_bytes,
                     "lang": conn.lang,
                     "version": conn.version,
+                    "user": conn.user,
+                    "account": conn.account.name,
                 }
             )
+            acc = conn.account  # the account's message totals outlive its connections (accstatz, CONNS events)
+            t = getattr(acc, "closed_totals", None) or (0, 0, 0, 0)
+            acc.closed_totals = (t[0] + conn.in_msgs, t[1] + conn.in_bytes, t[2] + conn.out_msgs,
+                                 t[3] + conn.out_bytes)
             del self.closed_clients[:-100]
             self.log_debug("client closed", cid=conn.cid, reason=conn.close_reason)
 
