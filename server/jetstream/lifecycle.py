@@ -102,9 +102,10 @@ class LifecycleMixin:
         self.cset.delete_consumer(self)
 
     # ------------------------------------------------------------------ config update
-    def update_config(self: "Consumer", cfg: ConsumerConfig, kick: bool = True) -> None:
-        """nats-server updateConfig for an already checked config.  ``kick=False`` for CONSUMER.PAUSE, after which
-        nats-server does not signal the delivery loop (pause.py)."""
+    def update_config(self: "Consumer", cfg: ConsumerConfig) -> None:
+        """nats-server updateConfig for an already checked config.  Like Go it wakes the delivery loop only for a
+        new max_ack_pending or deliver subject: any other update (a pause change included, see pause.py) leaves
+        waiting requests waiting until something else wakes the consumer."""
         old = self.config
         if cfg.deliver_subject != old.deliver_subject and self.waiting is None:
             self.change_deliver_subject(cfg.deliver_subject)
@@ -130,7 +131,7 @@ class LifecycleMixin:
             self._set_filters(cfg)
             self.cset.filters_changed(self)
             self._npc = -1
-        if kick:
+        if cfg.max_ack_pending != old.max_ack_pending or cfg.deliver_subject != old.deliver_subject:
             self.kick()
         else:
-            self._after_change()  # ready again for the next new message, without a delivery pass now
+            self._after_change()  # ready (or not) for the next new message, without a delivery pass now

@@ -142,7 +142,7 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | Ap
     # No kick: nats-server's updateConfig signals the delivery loop only for a changed max_ack_pending, so a
     # consumer resumed here delivers when something else wakes it (a new message, a new pull request, or one of
     # the loop's own timers: see _wake_like_go).
-    c.update_config(ncfg, kick=False)
+    c.update_config(ncfg)
     _wake_like_go(c)
     c.cset.write_meta(c)
     now = js.server.clock.time_ns()

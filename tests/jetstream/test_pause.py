@@ -181,6 +181,10 @@ async def test_resume_by_request_does_not_kick_delivery(jsc):
     assert r["paused"] is False
     await asyncio.sleep(0.5)
     assert sub.pending_msgs == 0
+    # A config update does not wake it either (updateConfig signals only for max_ack_pending).
+    await add_consumer(jsc, s, "C", ack_policy="explicit", description="updated")
+    await asyncio.sleep(0.3)
+    assert sub.pending_msgs == 0
     await jsc.pub(f"{s}.a", b"m1")
     m = await sub.next_msg(timeout=2)
     assert m.data == b"m0"
