@@ -175,9 +175,9 @@ def _reload(server, log) -> None:
         log.info("Reloaded: no configuration file")
         return
     try:
-        from .options import options_from_config
+        from .options import reload_options
 
-        new = options_from_config(path)
+        new = reload_options(server.options)  # the command-line flags win again (nats-server FlagSnapshot)
     except Exception as e:
         log.error(f"Failed to reload server configuration: {e}")
         return

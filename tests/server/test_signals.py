@@ -62,3 +62,21 @@ def test_sighup_reloads_config(server_factory):
     f2.readline()
     s2.sendall(b'CONNECT {"verbose":false,"auth_token":"first"}\r\nPING\r\n')
     assert f2.readline() == b"-ERR 'Authorization Violation'\r\n"
+
+
+def test_sighup_keeps_command_line_flags(server_factory):
+    """nats-server reapplies the command-line flags over the reloaded file (FlagSnapshot / MergeOptions): -V stays
+    on although the file says nothing about trace (Skiff lost it on reload before)."""
+    srv = server_factory("-V", jetstream=False, config="max_control_line: 4096\n")
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "Reloaded server configuration" not in srv.log():
+        assert time.monotonic() < deadline, srv.log()
+        time.sleep(0.05)
+    s, f = _connect(srv.port)
+    assert f.readline() == b"PONG\r\n"
+    s.close()
+    deadline = time.monotonic() + 5
+    while "<<- [PING]" not in srv.log():
+        assert time.monotonic() < deadline, srv.log()
+        time.sleep(0.05)
