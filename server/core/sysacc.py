@@ -84,10 +84,11 @@ class SystemAccount:
     @classmethod
     def configure(cls, server: "Server") -> "SystemAccount | None":
         """The system account nats-server would have for these options: ``system_account``, else ``$SYS``
-        (created when the configuration does not define it), none with ``no_system_account``."""
+        (created when the configuration does not define it), none with ``no_system_account`` without JetStream."""
         opts = server.options
         accounts = server.accounts
-        if getattr(opts, "no_system_account", False):
+        # nats-server keeps the system account under no_system_account when JetStream is on (JetStream needs it).
+        if getattr(opts, "no_system_account", False) and not getattr(opts, "jetstream", False):
             accounts.system = None
             return None
         acc = accounts.system
@@ -398,12 +399,35 @@ class SystemAccount:
         user = origin.user or ""
         account = origin.account.name
         info: dict = {"user": user, "account": account, "account_name": account}
-        perms = getattr(origin, "perms", None)
-        if perms is not None and hasattr(perms, "public"):
-            pub = perms.public()
-            if pub:
-                info["permissions"] = pub
+        pub = public_permissions(getattr(origin, "perms", None))
+        if pub:
+            info["permissions"] = pub
         self._respond(acc, reply, info)
+
+
+def public_permissions(perms: Any) -> dict:
+    """The user's permissions as nats-server's client.publicPermissions writes them (Permissions JSON: publish and
+    subscribe with allow/deny lists, queue entries as "subject queue", responses as max and ttl in ns)."""
+    if perms is None:
+        return {}
+    out: dict = {}
+    pub: dict = {}
+    if perms.pub_allow is not None:
+        pub["allow"] = list(perms.pub_allow)
+    if perms.pub_deny:
+        pub["deny"] = list(perms.pub_deny)
+    if pub:
+        out["publish"] = pub
+    sub: dict = {}
+    if perms.sub_allow is not None:
+        sub["allow"] = [f"{s} {q}" if q else s for s, q in perms.sub_allow]
+    if perms.sub_deny:
+        sub["deny"] = [f"{s} {q}" if q else s for s, q in perms.sub_deny]
+    if sub:
+        out["subscribe"] = sub
+    if perms.resp_max is not None:
+        out["responses"] = {"max": perms.resp_max, "ttl": int(perms.resp_expires * 1e9)}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

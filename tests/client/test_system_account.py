@@ -20,7 +20,7 @@ from nats.errors import NoRespondersError
 CONF = """
 accounts {
   A {
-    users = [{user: a, password: a, permissions: {publish: {deny: ["nope.>"]}, subscribe: {allow: [">"]}}}]
+    users = [{user: a, password: a, permissions: {publish: {deny: ["nope.>"]}, subscribe: {allow: [">", "q.> grp"]}}}]
   }
   B { jetstream: enabled, users = [{user: b, password: b}] }
   SYS { users = [{user: sys, password: sys}] }
@@ -189,6 +189,13 @@ async def test_user_info_answers_the_caller_in_any_account(srv):
             assert set(doc["server"]) == SERVER_INFO_KEYS
             data = doc["data"]
             assert (data["user"], data["account"], data["account_name"]) == (user, account, account)
+            if user == "a":  # the user's own permissions, as configured (list order is not kept by nats-server)
+                perms = data["permissions"]
+                assert perms["publish"] == {"deny": ["nope.>"]}
+                assert set(perms) == {"publish", "subscribe"} and perms["subscribe"].keys() == {"allow"}
+                assert sorted(perms["subscribe"]["allow"]) == [">", "q.> grp"]
+            else:
+                assert "permissions" not in data
         finally:
             await nc.close()
 
@@ -337,5 +344,22 @@ async def test_default_system_account_exists_and_nobody_logs_into_it(server_fact
         assert (data["user"], data["account"]) == ("a", "A")
         with pytest.raises(NoRespondersError):
             await a.request("$SYS.REQ.SERVER.PING.VARZ", b"", timeout=1)
+    finally:
+        await a.close()
+
+
+async def test_no_system_account_turns_it_off_without_jetstream(server_factory):
+    conf = "no_system_account: true\naccounts { A { users = [{user: a, password: a}] } }\n"
+    # With JetStream on, nats-server keeps $SYS anyway.
+    with_js = server_factory(config=conf)
+    assert json.loads(http_get(with_js, "/accountz")[1])["system_account"] == "$SYS"
+    srv = server_factory(config=conf, jetstream=False)
+    doc = json.loads(http_get(srv, "/accountz")[1])
+    assert "system_account" not in doc and sorted(doc["accounts"]) == ["$G", "A"]
+    assert "system_account" not in json.loads(http_get(srv, "/varz")[1])
+    a = await connect(srv, "a")
+    try:
+        with pytest.raises(NoRespondersError):
+            await a.request("$SYS.REQ.USER.INFO", b"", timeout=1)
     finally:
         await a.close()
