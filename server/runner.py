@@ -63,8 +63,7 @@ def _preflight(options: ServerOptions) -> str | None:
         if err:
             return startup.monitor_listen_fatal(err)
     if options.jetstream:
-        base = options.store_dir or os.path.join(os.getcwd(), "data")  # as server/jetstream/engine.py
-        err = startup.check_store_dir(os.path.abspath(base))
+        err = startup.check_store_dir(os.path.abspath(options.store_dir))  # set by _main when not configured
         if err:
             return f"Can't start JetStream: {err}"
     err = startup.check_listen_port(options.port)
@@ -79,6 +78,10 @@ async def _main(options: ServerOptions) -> int:
     from .core.accounts import AccountError
 
     log = logmod.get_logger("skiff")
+    # -js without a store directory: nats-server's temporary directory, with its warning (logged below).
+    temp_store = options.jetstream and not options.store_dir
+    if temp_store:
+        options = options.model_copy(update={"store_dir": startup.temp_store_base(options)})
     try:
         server = Server(options)
     except AccountError as e:  # an accounts configuration nats-server refuses too
@@ -135,7 +138,11 @@ async def _main(options: ServerOptions) -> int:
         log.info(f"Starting {scheme} monitor on "
                  f"{startup.join_host_port(options.http_host or options.host, server.http_port)}")
     if server.jetstream is not None:
-        for line in startup.jetstream_lines(server.jetstream, options):
+        lines = startup.jetstream_lines(server.jetstream, options)
+        log.info(lines[0])  # "Starting JetStream"
+        if temp_store:
+            log.warning(startup.TEMP_STORE_WARNING)
+        for line in lines[1:]:
             log.info(line)
     log.info(f"Listening for client connections on {startup.join_host_port(options.host, server.port)}")
     ports_file = None

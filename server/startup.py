@@ -19,6 +19,8 @@ import socket
 import sys
 import tempfile
 
+from protocol.jsapi.timefmt import format_go_duration
+
 from .version import API_LEVEL, SKIFF_VERSION, VERSION
 
 # Go's syscall error strings (zerrors_linux_*.go) for the errors a listener or mkdir can meet.  Python's strerror
@@ -137,6 +139,19 @@ def banner_lines(server) -> list[tuple[str, str]]:
     return lines
 
 
+TEMP_STORE_WARNING = "Temporary storage directory used, data could be lost on system reboot"
+
+
+def temp_store_base(opts) -> str:
+    """nats-server's store directory for ``-js`` without ``store_dir`` (jetstream.go EnableJetStream): Go's
+    os.TempDir() ($TMPDIR or /tmp) + ``nats`` for the dynamic configuration, os.TempDir() itself when both
+    max_memory_store and max_file_store are set (then the configuration is taken as it is)."""
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    if (opts.max_memory_store or 0) > 0 and (opts.max_file_store or 0) > 0:
+        return tmp
+    return os.path.join(tmp, "nats")
+
+
 def jetstream_lines(js, opts) -> list[str]:
     """The JetStream block of nats-server ``EnableJetStream`` (with the ASCII-art banner)."""
     lines = ["Starting JetStream",
@@ -156,7 +171,9 @@ def jetstream_lines(js, opts) -> list[str]:
     if getattr(opts, "jetstream_domain", ""):
         lines.append(f"  Domain:          {opts.jetstream_domain}")
     lines += [f"  API Level:       {API_LEVEL}",
-              "-------------------------------------------"]
+              "-------------------------------------------",
+              # nats-server EnableJetStream's deferred Noticef, with Go's time.Duration text ("1.537134ms")
+              f"Took {format_go_duration(max(js.start_took_ns, 1))} to start JetStream"]
     return lines
 
 

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
+import time
 from typing import TYPE_CHECKING
 
 from protocol.errors import ApiError
@@ -43,8 +46,13 @@ class JetStream:
     def __init__(self, server: "Server") -> None:
         self.server = server
         opts = server.options
-        base = opts.store_dir or os.path.join(os.getcwd(), "data")
+        base = opts.store_dir
+        # An embedded server without store_dir stores in a directory of its own, removed at stop (issue #14); the
+        # process substitutes nats-server's temporary directory before it gets here (runner.py).
+        self.temp_dir = "" if base else tempfile.mkdtemp(prefix="skiff-js-")
+        base = base or self.temp_dir
         self.store_dir = os.path.join(os.path.abspath(base), "jetstream")
+        self.start_took_ns = 0  # how long start() took, for nats-server's "Took 1.5ms to start JetStream"
         # nats-server's layout: <store_dir>/jetstream/<account>/streams/... for the account JetStream runs in.
         self.root = StoreRoot(os.path.abspath(base), server.js_account.name)
         self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
@@ -78,6 +86,13 @@ class JetStream:
         return self.router.errors
 
     def start(self) -> None:
+        t0 = time.perf_counter_ns()
+        try:
+            self._start()
+        finally:
+            self.start_took_ns = time.perf_counter_ns() - t0
+
+    def _start(self) -> None:
         os.makedirs(self.store_dir, exist_ok=True)
         from . import api_streams
 
@@ -106,6 +121,8 @@ class JetStream:
                 stream.stop()
             except Exception as e:
                 self.server.log_error("JetStream stream stop failed", stream=stream.name, error=str(e))
+        if self.temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def flush(self) -> None:
         self.durability.flush()
