@@ -48,16 +48,35 @@ def go_quote(data: bytes) -> str:
     return "".join(out)
 
 
+def auth_user_label(opts: dict) -> str:
+    """nats-server getAuthUserLabel: what the CONNECT authenticated with (not the matched user), "" for none."""
+    if opts.get("nkey"):
+        return f"nkey:{opts['nkey']}"
+    if opts.get("user"):
+        return f"user:{opts['user']}"
+    if opts.get("auth_token"):
+        return "token"
+    return ""
+
+
 def prefix(conn: "ClientConnection") -> str:
     """nats-server's per-connection log prefix: address and cid, then once connected the client's
-    "v<version>:<lang>:<name>" and "<account>/user:<user>" (client.go processConnect)."""
+    ``"v<version>:<lang>:<name>"`` and, when the CONNECT carried credentials (even on a server without auth),
+    ``"<account>/<user label>"`` (client.go processConnect).  Fixed at the first CONNECT, as nats-server sets it only
+    then (a later CONNECT's trace line already carries it)."""
+    p = getattr(conn, "_trace_prefix", None)
+    if p is not None:
+        return p
     p = f"{conn.host}:{conn.port} - cid:{conn.cid}"
-    if conn.connected:
-        ncs = ":".join(x for x in (f"v{conn.version}" if conn.version else "", conn.lang, conn.name) if x)
-        if ncs:
-            p += f' - "{ncs}"'
-        if conn.user:
-            p += f' - "$G/user:{conn.user}"'
+    if not conn.connected:
+        return p
+    ncs = ":".join(x for x in (f"v{conn.version}" if conn.version else "", conn.lang, conn.name) if x)
+    user = auth_user_label(conn.connect_opts)
+    acs = f"{conn.account.name}/{user}" if user else ""
+    for part in (ncs, acs):
+        if part:
+            p += f' - "{go_quote(part.encode("utf-8", "surrogateescape"))}"'
+    conn._trace_prefix = p
     return p
 
 
