@@ -40,6 +40,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--markdown", action="store_true", help="print Markdown tables as well")
     p.add_argument("--seed", type=int, default=1, help="random seed of fuzzers and kill times")
     p.add_argument("--kills", type=int, help="crash-lab: kill -9 rounds per (phase, sync setting)")
+    p.add_argument("--sync", choices=["both", "always", "default"], default="both",
+                   help="crash-lab: which sync_interval settings the kill rounds run under")
     p.add_argument("--requests", type=int, help="fuzz-api: requests per server")
     p.add_argument("--cycles", type=int, help="churn-memory: connect/disconnect cycles (full 60000)")
     p.add_argument("--store-mb", type=float, help="restart-time: store size in MB (full 60)")

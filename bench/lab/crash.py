@@ -33,9 +33,11 @@ async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
     per_kind = budget.left() / len(kinds)
     for kind in kinds:
         kb = Budget(per_kind)
-        for sync_always in (True,) if a.smoke else (True, False):
+        syncs = (True,) if a.smoke or a.sync == "always" else (False,) if a.sync == "default" else (True, False)
+        for sync_always in syncs:
             label = "always" if sync_always else "default"
-            share = 0.3 if sync_always else 0.12
+            # each of publish and ack gets this share of the server's time; ops, damage, disk full the rest
+            share = 0.42 if len(syncs) == 1 else 0.3 if sync_always else 0.12
             await kill_publish(kind, sync_always, rounds, Budget(kb.seconds * share), rng, res, label)
             await kill_ack(kind, sync_always, rounds, Budget(kb.seconds * share), rng, res, label)
         await kill_ops(kind, 1 if a.smoke else max(3, rounds), Budget(kb.seconds * 0.1), rng, res, a.quick)

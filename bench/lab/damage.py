@@ -219,8 +219,11 @@ async def run_kind(kind: str, quick: bool, budget: Budget, res: Result, smoke: b
                     if wrong:
                         cell += f", {wrong} WRONG"
                     cell += f", C@{floor}" if floor is not None else ", C gone"
-                    if gone:
-                        cell += f", {len(gone)} files deleted"
+                    data_gone = [g for g in gone if not g.endswith((".idx", "index.db"))]
+                    if data_gone:
+                        cell += f", {len(data_gone)} data files deleted"
+                    elif gone:
+                        cell += f", {len(gone)} index files dropped"
                 res.row(f"damage: {dmg}", kind, cell)
                 details[dmg] = d
             finally:
