@@ -157,7 +157,7 @@ class MonitorProvider:
                 "slow_consumers": s.slow_consumers,
                 "stale_connections": 0,
                 "stalled_clients": 0,
-                "subscriptions": s.sublist.count,
+                "subscriptions": sum(a.sublist.count for a in s.accounts.by_name.values()),  # every account
                 "http_req_stats": dict(self.http_req_stats),
                 "config_load_time": format_time(s.start_ns),
                 "config_digest": "",

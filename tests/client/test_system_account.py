@@ -314,6 +314,8 @@ async def test_monitoring_http_honours_accounts(srv):
         by_subject = {s["subject"]: s["account"] for s in doc["subscriptions_list"]}
         assert by_subject["only.in.a"] == "A"
         assert by_subject["$SYS.REQ.USER.INFO"] in {"A", "B", "SYS", "$G"}
+        # varz counts the subscriptions of every account, as subsz does.
+        assert json.loads(http_get(srv, "/varz")[1])["subscriptions"] == doc["num_subscriptions"]
         doc = json.loads(http_get(srv, "/subsz?subs=1&acc=A")[1])
         assert {s["account"] for s in doc["subscriptions_list"]} == {"A"}
         doc = json.loads(http_get(srv, "/accountz")[1])
