@@ -157,6 +157,11 @@ class ServerOptions(_Model):
     auth_timeout: float = 0.0  # 0: default, 2s, or the TLS timeout + 1s when TLS is on (nats-server)
     accounts: dict[str, Any] = Field(default_factory=dict)  # raw ``accounts { }`` block, not interpreted yet
     system_account: str = ""
+    # operator mode (conf/operator.py, core/operator.py): operator JWTs, trusted operator keys, account resolver
+    trusted_operators: list[str] = Field(default_factory=list)
+    trusted_keys: list[str] = Field(default_factory=list)
+    resolver: dict[str, Any] | None = None
+    resolver_preload: dict[str, str] = Field(default_factory=dict)
     no_system_account: bool = False
     # -- TLS
     tls: TLSOptions | None = None

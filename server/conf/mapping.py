@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.conf.errors import ConfigError
+from server.conf import operator as operator_conf
 from server.conf import support
 from server.conf.values import Token, parse_duration, plain
 
@@ -255,6 +256,8 @@ class _Mapper:
                     self.lame_duck(tok, k)
                 elif k == "no_auth_user":
                     s["no_auth_user"] = self.expect(tok, str, k)
+                elif k in operator_conf.KEYS:
+                    operator_conf.parse(self, k, tok)
                 elif k in ("system_account", "system"):
                     s["system_account"] = self.expect(tok, str, k)
                 elif k in ("no_system_account", "no_system", "no_sys_acc"):
@@ -276,6 +279,7 @@ class _Mapper:
                     self.unknown(tok, key)
             except _Bad:
                 continue
+        operator_conf.validate(self)
 
     def lame_duck(self, tok: Token, k: str) -> None:
         v = self.expect(tok, str, k)

@@ -60,18 +60,17 @@ def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplem
     return out
 
 
-_JWT = "operator mode and JWT authentication (Skiff would let in clients that nats-server refuses)"
+_JWT = "a default sentinel user JWT (clients without credentials would be refused)"
 _ONE_SERVER = "Skiff is a single server"
 
 #: top-level keys (server/opts.go processConfigFileLine)
 TOP_LEVEL = _entries(
     # -- accounts and decentralised authentication: without them Skiff would be more open than nats-server.
     # accounts {} and system_account are implemented (conf/accounts.py, core/accounts.py, core/sysacc.py).
+    # operator, trusted_keys, resolver (MEMORY, FULL) and resolver_preload are implemented (conf/operator.py).
     (("default_sentinel",), Unimplemented(REFUSE, _JWT, _empty)),
-    (("operator", "operators", "roots", "root", "root_operators", "root_operator"), Unimplemented(REFUSE, _JWT)),
-    (("resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
-      "resolver_pinned_accounts"), Unimplemented(REFUSE, _JWT)),
-    (("trusted", "trusted_keys"), Unimplemented(REFUSE, _JWT, _empty)),
+    (("resolver_tls",), Unimplemented(REFUSE, "TLS to a URL account resolver; the URL resolver is refused", _empty)),
+    (("resolver_pinned_accounts",), Unimplemented(REFUSE, "limiting operator mode to pinned accounts", _empty)),
     (("proxies",), Unimplemented(REFUSE, "trusted proxies (proxy-signed client connections)", _empty)),
     (("default_js_domain",), Unimplemented(REFUSE, "JetStream domains per account", _empty)),
     # -- other connection kinds and topologies: their listeners would never open.
@@ -126,7 +125,7 @@ JETSTREAM = _entries(
      Unimplemented(REFUSE, "encryption at rest (the store would be written in plain text)", _empty)),
     (("limits",), Unimplemented(REFUSE, "server-wide JetStream limits (max_ack_pending, max_request_batch, "
                                         "duplicate_window, batch...)", _empty)),
-    (("extension_hint",), Unimplemented(WARN, "a hint for operator-mode account limits; operator mode is refused")),
+    (("extension_hint",), Unimplemented(WARN, "a hint about extending JetStream account limits; no client sees it")),
     (("unique_tag",), Unimplemented(WARN, f"placement of replicas on distinct servers; {_ONE_SERVER}")),
     (("max_outstanding_catchup",), Unimplemented(WARN, f"catch-up of cluster replicas; {_ONE_SERVER}")),
     (("meta_compact", "meta_compact_size", "meta_compact_sync"),

@@ -123,7 +123,13 @@ class Accounts:
             for ex in ac.get("exports") or []:
                 acc.exports.append(_export(ex))
             acc.imports = list(ac.get("imports") or [])
-        self.configured = bool(cfg)
+        # Operator mode (core/operator.py): the accounts are account JWTs from the resolver, named by public key.
+        self.operator = None
+        if getattr(options, "trusted_operators", None) or getattr(options, "trusted_keys", None):
+            from .operator import OperatorMode
+
+            self.operator = OperatorMode(server, self, options)
+        self.configured = bool(cfg) or self.operator is not None
         sys_name = getattr(options, "system_account", "") or ""
         self.system = self.by_name.get(sys_name) if sys_name else None
         if sys_name and self.system is None:
@@ -162,6 +168,8 @@ class Accounts:
 
     def start(self) -> None:
         """Subscribe the bridges (after the server made its Sublists)."""
+        if self.operator is not None:
+            self.operator.start()
         for acc in self.by_name.values():
             for im in acc.imports:
                 if "service" in im:

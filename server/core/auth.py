@@ -8,7 +8,9 @@ Who may connect, and as whom:
   have none of their own;
 * nkey users (``{nkey: U...}``, in either place): the server puts a ``nonce`` in INFO and the client signs it; the
   CONNECT carries ``nkey`` and ``sig`` (see nkey.py);
-* ``no_auth_user``: a CONNECT with no credentials at all logs in as that configured user.
+* ``no_auth_user``: a CONNECT with no credentials at all logs in as that configured user;
+* operator mode (``operator`` / ``trusted_keys``): only user JWTs, checked by operator.py (``jwt`` + ``sig`` over
+  the nonce, or a bearer token); INFO always carries a nonce.
 
 Passwords may be bcrypt hashes (``$2a$...``), compared with the ``bcrypt`` package.  ``check`` returns the
 :class:`AuthUser` a CONNECT authenticates as, or None (the caller answers ``Authorization Violation``).
@@ -33,7 +35,9 @@ class AuthUser:
 
 
 class Auth:
-    def __init__(self, options) -> None:
+    def __init__(self, options, accounts=None) -> None:
+        # Operator mode: users are user JWTs checked against the accounts' JWTs (core/operator.py).
+        self.operator = getattr(accounts, "operator", None)
         self.token: str = getattr(options, "authorization", None) or getattr(options, "token", None) or ""
         self.users: dict[str, AuthUser] = {}
         self.nkeys: dict[str, AuthUser] = {}
@@ -70,20 +74,22 @@ class Auth:
 
     @property
     def required(self) -> bool:
-        return bool(self.token or self.users or self.nkeys)
+        return bool(self.token or self.users or self.nkeys or self.operator)
 
     @property
     def nonce_required(self) -> bool:
-        """nats-server nonceRequired: INFO carries a nonce when nkey users exist."""
-        return bool(self.nkeys)
+        """nats-server nonceRequired: INFO carries a nonce when nkey users or trusted operators exist."""
+        return bool(self.nkeys or self.operator)
 
     @property
     def permissions(self) -> dict[str, Permissions]:
         """Permissions by user name (monitoring, tests)."""
         return {n: u.perms for n, u in {**self.users, **self.nkeys}.items() if u.perms is not None}
 
-    def check(self, connect: dict, nonce: str = "") -> AuthUser | None:
+    def check(self, connect: dict, nonce: str = "", conn=None) -> AuthUser | None:
         """The user a CONNECT authenticates as, or None."""
+        if self.operator is not None:  # nats-server: with trusted keys only a user JWT authenticates
+            return self.operator.authenticate(connect, nonce, conn)
         if self.token:
             tok = connect.get("auth_token")
             if isinstance(tok, str) and _eq(tok, self.token):

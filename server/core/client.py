@@ -394,7 +394,7 @@ class ClientConnection(asyncio.Protocol):
             self._reset_for_connect()
         first = not self.authorized
         if first:
-            found = srv.auth.check(merged, self.nonce)
+            found = srv.auth.check(merged, self.nonce, self)
             if found is None:
                 self._auth_violation()
                 return

@@ -76,7 +76,7 @@ class Server:
         self.sublist = self.js_account.sublist
         self.clients: dict[int, ClientConnection] = {}
         self.closed_clients: list[dict] = []
-        self.auth = Auth(options)
+        self.auth = Auth(options, self.accounts)
         self.tls_context: ssl.SSLContext | None = None
         self._cid = 0
         self._pending: list[ClientConnection] = []

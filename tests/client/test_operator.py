@@ -1,0 +1,283 @@
+"""Operator mode with the MEMORY resolver: the operator -> account -> user chain, against both servers.
+
+One configuration (inline operator JWT, ``resolver: MEMORY``, ``resolver_preload``) read by both servers.  Keys and
+JWTs are made for the module by tests/jwt_helpers.py with the nkeys package, as nsc would.  Accounts:
+
+* ``A``: the default limits; a plain signing key and a scoped signing key whose template allows ``t.{{name()}}.>``;
+  revokes user ``revoked``; allows bearer tokens.
+* ``B``: at most 2 connections, bearer tokens disallowed.
+* ``X``: signed by another operator, which the server does not trust.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import nats
+import pytest
+
+from tests import jwt_helpers as jh
+from tests.wire.rawclient import RawClient
+
+OP = jh.new_key("O")
+SYS = jh.new_key("A")
+A, A_SK, A_SCOPED = jh.new_key("A"), jh.new_key("A"), jh.new_key("A")
+B = jh.new_key("A")
+X, OTHER_OP = jh.new_key("A"), jh.new_key("O")
+NOW = int(time.time())
+
+REVOKED = jh.new_key("U")
+ACCOUNT_A = jh.account_jwt(
+    A, OP, name="A",
+    signing_keys=[A_SK.public, {"kind": "user_scope", "key": A_SCOPED.public, "role": "t",
+                                "template": {"pub": {"allow": ["t.{{name()}}.>"]}, "sub": {"allow": ["t.>"]},
+                                             "subs": -1, "data": -1, "payload": -1}}],
+    revocations={REVOKED.public: NOW + 5})
+ACCOUNT_B = jh.account_jwt(B, OP, name="B", limits={"conn": 2, "disallow_bearer": True})
+ACCOUNT_X = jh.account_jwt(X, OTHER_OP, name="X")
+ACCOUNT_SYS = jh.account_jwt(SYS, OP, name="SYS")
+
+CONF = f"""
+operator: {jh.operator_jwt(OP, system_account=SYS.public)}
+resolver: MEMORY
+resolver_preload {{
+  {A.public}: {ACCOUNT_A}
+  {B.public}: {ACCOUNT_B}
+  {X.public}: {ACCOUNT_X}
+  {SYS.public}: {ACCOUNT_SYS}
+}}
+"""
+
+
+@pytest.fixture
+def srv(server_factory):
+    return server_factory(config=CONF, jetstream=False)
+
+
+def user(account: "jh.Key", signer: "jh.Key | None" = None, **kw) -> tuple[str, "jh.Key"]:
+    u = kw.pop("key", None) or jh.new_key("U")
+    signer = signer or account
+    if signer is not account:
+        kw.setdefault("issuer_account", account.public)
+    return jh.user_jwt(u, signer, **kw), u
+
+
+def raw_connect(srv, token: str, key: "jh.Key | None", sign_with: "jh.Key | None" = None) -> tuple[RawClient, bytes]:
+    """CONNECT with a user JWT, signing the nonce with ``key`` (no ``sig`` when key is None); the first reply."""
+    c = RawClient(port=srv.port)
+    info = c.connect().info
+    opts: dict = {"jwt": token, "verbose": False, "pedantic": False}  # protocol 0: no async INFO
+    signer = sign_with or key
+    if signer is not None:
+        opts["sig"] = base64.urlsafe_b64encode(signer.sign(info["nonce"].encode())).rstrip(b"=").decode()
+    c.send(b"CONNECT " + json.dumps(opts).encode() + b"\r\nPING\r\n")
+    return c, c.read_line()
+
+
+def assert_refused(srv, token: str, key, **kw) -> None:
+    c, line = raw_connect(srv, token, key, **kw)
+    try:
+        assert line == b"-ERR 'Authorization Violation'\r\n"
+        c.assert_closed()
+    finally:
+        c.close()
+
+
+def assert_accepted(srv, token: str, key, **kw) -> RawClient:
+    c, line = raw_connect(srv, token, key, **kw)
+    assert line == b"PONG\r\n", line
+    return c
+
+
+async def test_creds_file_connects_and_messages_flow_in_the_account(srv, tmp_path):
+    token, key = user(A)
+    creds = jh.write_creds(str(tmp_path / "a.creds"), token, key)
+    nc = await nats.connect(srv.url, user_credentials=creds, allow_reconnect=False)
+    other_token, other_key = user(A, A_SK)
+    other = await nats.connect(srv.url, user_credentials=jh.write_creds(str(tmp_path / "b.creds"), other_token,
+                                                                       other_key), allow_reconnect=False)
+    sub = await other.subscribe("hello")
+    await other.flush()
+    await nc.publish("hello", b"world")
+    msg = await sub.next_msg(timeout=2)
+    assert msg.data == b"world"
+    await nc.close()
+    await other.close()
+
+
+def test_info_carries_a_nonce_and_requires_auth(srv):
+    c = RawClient(port=srv.port)
+    info = c.connect().info
+    c.close()
+    assert info["auth_required"] is True and len(info["nonce"]) == 15
+
+
+def test_accounts_are_separate_subject_spaces(srv):
+    ta, ka = user(A)
+    tb, kb = user(B)
+    a = assert_accepted(srv, ta, ka)
+    b = assert_accepted(srv, tb, kb)
+    b.send(b"SUB x 1\r\nPING\r\n")
+    b.expect(b"PONG\r\n")
+    a.send(b"PUB x 2\r\nhi\r\nPING\r\n")
+    a.expect(b"PONG\r\n")
+    b.expect_nothing(0.2)
+    a.close()
+    b.close()
+
+
+def test_no_jwt_is_refused(srv):
+    c = RawClient(port=srv.port)
+    c.connect()
+    c.send(b'CONNECT {"verbose":false,"user":"a","pass":"a"}\r\nPING\r\n')
+    assert c.read_line() == b"-ERR 'Authorization Violation'\r\n"
+    c.close()
+
+
+def test_unknown_account_is_refused(srv):
+    stranger = jh.new_key("A")
+    token, key = user(stranger)
+    assert_refused(srv, token, key)
+
+
+def test_account_signed_by_an_untrusted_operator_is_refused(srv):
+    token, key = user(X)
+    assert_refused(srv, token, key)
+
+
+def test_wrong_signature_is_refused(srv):
+    token, key = user(A)
+    assert_refused(srv, token, key, sign_with=jh.new_key("U"))
+
+
+def test_missing_signature_is_refused(srv):
+    token, _ = user(A)
+    assert_refused(srv, token, None)
+
+
+def test_tampered_user_jwt_is_refused(srv):
+    token, key = user(A, pub={"allow": ["only.this"]})
+    head, body, sig = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    claims["nats"]["pub"] = {}
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    assert_refused(srv, f"{head}.{forged}.{sig}", key)
+
+
+def test_user_signed_by_an_unknown_key_is_refused(srv):
+    token, key = user(A, jh.new_key("A"))  # issuer_account A, but not one of A's keys
+    assert_refused(srv, token, key)
+
+
+def test_expired_user_jwt_is_refused(srv):
+    token, key = user(A, exp=int(time.time()) - 10)
+    assert_refused(srv, token, key)
+
+
+def test_not_yet_valid_user_jwt_is_refused(srv):
+    token, key = user(A, nbf=int(time.time()) + 3600)
+    assert_refused(srv, token, key)
+
+
+def test_revoked_user_is_refused_and_a_newer_jwt_of_the_same_key_is_not(srv):
+    token, key = user(A, key=REVOKED, iat=NOW)
+    assert_refused(srv, token, key)
+    newer, _ = user(A, key=REVOKED, iat=NOW + 10)  # issued after the revocation time
+    assert_accepted(srv, newer, key).close()
+
+
+def test_bearer_token_needs_no_signature(srv):
+    token, _ = user(A, bearer=True)
+    assert_accepted(srv, token, None).close()
+
+
+def test_bearer_token_refused_when_the_account_disallows_it(srv):
+    token, key = user(B, bearer=True)
+    assert_refused(srv, token, key)
+
+
+def test_account_connection_limit(srv):
+    held = [assert_accepted(srv, *user(B)) for _ in range(2)]
+    c, line = raw_connect(srv, *user(B))
+    assert line == b"-ERR 'maximum account active connections exceeded'\r\n"
+    c.assert_closed()
+    c.close()
+    held[0].close()
+    time.sleep(0.2)
+    assert_accepted(srv, *user(B)).close()
+    held[1].close()
+
+
+def test_user_jwt_permissions(srv):
+    token, key = user(A, pub={"allow": ["ok.>"]}, sub={"deny": ["secret"]})
+    c = assert_accepted(srv, token, key)
+    c.send(b"PUB nope 0\r\n\r\nPING\r\n")
+    assert c.read_line() == b"-ERR 'Permissions Violation for Publish to \"nope\"'\r\n"
+    c.expect(b"PONG\r\n")
+    c.send(b"SUB secret 1\r\nPING\r\n")
+    assert c.read_line() == b"-ERR 'Permissions Violation for Subscription to \"secret\"'\r\n"
+    c.expect(b"PONG\r\n")
+    c.send(b"PUB ok.1 0\r\n\r\nPING\r\n")
+    c.expect(b"PONG\r\n")
+    c.close()
+
+
+def test_scoped_signing_key_template_replaces_permissions(srv):
+    token, key = user(A, A_SCOPED, name="bob", scoped=True)
+    c = assert_accepted(srv, token, key)
+    c.send(b"PUB t.bob.x 0\r\n\r\nPING\r\n")
+    c.expect(b"PONG\r\n")
+    c.send(b"PUB t.alice.x 0\r\n\r\n")
+    assert c.read_line() == b"-ERR 'Permissions Violation for Publish to \"t.alice.x\"'\r\n"
+    c.close()
+
+
+def test_scoped_signing_key_refuses_a_user_with_its_own_permissions(srv):
+    token, key = user(A, A_SCOPED, name="bob")  # -1 limits and empty pub/sub maps count as set
+    assert_refused(srv, token, key)
+
+
+def test_user_payload_limit(srv):
+    token, key = user(A, limits={"payload": 4})
+    c = assert_accepted(srv, token, key)
+    c.send(b"PUB x 5\r\n12345\r\n")
+    assert c.read_line() == b"-ERR 'Maximum Payload Violation'\r\n"
+    c.close()
+
+
+async def test_user_is_closed_when_its_jwt_expires(srv):
+    token, key = user(A, exp=int(time.time()) + 2)
+    c = assert_accepted(srv, token, key)
+    try:
+        data = c.read_until(b"\r\n", timeout=5)
+        assert data == b"-ERR 'User Authentication Expired'\r\n"
+        c.assert_closed()
+    finally:
+        c.close()
+
+
+def test_limits_left_out_of_the_jwts_are_zero_not_unlimited(server_factory):
+    # Go decodes a missing limit as 0: an account JWT without "conn" admits nobody (nats-server 2.15.1).
+    op, acc, acc2 = jh.new_key("O"), jh.new_key("A"), jh.new_key("A")
+    bare = jh.encode({"sub": acc.public, "name": "bare", "nats": {"type": "account", "version": 2}}, op)
+    conn_only = jh.encode({"sub": acc2.public, "name": "c", "nats": {"type": "account", "version": 2,
+                                                                       "limits": {"conn": -1}}}, op)
+    srv = server_factory(jetstream=False, config=f"""
+operator: {jh.operator_jwt(op)}
+resolver: MEMORY
+resolver_preload {{
+  {acc.public}: {bare}
+  {acc2.public}: {conn_only}
+}}
+""")
+    u = jh.new_key("U")
+    c, line = raw_connect(srv, jh.encode({"sub": u.public, "nats": {"type": "user", "version": 2}}, acc), u)
+    assert line == b"-ERR 'maximum account active connections exceeded'\r\n"
+    c.close()
+    # A user JWT without "subs" may hold 0 subscriptions: nats-server says so right after the PONG and closes.
+    c = assert_accepted(srv, jh.encode({"sub": u.public, "nats": {"type": "user", "version": 2}}, acc2), u)
+    assert c.read_line() == b"-ERR 'maximum subscriptions exceeded'\r\n"
+    c.assert_closed()
+    c.close()
