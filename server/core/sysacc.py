@@ -126,6 +126,8 @@ class SystemAccount:
         for kind in ACCOUNT_KINDS:
             sub(f"$SYS.REQ.ACCOUNT.*.{kind}", self._account_handler(kind))
         sub("$SYS.REQ.ACCOUNT.PING.STATZ", self._statz_ping)
+        sub(f"$SYS.REQ.SERVER.{sid}.KICK", self._kick)
+        sub(f"$SYS.REQ.SERVER.{sid}.LDM", self._ldm)
         sub("$SYS.REQ.USER.*.INFO", self._user_info)
         # registerSystemImports: every account (the system account too, addSystemAccountExports) asks who it is;
         # the other accounts see their own connections and statistics.
@@ -390,6 +392,53 @@ class SystemAccount:
             return stz
 
         self._zreq(acc, reply, hdr_len, data, "AccountStatzEventOptions", build)
+
+    # ------------------------------------------------------------------ kick, lame duck one client
+    def _client_req(self, acc, reply: str, hdr_len: int, data: bytes, act: Callable) -> None:
+        """events.go kickClient / ldmClient: body ``{"cid": N}`` (a bad body is only logged); the answer is the
+        bare envelope, or an error 500 with nats-server's text."""
+        try:
+            req = json.loads(data[hdr_len:] or b"null")
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+            cid = req.get("cid", 0)
+            if not isinstance(cid, int) or isinstance(cid, bool) or cid < 0:
+                raise ValueError("cid")
+        except ValueError as e:
+            self.server.log_error("Error unmarshalling kick client request", error=str(e))
+            return
+        if self._filtered(req):
+            return
+        err = act(cid)
+        if reply:
+            self._respond(acc, reply, with_data=False,
+                          error={"code": 500, "description": err} if err else None)
+
+    def _kick(self, acc, subject, reply, hdr_len, data, origin) -> None:
+        def act(cid: int) -> str:
+            c = self.server.clients.get(cid)
+            if c is None:
+                return "no such client or leafnode id"
+            c.close("Kicked")  # nats-server DisconnectClientByID: ClosedState Kicked
+            return ""
+
+        self._client_req(acc, reply, hdr_len, data, act)
+
+    def _ldm(self, acc, subject, reply, hdr_len, data, origin) -> None:
+        def act(cid: int) -> str:
+            c = self.server.clients.get(cid)
+            if c is None:
+                return "no such client id"
+            if c.protocol < 1 or not c.first_pong_sent:
+                return "client does not support Lame Duck Mode or is not ready to receive the notification"
+            from protocol import encoder
+
+            info = dict(self.server._info_base)
+            info["ldm"] = True
+            c.send(encoder.info(info))  # nats-server LDMClientByID: the server's INFO with ldm set
+            return ""
+
+        self._client_req(acc, reply, hdr_len, data, act)
 
     # ------------------------------------------------------------------ user info
     def _user_info(self, acc, subject, reply, hdr_len, data, origin) -> None:

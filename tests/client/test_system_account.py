@@ -365,3 +365,33 @@ async def test_no_system_account_turns_it_off_without_jetstream(server_factory):
             await a.request("$SYS.REQ.USER.INFO", b"", timeout=1)
     finally:
         await a.close()
+
+
+async def test_kick_a_client_by_cid(srv):
+    sys_nc = await connect(srv, "sys")
+    closed = asyncio.Event()
+
+    async def on_closed():
+        closed.set()
+
+    a = await connect(srv, "a", name="client-a", closed_cb=on_closed)
+    try:
+        cid = (await ask(sys_nc, "$SYS.REQ.ACCOUNT.A.CONNZ"))["data"]["connections"][0]["cid"]
+        sid = (await ask(sys_nc, "$SYS.REQ.SERVER.PING.IDZ"))["id"]
+        missing = await ask(sys_nc, f"$SYS.REQ.SERVER.{sid}.KICK", b'{"cid": 999999}')
+        assert set(missing) == {"server", "error"}
+        assert missing["error"] == {"code": 500, "description": "no such client or leafnode id"}
+        kicked = await ask(sys_nc, f"$SYS.REQ.SERVER.{sid}.KICK", json.dumps({"cid": cid}).encode())
+        assert set(kicked) == {"server"}
+        await asyncio.wait_for(closed.wait(), 5)
+        doc = json.loads(http_get(srv, f"/connz?state=closed&cid={cid}")[1])
+        assert doc["connections"][0]["reason"] == "Kicked"
+        # A non-system account cannot reach it.
+        b = await connect(srv, "b")
+        with pytest.raises(NoRespondersError):
+            await b.request(f"$SYS.REQ.SERVER.{sid}.KICK", json.dumps({"cid": cid}).encode(), timeout=1)
+        await b.close()
+    finally:
+        await sys_nc.close()
+        if not a.is_closed:
+            await a.close()
