@@ -99,7 +99,7 @@ class Server:
         # Push consumers follow interest in their deliver subject: per Sublist (account), subject -> callbacks.
         self._interest_watch: dict[Any, dict[str, list[Callable[[str, bool], None]]]] = {}
         self._internal_sid = 0
-        self._stopped = asyncio.Event() if False else None  # created in start()
+        self._stopped: asyncio.Event | None = None  # created in start(), inside the running loop
         self._info_base: dict = {}
         self.tls_mode = ""
 
@@ -185,8 +185,8 @@ class Server:
         if self._listener is not None:
             try:
                 await asyncio.wait_for(self._listener.wait_closed(), 2)
-            except (asyncio.TimeoutError, Exception):
-                pass
+            except (asyncio.TimeoutError, OSError) as e:  # a listener that will not close must not stop shutdown
+                self.log_debug("listener close", error=repr(e))
         self.log.info("Server Exiting..")
         if self._stopped is not None:
             self._stopped.set()
