@@ -256,9 +256,8 @@ class ClaimsService:
         if pubkey is None and claims.issuer == op.operator_key and op.strict:
             return self._respond(reply, claims.subject, "jwt update resulted in error",
                                  "operator requires issuer to be a signing key")
-        t_err = claims.time_error(op.now())
-        if t_err:
-            return self._respond(reply, claims.subject, "jwt validation failed", f"validation errors: [{t_err}]")
+        # claimValidate uses IsBlocking(false): time checks do not block, an expired account JWT is stored (and its
+        # users are refused at connect: "Account JWT has expired"); checked with nats-server 2.15.1.
         if pubkey is not None and claims.subject != pubkey:
             return self._respond(reply, pubkey, "jwt update resulted in error", "subject does not match jwt content")
         if pubkey is not None and claims.issuer == op.operator_key and op.strict:
