@@ -151,7 +151,13 @@ class SystemAccount:
         acc = account or self.account
 
         def cb(sub, subj, reply, hdr_len, data, origin) -> None:
-            handler(acc, subj, reply, hdr_len, data, origin)
+            try:
+                handler(acc, subj, reply, hdr_len, data, origin)
+            except Exception as e:  # a request must never break the publishing client's read loop
+                self.server.log_error("system request failed", subject=subj, error=repr(e))
+                if reply:
+                    self._respond(acc, reply, error={"code": 500, "description": str(e) or type(e).__name__},
+                                  with_data=False)
 
         self._subs.append(self.server.subscribe_internal(subject, cb, account=acc))
 
