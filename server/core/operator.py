@@ -88,6 +88,7 @@ class OperatorMode:
             except Exception as e:  # a preload the store refuses (it was checked as a JWT when parsed)
                 raise AccountError(f"preload for account {pub}: {e}") from None
         self.loaded: dict[str, Claims] = {}
+        self._js_disabled: dict[str, Any] = {}  # accounts loaded after start answered "JetStream not enabled"
         self.claims_service = ClaimsService(self)
         # Every account the resolver holds is loaded now, so that JetStream starts with the server for the ones
         # that have it.  One nats-server would refuse to run with is an error; an expired one is just not loaded.
@@ -162,7 +163,23 @@ class OperatorMode:
         acc = self.accounts._add(pubkey)
         self._apply(acc, claims)
         self.loaded[pubkey] = claims
+        if getattr(self.server, "running", False):
+            self._serve_jetstream(acc)
         return ""
+
+    def _serve_jetstream(self, acc: "Account") -> None:
+        """An account loaded while the server runs: its JetStream starts, or its $JS.API requests get 10039 "not
+        enabled for account" from the first engine's router, as accounts loaded before start do (jetstream/api.py)."""
+        if acc.jetstream:
+            self._start_jetstream(acc)
+            return
+        first = getattr(self.server, "jetstream", None)
+        if first is None or acc.name in self._js_disabled:
+            return
+        router = first.router
+        sub = self.server.subscribe_internal("$JS.API.>", router._dispatch_disabled, account=acc)
+        self._js_disabled[acc.name] = sub
+        router._subs.append(sub)
 
     def _apply(self, acc: "Account", claims: Claims) -> None:
         limits = claims.nats.get("limits") or {}
@@ -263,6 +280,9 @@ class OperatorMode:
             return
         if acc.name in srv.jetstreams:
             return
+        disabled = self._js_disabled.pop(acc.name, None)
+        if disabled is not None:
+            srv.unsubscribe_internal(disabled)
         from ..jetstream import JetStream
         from .account_server import AccountServer
 
