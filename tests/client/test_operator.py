@@ -281,3 +281,24 @@ resolver_preload {{
     assert c.read_line() == b"-ERR 'maximum subscriptions exceeded'\r\n"
     c.assert_closed()
     c.close()
+
+
+async def test_conf_operator_example_with_its_creds_files(server_factory):
+    """conf/operator/: the worked example starts on both servers and its .creds files log in (APP has JetStream)."""
+    from tests.harness import ROOT
+
+    text = (ROOT / "conf" / "operator" / "operator.conf").read_text()
+    text = text.replace("listen: 127.0.0.1:4222\n", "").replace(
+        "operator: conf/operator/operator.jwt", f"operator: {ROOT / 'conf' / 'operator' / 'operator.jwt'}")
+    srv = server_factory(config=text)
+    creds = ROOT / "conf" / "operator" / "creds"
+    app = await nats.connect(srv.url, user_credentials=str(creds / "app.creds"), allow_reconnect=False)
+    js = app.jetstream()
+    await js.add_stream(name="EXAMPLE", subjects=["example.>"])
+    assert (await js.publish("example.1", b"x")).seq == 1
+    sys_nc = await nats.connect(srv.url, user_credentials=str(creds / "sys.creds"), allow_reconnect=False)
+    reply = json.loads((await sys_nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)).data)
+    sys_account = text.split("# SYS\n", 1)[1].split(":", 1)[0].strip()
+    assert reply["data"]["account"] == sys_account, reply
+    await app.close()
+    await sys_nc.close()

@@ -12,14 +12,14 @@ from server.conf import parse_file
 from server.options import options_from_config
 from tests.harness import ROOT, ServerProcess, nats_server_binary
 
-EXAMPLES = sorted((ROOT / "conf").glob("*.conf"))
+EXAMPLES = sorted((ROOT / "conf").glob("**/*.conf"))  # conf/operator/ too
 
 
 def test_there_are_examples():
     assert {p.name for p in EXAMPLES} >= {"dev.conf", "auth.conf", "token.conf", "tls.conf"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT / "conf")) for p in EXAMPLES])
 def test_example_is_valid_for_both_with_the_same_digest(path: Path):
     theirs = subprocess.run([nats_server_binary(), "-c", str(path.relative_to(ROOT)), "-t"], cwd=ROOT,
                             capture_output=True, text=True, timeout=30)
@@ -31,7 +31,7 @@ def test_example_is_valid_for_both_with_the_same_digest(path: Path):
     assert ours.stderr.rsplit("(", 1)[-1] == theirs.stderr.rsplit("(", 1)[-1]
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT / "conf")) for p in EXAMPLES])
 def test_example_maps_to_options(path: Path, monkeypatch):
     monkeypatch.chdir(ROOT)  # tls.conf names its certificates relative to the repository root
     assert parse_file(str(path))
