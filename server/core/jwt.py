@@ -183,7 +183,8 @@ def read_operator_jwt(value: str) -> tuple[str, Claims]:
             text = f.read()
     except OSError as e:
         if not value.startswith(JWT_PREFIX):
-            raise JWTError(f"open {value}: {os.strerror(e.errno) if e.errno else e}") from None
+            # Go's syscall error texts are lower case ("no such file or directory").
+            raise JWTError(f"open {value}: {(os.strerror(e.errno) if e.errno else str(e)).lower()}") from None
         text = value
     token = parse_decorated(text)
     return token, decode(token, "operator")
