@@ -76,6 +76,12 @@ class OperatorMode:
                 keys.append(o.subject)
             keys.extend(o.signing_keys())
         self.trusted: set[str] = set(keys)
+        # Signing keys of strict operators: an account they signed may not sign users with its own key either
+        # (server.go strictSigningKeyUsage, accounts.go UpdateAccountClaims: the account name is no signing key).
+        self.strict_keys: set[str] = set()
+        for o in self.operators:
+            if o.nats.get("strict_signing_key_usage"):
+                self.strict_keys.update(o.signing_keys())
         # Keys allowed to sign a CLAIMS.DELETE request (DirJWTStore.operator: the operators and their signing keys).
         self.operator_keys: set[str] = set()
         for o in self.operators:
@@ -317,7 +323,8 @@ class OperatorMode:
             return None
         ac = self.loaded[issuer]
         keys = ac.signing_keys()
-        if juc.issuer != issuer and juc.issuer not in keys:
+        own_key_signs = ac.issuer not in self.strict_keys
+        if not (juc.issuer in keys or (own_key_signs and juc.issuer == issuer)):
             log("User JWT issuer is not known")
             return None
         if n.get("issuer_account") and juc.issuer == issuer:

@@ -302,3 +302,68 @@ async def test_conf_operator_example_with_its_creds_files(server_factory):
     assert reply["data"]["account"] == sys_account, reply
     await app.close()
     await sys_nc.close()
+
+
+def test_src_and_connection_types_from_the_user_jwt(srv):
+    assert_refused(srv, *user(A, src="10.0.0.0/8"))
+    assert_accepted(srv, *user(A, src="10.0.0.0/8,127.0.0.1/32")).close()
+    assert_refused(srv, *user(A, allowed_connection_types=["WEBSOCKET"]))
+    assert_accepted(srv, *user(A, allowed_connection_types=["STANDARD", "WEBSOCKET"])).close()
+
+
+async def test_memory_resolver_update_of_a_loaded_account(srv, tmp_path):
+    token, key = user(SYS)
+    sys_nc = await nats.connect(srv.url, user_credentials=jh.write_creds(str(tmp_path / "s.creds"), token, key),
+                                allow_reconnect=False)
+
+    async def update(acc_key, body: str) -> dict:
+        msg = await sys_nc.request(f"$SYS.REQ.ACCOUNT.{acc_key.public}.CLAIMS.UPDATE", body.encode(), timeout=2)
+        doc = json.loads(msg.data)
+        doc.pop("server")
+        return doc
+
+    held = assert_accepted(srv, *user(B))  # loads B
+    # B may now hold 1 connection: the next one is refused.
+    assert await update(B, jh.account_jwt(B, OP, name="B", limits={"conn": 1})) == {
+        "data": {"account": B.public, "code": 200, "message": "jwt updated"}}
+    c, line = raw_connect(srv, *user(B))
+    assert line == b"-ERR 'maximum account active connections exceeded'\r\n"
+    c.close()
+    held.close()
+    # An account the server never loaded is skipped (the MEMORY resolver holds only the preloads).
+    stranger = jh.new_key("A")
+    assert await update(stranger, jh.account_jwt(stranger, OP)) == {
+        "data": {"account": stranger.public, "code": 200, "message": "jwt update skipped"}}
+    assert await update(stranger, "") == {
+        "error": {"account": stranger.public, "code": 500, "description": "jwt update error - request body is empty"}}
+    await sys_nc.close()
+
+
+def test_strict_signing_key_usage(server_factory):
+    op, sk, acc, acc2, acc_sk = jh.new_key("O"), jh.new_key("O"), jh.new_key("A"), jh.new_key("A"), jh.new_key("A")
+    srv = server_factory(jetstream=False, config=f"""
+operator: {jh.operator_jwt(op, signing_keys=[sk.public], strict=True)}
+resolver: MEMORY
+resolver_preload {{
+  {acc.public}: {jh.account_jwt(acc, sk, signing_keys=[acc_sk.public])}
+  {acc2.public}: {jh.account_jwt(acc2, op)}
+}}
+""")
+    assert_accepted(srv, *user(acc, acc_sk)).close()
+    # Strict all the way down: the account's own key no longer signs users...
+    assert_refused(srv, *user(acc))
+    # ...and an account signed by the operator's own key is not trusted.
+    assert_refused(srv, *user(acc2))
+
+
+def test_trusted_keys_without_an_operator_jwt(server_factory):
+    op, acc = jh.new_key("O"), jh.new_key("A")
+    srv = server_factory(jetstream=False, config=f"""
+trusted_keys: [{op.public}]
+resolver: MEMORY
+resolver_preload {{
+  {acc.public}: {jh.account_jwt(acc, op)}
+}}
+""")
+    assert_accepted(srv, *user(acc)).close()
+    assert_refused(srv, *user(jh.new_key("A")))
