@@ -94,6 +94,8 @@ class OperatorMode:
             except Exception as e:  # a preload the store refuses (it was checked as a JWT when parsed)
                 raise AccountError(f"preload for account {pub}: {e}") from None
         self.loaded: dict[str, Claims] = {}
+        self._started = False
+        self._expiry_timers: dict[str, Any] = {}  # account name -> timer of its JWT's exp
         self._js_disabled: dict[str, Any] = {}  # accounts loaded after start answered "JetStream not enabled"
         self.claims_service = ClaimsService(self)
         # Every account the resolver holds is loaded now, so that JetStream starts with the server for the ones
@@ -211,10 +213,34 @@ class OperatorMode:
         mem, disk = js_src.get("mem_storage", 0), js_src.get("disk_storage", 0)
         acc.jetstream = bool(mem) or bool(disk)
         acc.jwt_name = claims.name  # type: ignore[attr-defined]
+        if self._started:  # before start there is no loop to time on: start() arms every loaded account
+            self._arm_expiry(acc, claims)
         engine = getattr(self.server, "jetstreams", {}).get(acc.name)
         if engine is not None:  # limits of a running engine follow the account JWT
             engine.limits = dict(js)
             engine.max_streams = js.get("max_streams", 0)
+
+    def _arm_expiry(self, acc: "Account", claims: Claims) -> None:
+        """accounts.go checkExpiration / expiredTimeout: when the account JWT expires, every client of the account
+        gets 'Account Authentication Expired' and is closed (a newer JWT re-arms or cancels the timer)."""
+        old = self._expiry_timers.pop(acc.name, None)
+        if old is not None:
+            old.cancel()
+        if claims.expires <= 0:
+            return
+        delay = claims.expires - self.now()
+        if delay <= 0:
+            return  # already expired: its users are refused at connect
+
+        def expired() -> None:
+            self._expiry_timers.pop(acc.name, None)
+            for c in list(self.server.clients.values()):
+                if c.account is acc and not c.closed:
+                    c.send(encoder.err("Account Authentication Expired"))
+                    c.close(AUTH_EXPIRED)
+            self.server.flush_pending()
+
+        self._expiry_timers[acc.name] = self.server.clock.call_later(delay, expired)
 
     def update_account(self, pubkey: str, token: str) -> str:
         """Apply a new JWT to a loaded account; "" or the error."""
@@ -340,7 +366,7 @@ class OperatorMode:
             except ValueError:
                 log("User JWT generated invalid permissions")
                 return None
-        if ac.time_error(now) == "claim is expired":
+        if ac.expires > 0 and now >= ac.expires:  # the expiry timer has fired (or would have): Account.IsExpired
             log("Account JWT has expired")
             return None
         if n.get("bearer_token") and (ac.nats.get("limits") or {}).get("disallow_bearer"):
@@ -421,12 +447,18 @@ class OperatorMode:
         return acc.limit("max_subscriptions") if acc is not None else NO_LIMIT
 
     def start(self) -> None:
+        self._started = True
+        for pub, claims in self.loaded.items():
+            self._arm_expiry(self.accounts.by_name[pub], claims)
         self.claims_service.start()
         # Accounts loaded after start have no "JetStream not enabled" answers yet: the first engine's router
         # answers for them (jetstream/api.py); accounts loaded before start got them from the router itself.
 
     def stop(self) -> None:
         self.claims_service.stop()
+        for t in self._expiry_timers.values():
+            t.cancel()
+        self._expiry_timers.clear()
 
 
 def _revoked(revs: dict, subject: str, iat: int) -> bool:

@@ -367,3 +367,25 @@ resolver_preload {{
 """)
     assert_accepted(srv, *user(acc)).close()
     assert_refused(srv, *user(jh.new_key("A")))
+
+
+def test_clients_are_closed_when_their_account_jwt_expires(server_factory):
+    op, acc = jh.new_key("O"), jh.new_key("A")
+    srv = server_factory(jetstream=False, config=f"""
+operator: {jh.operator_jwt(op)}
+resolver: MEMORY
+resolver_preload {{
+  {acc.public}: {jh.account_jwt(acc, op, exp=int(time.time()) + 2)}
+}}
+""")
+    c = assert_accepted(srv, *user(acc))
+    try:
+        line = c.read_until(b"\r\n", timeout=12)
+        while line == b"PING\r\n":  # nats-server's expiry comes a few seconds late, after a PING or two
+            c.send(b"PONG\r\n")
+            line = c.read_until(b"\r\n", timeout=12)
+        assert line == b"-ERR 'Account Authentication Expired'\r\n"
+        c.assert_closed()
+    finally:
+        c.close()
+    assert_refused(srv, *user(acc))
