@@ -110,6 +110,52 @@ def _int(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
+# The Go types of the claims (nats-io/jwt v2): json.Unmarshal fails on a field of the wrong type, and nats-server
+# then refuses the JWT ("Authorization Violation" for a user).  Skiff checks the same types, so a JWT nats-server
+# cannot decode is never half-read here.  null is Go's zero value and passes; unknown fields are ignored as in Go.
+STR, INT, BOOL, STRS, CIDRS, ANY = "string", "int64", "bool", "[]string", "CIDRList", "any"
+_PERMISSION = {"allow": STRS, "deny": STRS}
+_PERMISSIONS = {"pub": _PERMISSION, "sub": _PERMISSION, "resp": {"max": INT, "ttl": INT}}
+_NATS_LIMITS = {"subs": INT, "data": INT, "payload": INT}
+_JS_LIMITS = {"mem_storage": INT, "disk_storage": INT, "streams": INT, "consumer": INT, "max_ack_pending": INT,
+              "mem_max_stream_bytes": INT, "disk_max_stream_bytes": INT, "max_bytes_required": BOOL}
+_GENERIC = {"tags": STRS, "type": STR, "version": INT}
+SCHEMAS: dict[str, dict] = {
+    "claims": {"aud": STR, "exp": INT, "jti": STR, "iat": INT, "iss": STR, "name": STR, "nbf": INT, "sub": STR},
+    "user": {**_GENERIC, **_PERMISSIONS, **_NATS_LIMITS, "src": CIDRS, "times": ("list", {"start": STR, "end": STR}),
+             "times_location": STR, "bearer_token": BOOL, "proxy_required": BOOL, "allowed_connection_types": STRS,
+             "issuer_account": STR},
+    "account": {**_GENERIC, "imports": ("list", ANY), "exports": ("list", ANY),
+                "limits": {**_NATS_LIMITS, **_JS_LIMITS, "imports": INT, "exports": INT, "wildcards": BOOL,
+                           "disallow_bearer": BOOL, "conn": INT, "leaf": INT, "tiered_limits": ("map", _JS_LIMITS)},
+                "signing_keys": ("list", ANY), "revocations": ("map", INT), "default_permissions": _PERMISSIONS,
+                "mappings": ("map", ANY), "description": STR, "info_url": STR, "cluster_traffic": STR},
+    "operator": {**_GENERIC, "signing_keys": STRS, "account_server_url": STR, "operator_service_urls": STRS,
+                 "system_account": STR, "assert_server_version": STR, "strict_signing_key_usage": BOOL},
+}
+
+
+def _typed(v: Any, t: Any) -> bool:
+    if v is None or t == ANY:
+        return True
+    if t == STR:
+        return isinstance(v, str)
+    if t == INT:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == BOOL:
+        return isinstance(v, bool)
+    if t == CIDRS and isinstance(v, str):  # jwt v2 CIDRList also takes one comma-separated string
+        return True
+    if t in (STRS, CIDRS):  # jwt v2 StringList / TagList
+        return isinstance(v, list) and all(x is None or isinstance(x, str) for x in v)
+    if isinstance(t, tuple):
+        kind, item = t
+        if kind == "list":
+            return isinstance(v, list) and all(_typed(x, item) for x in v)
+        return isinstance(v, dict) and all(_typed(x, item) for x in v.values())
+    return isinstance(v, dict) and all(_typed(v[k], kt) for k, kt in t.items() if k in v)
+
+
 def decode(token: str, expected: str | None = None) -> Claims:
     """Decode ``token`` and check its signature against its issuer (jwt v2 Decode).  ``expected`` is the claim
     type it must have ("operator", "account", "user")."""
@@ -132,11 +178,15 @@ def decode(token: str, expected: str | None = None) -> Claims:
         raise JWTError(f"unexpected {header.get('alg')!r} algorithm")
     nats = payload.get("nats")
     if not isinstance(nats, dict):
+        if nats is not None:
+            raise JWTError("json: cannot unmarshal nats claims")
         nats = {}
     claims = Claims(token, header, payload, nats)
     kind = claims.type
     if expected is not None and kind != expected:
         raise JWTError(f"not {expected} claim")
+    if not _typed(payload, SCHEMAS["claims"]) or (kind in SCHEMAS and not _typed(nats, SCHEMAS[kind])):
+        raise JWTError(f"json: cannot unmarshal {kind or 'generic'} claims")
     iss = claims.issuer
     allowed = ISSUER_KINDS.get(kind, "OAU")
     if not iss or iss[0] not in allowed or decode_public_key(iss, iss[0]) is None:
