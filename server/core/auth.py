@@ -89,7 +89,11 @@ class Auth:
     def check(self, connect: dict, nonce: str = "", conn=None) -> AuthUser | None:
         """The user a CONNECT authenticates as, or None."""
         if self.operator is not None:  # nats-server: with trusted keys only a user JWT authenticates
-            return self.operator.authenticate(connect, nonce, conn)
+            try:
+                return self.operator.authenticate(connect, nonce, conn)
+            except Exception as e:  # a JWT shape nobody foresaw refuses the client, never a traceback
+                self.operator.server.log_error("user JWT authentication failed", error=repr(e))
+                return None
         if self.token:
             tok = connect.get("auth_token")
             if isinstance(tok, str) and _eq(tok, self.token):
