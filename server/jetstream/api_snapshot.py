@@ -1,21 +1,22 @@
-"""``$JS.API.STREAM.SNAPSHOT.*`` and ``$JS.API.STREAM.RESTORE.*``: not implemented, refused loudly.
+"""``$JS.API.STREAM.SNAPSHOT.*`` and ``$JS.API.STREAM.RESTORE.*``: the requests; the transfers are in
+snapshot.py (out) and restore.py (in).
 
 Theory of operation
 -------------------
-Skiff cannot stream a snapshot out or take one in.  A request that would have started one is refused with the
-error nats-server itself sends when a snapshot or restore fails (10064 ``snapshot failed: ...``, 10062
-``restore failed: ...``), saying that Skiff does not support it, so a client fails at once instead of waiting
-for chunks that never come.  Every request nats-server rejects before starting the work gets exactly nats-server's
-answer, in its order of checks (jetstream_api.go jsStreamSnapshotRequest / jsStreamRestoreRequest, single server):
+Every request nats-server rejects before starting the work gets exactly nats-server's answer, in its order of
+checks (jetstream_api.go jsStreamSnapshotRequest / jsStreamRestoreRequest, single server):
 
-snapshot: empty request (10003), stream (10059), body (10025), deliver subject (10015), then the refusal.
+snapshot: empty request (10003), stream (10059), body (10025), deliver subject (10015); then the reply with the
+          stream's config and state, and the chunks follow on the deliver subject.
 restore:  empty request (10003), body (10025), name in subject (10056), path separators (10136),
-          ``checkStreamCfg``, account limits, existing stream (10130), then the refusal.
+          ``checkStreamCfg``, account limits, existing stream (10130); then the reply with the subject to send
+          the chunks to.
 
 Restore error replies carry ``deliver_subject: ""`` (JSApiStreamRestoreResponse has no omitempty there).
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from protocol.errors import ApiError
@@ -24,13 +25,14 @@ from protocol.jsapi._subjects import is_valid_publish_subject
 from protocol.jsapi.snapshot import JSApiStreamRestoreRequest
 from protocol.jsapi.stream_config import normalize_stream_config
 
+from . import snapshot as snap
+from . import jsonout
 from .api import ApiRequest, ApiRouter
+from .restore import RestoreSession, restoring
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
 
-SNAPSHOT_NOT_SUPPORTED = ApiError.of("JSStreamSnapshotErrF", err="stream snapshots are not supported by Skiff")
-RESTORE_NOT_SUPPORTED = ApiError.of("JSStreamRestoreErrF", err="stream restores are not supported by Skiff")
 
 
 def register(router: ApiRouter) -> None:
@@ -47,19 +49,39 @@ class SnapshotApi:
     def strict(self) -> bool:
         return bool(getattr(self.js.server.options, "jetstream_strict", True))
 
-    def snapshot(self, req: ApiRequest) -> ApiError:
+    def snapshot(self, req: ApiRequest) -> dict | ApiError:
         if rq.is_empty_request(req.body):
             return ApiError.of("JSBadRequestErr")
-        if req.tokens[2] not in self.js.streams:
+        stream = self.js.streams.get(req.tokens[2])
+        if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
         r = rq.parse_request(rq.JSApiStreamSnapshotRequest, req.body, strict=self.strict)
         if isinstance(r, ApiError):
             return r
         if not is_valid_publish_subject(r.deliver_subject):
             return ApiError.of("JSSnapshotDeliverSubjectInvalidErr")
-        return SNAPSHOT_NOT_SUPPORTED
+        # jsck: nats-server 2.15 no longer pre-scans (stream.go snapshot: every read is checksum-verified anyway)
+        state = stream.state_json()
+        srv = self.js.server
+        srv.log.info("Starting snapshot for stream", stream=stream.name)
 
-    def restore(self, req: ApiRequest) -> ApiError:
+        async def run() -> None:
+            err = await snap.send(stream, r.deliver_subject, state, not r.no_consumers, r.chunk_size or 0,
+                                  r.window_size or 0)
+            if err is not None:
+                srv.log_warning("Snapshot of stream failed", stream=stream.name, error=err)
+            else:
+                srv.log.info("Completed snapshot for stream", stream=stream.name)
+
+        task = asyncio.get_running_loop().create_task(run())
+        tasks = getattr(self, "_tasks", None)
+        if tasks is None:
+            tasks = self._tasks = set()
+        tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(tasks.discard)
+        return {"config": jsonout.Raw(stream.config_json(False)), "state": state}
+
+    def restore(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         if rq.is_empty_request(req.body):
             return ApiError.of("JSBadRequestErr")
@@ -81,6 +103,7 @@ class SnapshotApi:
         err = js.check_stream_limits(ncfg)
         if err is not None:
             return err
-        if name in js.streams:
+        if name in js.streams or name in restoring(js):
             return ApiError.of("JSStreamNameExistRestoreFailedErr")
-        return RESTORE_NOT_SUPPORTED
+        session = RestoreSession(js, ncfg)
+        return {"deliver_subject": session.subject}
