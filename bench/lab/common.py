@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,8 +147,9 @@ class Canary:
     every 2 ms on its own connection and records ``(time, latency)``: what an innocent client feels while a
     campaign attacks the server.  A separate process so the attacker's CPU use in this one does not count."""
 
-    def __init__(self, srv: ServerProcess, tmpdir: str) -> None:
-        self.path = os.path.join(tmpdir, f"canary-{os.getpid()}-{time.monotonic_ns()}.txt")
+    def __init__(self, srv: ServerProcess) -> None:
+        self.tmpdir = tempfile.mkdtemp(prefix="lab-canary-")
+        self.path = os.path.join(self.tmpdir, "canary.txt")
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen([sys.executable, "-m", "bench.lab.canary", str(srv.port), self.path],
@@ -176,6 +179,7 @@ class Canary:
     def stop(self) -> None:
         kill_group(self.proc)
         self.proc.wait()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     @staticmethod
     def stats(samples: list[tuple[float, float]], since: float | None = None,

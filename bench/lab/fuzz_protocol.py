@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import tempfile
 import time
 
 from bench.lab.common import Budget, Canary, Result, first_traceback, lab_server, tracebacks
@@ -135,11 +134,10 @@ async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
     cases_ = []
     for kind in kinds:
         srv = lab_server(kind, jetstream=True)
-        tmp = tempfile.mkdtemp(prefix="lab-canary-")
         canary = None
         try:
             srv.start()
-            canary = Canary(srv, tmp)
+            canary = Canary(srv)
             t0 = time.time()
             sent = await hammer(srv.port, max(1.0, per * 0.6), a.seed)
             t1 = time.time()

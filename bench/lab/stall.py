@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import tempfile
 import time
 
 from bench.lab.common import Budget, Canary, Result, lab_server, tracebacks
@@ -123,7 +122,7 @@ async def run(kinds: list[str], a, budget: Budget, res: Result) -> None:
             canary = None
             try:
                 srv.start()
-                canary = Canary(srv, tempfile.mkdtemp(prefix="lab-canary-"))
+                canary = Canary(srv)
                 c = await Conn.connect(srv.port, name="stall-probe")
                 try:
                     t0, outcome = await asyncio.wait_for(probe(srv, c, size), max(30.0, budget.left()))
