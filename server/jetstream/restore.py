@@ -72,7 +72,9 @@ def _parse_consumer_state(doc: Any) -> ConsumerState:
     st = ConsumerState(SequencePair(int(d.get("consumer_seq", 0)), int(d.get("stream_seq", 0))),
                        SequencePair(int(a.get("consumer_seq", 0)), int(a.get("stream_seq", 0))))
     for k, p in (doc.get("pending") or {}).items():
-        st.pending[int(k)] = Pending(int(p.get("sequence", 0)), int(p.get("ts", 0)))
+        # Pending's fields have no json tags in nats-server; Go matches them case-insensitively
+        p = {f.lower(): v for f, v in (p or {}).items()}
+        st.pending[int(k)] = Pending(int(p.get("sequence") or 0), int(p.get("timestamp") or 0))
     for k, n in (doc.get("redelivered") or {}).items():
         st.redelivered[int(k)] = int(n)
     return st

@@ -65,7 +65,8 @@ def consumer_state_json(state, last_seq: int) -> dict:
         "ack_floor": {"consumer_seq": state.ack_floor.consumer_seq,
                       "stream_seq": min(state.ack_floor.stream_seq, last_seq)},
     }
-    pending = {str(s): {"sequence": p.sequence, "ts": p.timestamp}
+    # Pending has no json tags in nats-server (store.go): its fields go out as "Sequence" / "Timestamp"
+    pending = {str(s): {"Sequence": p.sequence, "Timestamp": p.timestamp}
                for s, p in sorted(state.pending.items()) if s <= last_seq}
     if pending:
         out["pending"] = pending
