@@ -49,7 +49,14 @@ class Claims:
 
     @property
     def type(self) -> str:
-        return str(self.nats.get("type") or "")
+        # jwt v1 tokens (alg "ed25519") carry the type beside the standard claims, v2 ones under "nats";
+        # nats-server still reads v1 (jwt v2 loadClaims), and clients' test fixtures use them.
+        return str(self.nats.get("type") or self.payload.get("type") or "")
+
+    @property
+    def v1(self) -> bool:
+        """A jwt v1 token (alg "ed25519"): a v1 user's absent limits are no limit once migrated."""
+        return self.header.get("alg") == "ed25519"
 
     @property
     def subject(self) -> str:
@@ -194,7 +201,10 @@ def decode(token: str, expected: str | None = None) -> Claims:
     sub_kind = SUBJECT_KINDS.get(kind)
     if sub_kind is not None and (not claims.subject or decode_public_key(claims.subject, sub_kind) is None):
         raise JWTError(f"subject is not a valid {kind} public key")
-    if not verify(iss, (parts[0] + "." + parts[1]).encode(), _b64(parts[2])):
+    if header.get("alg") == "ed25519":  # jwt v1 signed the payload chunk alone
+        if not verify(iss, parts[1].encode(), _b64(parts[2])):
+            raise JWTError("claim failed V1 signature verification")
+    elif not verify(iss, (parts[0] + "." + parts[1]).encode(), _b64(parts[2])):
         raise JWTError("claim failed V2 signature verification")
     return claims
 

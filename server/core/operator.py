@@ -413,10 +413,13 @@ class OperatorMode:
         """Keep the user JWT on the connection (revocation on update), lower its limits to the user's, and close it
         when the JWT expires (nats-server setExpiration / authExpired)."""
         conn.jwt_user = juc
-        subs = n.get("subs", 0)  # absent is 0, as for the account's limits
+        # v2: absent is 0, as for the account's limits; a v1 user JWT is migrated with no limits (checked against
+        # 2.15.1: a v1 account JWT's absent "conn" still admits nobody, a v1 user JWT's absent "subs" is unlimited).
+        absent = NO_LIMIT if juc.v1 else 0
+        subs = n.get("subs", absent)
         if isinstance(subs, int) and not isinstance(subs, bool) and subs >= 0:
             conn.max_subs = subs if conn.max_subs < 0 else min(conn.max_subs, subs)
-        pay = n.get("payload", 0)
+        pay = n.get("payload", absent)
         if isinstance(pay, int) and not isinstance(pay, bool) and pay >= 0 and pay < conn.parser.max_payload:
             conn.parser.max_payload = pay
         if conn.max_subs == 0 or (self._account_subs(juc) == 0):
