@@ -734,7 +734,11 @@ def decode(data: bytes | str, spec: StructSpec, *, root: str, strict: bool = Tru
 
 def loads(data: bytes | str) -> Any:
     """``json.loads`` for client input (CONNECT, ...): values nested as deep as Go's decoder accepts (10000 levels)
-    decode, anything deeper or malformed is ``ValueError`` with Go's text, never ``RecursionError``."""
+    decode, anything deeper or malformed is ``ValueError`` with Go's text, never ``RecursionError``.  Bytes are read
+    as UTF-8 with invalid sequences replaced by U+FFFD, as Go's decoder does inside strings (outside them they are
+    a syntax error either way)."""
+    if not isinstance(data, str):
+        data = bytes(data).decode("utf-8", "replace")
     try:
         return json.loads(data)
     except RecursionError:

@@ -246,3 +246,10 @@ def test_second_connect_takes_the_new_users_permissions(two_users_server, raw):
            b"SUB bar 1\r\nPUB bar 1\r\nx\r\nPING\r\n")
     c.expect(b"-ERR 'Permissions Violation for Publish to \"bar\"'\r\nPONG\r\n")
     c.expect_nothing()
+
+
+def test_connect_with_invalid_utf8_in_a_string(server, raw):
+    # Go's json.Unmarshal replaces invalid UTF-8 inside strings with U+FFFD: the CONNECT is accepted.
+    c = raw.connect(server)
+    c.send(b'CONNECT {"verbose":false,"name":"\xff\xfe"}\r\nPING\r\n')
+    c.expect(b"PONG\r\n")
