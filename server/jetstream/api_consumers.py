@@ -39,6 +39,7 @@ from .api import ApiRequest, ApiRouter, api_level_error
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
+from .consumer_reset import reset_request
 from .stream_consumers import consumer_set, open_store, recover
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +49,6 @@ PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 DEFAULT_MAX_CONSUMERS = 1000
 NAME_MAX = 255  # bytes in one path component (Linux, macOS): longer consumer names cannot be directories
-RESET_NOT_SUPPORTED = ApiError.of("JSConsumerInvalidResetErr", err="consumer reset is not supported by Skiff")
 
 
 def register(router: ApiRouter) -> None:
@@ -325,14 +325,5 @@ class ConsumerApi:
         return pause_request(self.js, req, self.strict)
 
     # ------------------------------------------------------------------ reset
-    def reset(self, req: ApiRequest) -> ApiError | None:
-        """CONSUMER.RESET is not implemented: the body is checked as nats-server does (a non-empty body goes
-        through plain ``json.Unmarshal``: 10025 with its text), then the request is refused with 10204 rather
-        than left unanswered or accepted without moving the consumer."""
-        if self.lookup(req.tokens[2], req.tokens[3]) is None or not req.reply:
-            return None
-        if req.body:
-            r = rq.parse_request(rq.JSApiConsumerResetRequest, req.body, strict=False, unmarshal=True)
-            if isinstance(r, ApiError):
-                return r
-        return RESET_NOT_SUPPORTED
+    def reset(self, req: ApiRequest) -> dict | ApiError | None:
+        return reset_request(self.lookup(req.tokens[2], req.tokens[3]), req)

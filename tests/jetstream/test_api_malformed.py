@@ -216,17 +216,14 @@ def test_cluster_only_subjects(wire):
         assert F.normalise(wire.request("$JS.API." + subject, b"{}", wait=0.3)) == ("none",)
 
 
-def test_consumer_reset(wire, target):
+def test_consumer_reset(wire):
     ask = lambda subject, body: F.normalise(wire.request("$JS.API." + subject, body, wait=0.5))  # noqa: E731
     assert ask("CONSUMER.RESET.S.NOPE", b"") == ("none",)
     bad = ask("CONSUMER.RESET.S.C", b"{}{}")
     assert _err(bad) == (10025, "invalid JSON: invalid character '{' after top-level value")
     assert bad[1]["reset_seq"] == 0
     ok = ask("CONSUMER.RESET.S.C", b'{"seq":2}')
-    if target == "skiff":
-        assert _err(ok) == (10204, "invalid reset: consumer reset is not supported by Skiff")
-    else:
-        assert _err(ok) == ("ok",) and ok[1]["reset_seq"] == 2
+    assert _err(ok) == ("ok",) and ok[1]["reset_seq"] == 2
 
 
 def test_msg_delete_outside_the_stream(wire):
