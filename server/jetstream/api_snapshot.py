@@ -28,7 +28,7 @@ from protocol.jsapi.stream_config import normalize_stream_config
 from . import snapshot as snap
 from . import jsonout
 from .api import ApiRequest, ApiRouter
-from .restore import RestoreSession, restoring
+from .restore import RestoreSession
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -103,7 +103,7 @@ class SnapshotApi:
         err = js.check_stream_limits(ncfg)
         if err is not None:
             return err
-        if name in js.streams or name in restoring(js):
+        if name in js.streams:  # a restore still under way does not count yet (as in nats-server)
             return ApiError.of("JSStreamNameExistRestoreFailedErr")
         session = RestoreSession(js, ncfg)
         return {"deliver_subject": session.subject}

@@ -100,7 +100,6 @@ class RestoreSession:
         self.total = 0
         self.closed = False
         self.max_payload = int(getattr(self.server.options, "max_payload", 1024 * 1024) or 1024 * 1024)
-        restoring(js).add(self.name)
         self.sub = self.server.subscribe_internal(self.subject, self._on_chunk)
         self.timer = self.server.clock.call_later(STALL_TIMEOUT, self._stalled)
 
@@ -203,7 +202,8 @@ class RestoreSession:
 
     def _create_stream(self, st: dict) -> None:
         js, cfg = self.js, self.cfg
-        if cfg.name in js.streams:
+        # Two restores of one name may both be accepted; the second to reach its state.json finds the name taken.
+        if cfg.name in js.streams or cfg.name in restoring(js):
             raise ApiError.of("JSStreamNameExistRestoreFailedErr")
         nbytes = int(st.get("bytes") or 0)
         if nbytes > 0:  # the whole footprint is reserved before anything is stored (RestoreStreamV2)
@@ -212,6 +212,7 @@ class RestoreSession:
                 raise err
         stream = self._open(cfg)
         self.stream = stream
+        restoring(js).add(cfg.name)
         first = int(st.get("first_seq") or 0)
         if first > 1:
             stream.store.compact(first)
@@ -338,8 +339,9 @@ class RestoreSession:
         self.closed = True
         self.timer.cancel()
         self.server.unsubscribe_internal(self.sub)
-        restoring(self.js).discard(self.name)
         stream = self.stream
+        if stream is not None:
+            restoring(self.js).discard(self.name)
         if failed and stream is not None:
             if self.js.streams.get(stream.name) is stream:
                 self.js.delete_stream(stream)
