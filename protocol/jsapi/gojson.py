@@ -758,9 +758,9 @@ def loads(data: bytes | str) -> Any:
 # --- encoding -------------------------------------------------------------------------------------------------------
 
 def json_dumps_go(value: Any) -> str:
-    """A JSON string/number/literal written like Go (HTML-safe escapes, no spaces)."""
+    """A JSON string/number/literal (or a list of strings) written like Go (HTML-safe escapes, no spaces)."""
     s = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, str):
+    if isinstance(value, (str, list)):  # a list of strings only: its JSON punctuation holds none of these
         if any(c in s for c in "<>&\u2028\u2029"):
             s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
                  .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
@@ -808,6 +808,8 @@ def _enc(v: Any, t: GoType) -> str:
     if k == "slice":
         if v is None:
             return "null"
+        if t.elem.kind == "string":  # one json.dumps for the whole list (stream subjects: thousands of them)
+            return json_dumps_go([x or "" for x in v])
         return "[" + ",".join(_enc(x, t.elem) for x in v) + "]"
     if k == "map":
         if v is None:
