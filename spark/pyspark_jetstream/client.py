@@ -16,6 +16,9 @@ retry is exact), no TLS.
   ``-ERR`` fails everything pending (nats-server closes the connection after most of them).
 * Requests share one wildcard inbox subscription (``_INBOX.<id>.*``), the token after the prefix picks the
   waiting future: the "new style" request of nats.go, one SUB for the connection's whole life.
+* When the connection breaks, everything waiting learns it at once and with the connection's own error: pending
+  flushes and requests fail, and the callbacks registered with :meth:`Connection.watch` (a read task's delivery
+  queue) are called, so a reader is not left waiting for a delivery timeout and blaming the consumer.
 * Writes go into an in-memory buffer that is written to the transport once per loop iteration (or when it is
   large), so a pipelined publisher produces few big writes; ``drain()`` waits for transport back-pressure.
 """
@@ -85,6 +88,7 @@ class Connection(asyncio.Protocol):
         self._requests: dict[str, asyncio.Future] = {}
         self._req_id = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._watchers: list[Callable[[Exception], None]] = []
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -144,7 +148,11 @@ class Connection(asyncio.Protocol):
                 return await cls._connect_one(host, port, user or url_user, password or url_pass, token, name,
                                               timeout)
             except (OSError, NatsError, asyncio.TimeoutError) as e:
-                errors.append(f"{host}:{port}: {e or type(e).__name__}")
+                # TimeoutError's text is empty: say what timed out
+                reason = str(e) or (f"timed out after {timeout}s" if isinstance(e, (asyncio.TimeoutError,
+                                                                                   TimeoutError))
+                                    else type(e).__name__)
+                errors.append(f"{host}:{port}: {reason}")
         raise NatsError("could not connect to any server: " + "; ".join(errors))
 
     @classmethod
@@ -243,6 +251,19 @@ class Connection(asyncio.Protocol):
         self.publish(subject, payload, f"{self._inbox_prefix}.{token}", hdr)
         return token, fut
 
+    def watch(self, callback: Callable[[Exception], None]) -> None:
+        """Call ``callback(error)`` once when the connection fails (at once if it already has)."""
+        if self._error is not None:
+            callback(self._error)
+        else:
+            self._watchers.append(callback)
+
+    def unwatch(self, callback: Callable[[Exception], None]) -> None:
+        try:
+            self._watchers.remove(callback)
+        except ValueError:
+            pass
+
     def forget(self, token: str) -> None:
         """Stop waiting for the response of a request (after a timeout)."""
         self._requests.pop(token, None)
@@ -276,6 +297,9 @@ class Connection(asyncio.Protocol):
             self._info_fut.set_exception(exc)
         if self._paused is not None and not self._paused.done():
             self._paused.set_exception(exc)
+        watchers, self._watchers = self._watchers, []
+        for cb in watchers:
+            cb(self._error)
 
     @property
     def error(self) -> Exception | None:

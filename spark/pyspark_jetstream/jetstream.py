@@ -122,8 +122,27 @@ def status_of(hdr: bytes) -> int:
     return 0
 
 
+async def _next_delivery(conn: Connection, queue: asyncio.Queue, timeout: float, what: str):
+    """The next item of a delivery queue that is also watching the connection (:meth:`Connection.watch`).
+
+    A broken connection raises its own error at once; a silent one (no FIN: a dead peer, a cut network) is told
+    from a silent server by a PING after ``timeout``."""
+    try:
+        m = await asyncio.wait_for(queue.get(), timeout)
+    except asyncio.TimeoutError:
+        try:
+            await conn.flush(timeout)
+        except (NatsError, asyncio.TimeoutError) as e:
+            reason = conn.error or e or f"no PONG within {timeout}s"
+            raise NatsError(f"the connection to the server is lost ({reason}) while {what}") from None
+        raise NatsError(f"nothing received for {timeout}s while {what} (the connection itself is alive)") from None
+    if isinstance(m, Exception):
+        raise NatsError(f"{m} while {what}") from m
+    return m
+
+
 async def read_range(js: JetStream, stream: str, first: int, last: int, filters: list[str],
-                     chunk: int = 2000, pull_timeout: float = 30.0):
+                     chunk: int = 2000, pull_timeout: float = 10.0):
     """Yield lists of :class:`StoredMsg` for stream sequences ``first..last`` (inclusive) in order."""
     if last < first:
         return
@@ -146,7 +165,9 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
     inbox = conn.new_inbox()
     queue: asyncio.Queue = asyncio.Queue()
     sid = conn.subscribe(inbox + ".*", queue.put_nowait)  # one reply subject per pull: <inbox>.<pull number>
+    conn.watch(queue.put_nowait)  # a broken connection puts its error in the queue
     next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}"
+    what = f"reading {stream} with consumer {name}"
     try:
         if info.get("num_pending", 0) == 0:
             return
@@ -172,12 +193,11 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
         pull()
         pull()
         while not done:
-            try:
-                m = await asyncio.wait_for(queue.get(), pull_timeout)
-            except asyncio.TimeoutError:
-                raise NatsError(f"no delivery from consumer {name} on {stream} for {pull_timeout}s") from None
+            m = await _next_delivery(conn, queue, pull_timeout, what)
             out: list[StoredMsg] = []
             while True:
+                if isinstance(m, Exception):
+                    raise NatsError(f"{m} while {what}") from m
                 if m.reply:
                     got += 1
                     sseq, ts, pending = ack_metadata(m.reply)
@@ -222,11 +242,13 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
             if not done and asked - got <= chunk:
                 pull()  # keep about two pulls' worth of messages requested
     finally:
+        conn.unwatch(queue.put_nowait)
         conn.unsubscribe(sid)
-        try:
-            await js.delete_consumer(stream, name)
-        except NatsError:
-            pass  # the inactive threshold removes it
+        if conn.error is None:
+            try:
+                await js.delete_consumer(stream, name)
+            except NatsError:
+                pass  # the inactive threshold removes it
 
 
 _DIRECT_KEYS = {b"Nats-Stream", b"Nats-Subject", b"Nats-Sequence", b"Nats-Time-Stamp", b"Nats-Num-Pending",
@@ -269,7 +291,7 @@ def split_direct_headers(hdr: bytes) -> tuple[str, int, int, int, bytes]:
 
 
 async def read_range_direct(js: JetStream, stream: str, first: int, last: int, filters: list[str],
-                            chunk: int = 1000, timeout: float = 30.0):
+                            chunk: int = 1000, timeout: float = 10.0):
     """Like :func:`read_range` with batched Direct Get (one filter subject at most)."""
     if len(filters) > 1:
         raise ValueError("direct get reads take one filter subject at most")
@@ -277,7 +299,9 @@ async def read_range_direct(js: JetStream, stream: str, first: int, last: int, f
     inbox = conn.new_inbox()
     queue: asyncio.Queue = asyncio.Queue()
     sid = conn.subscribe(inbox, queue.put_nowait)
+    conn.watch(queue.put_nowait)
     subject = f"{js.prefix}.DIRECT.GET.{stream}"
+    what = f"reading {stream} with direct get"
     seq = first
     try:
         while seq <= last:
@@ -288,10 +312,7 @@ async def read_range_direct(js: JetStream, stream: str, first: int, last: int, f
             out: list[StoredMsg] = []
             finished = False
             while True:
-                try:
-                    m = await asyncio.wait_for(queue.get(), timeout)
-                except asyncio.TimeoutError:
-                    raise NatsError(f"direct get on {stream} timed out") from None
+                m = await _next_delivery(conn, queue, timeout, what)
                 code = status_of(m.hdr)
                 if code == 204:  # EOB: this batch is over
                     break
@@ -314,6 +335,7 @@ async def read_range_direct(js: JetStream, stream: str, first: int, last: int, f
             if finished:
                 break
     finally:
+        conn.unwatch(queue.put_nowait)
         conn.unsubscribe(sid)
 
 
@@ -348,6 +370,8 @@ class Publisher:
         for token, fut in batch:
             if fut not in done:
                 self.conn.forget(token)
+                if self.conn.error is not None:
+                    raise NatsError(f"no PubAck: {self.conn.error}")
                 raise NatsError(f"no PubAck within {self.timeout}s")
             msg = fut.result()
             if status_of(msg.hdr) == 503:

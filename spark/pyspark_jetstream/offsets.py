@@ -15,6 +15,13 @@ makes the stream sequence a perfect Spark offset (like a Kafka offset for a one-
   start is inclusive and the end exclusive (``endingOffsets=latest`` = ``last_seq + 1``).
 * A start below ``first_seq`` means retention (limits, age, purge) removed messages the query wanted: with
   ``failOnDataLoss`` that is an error, otherwise the range starts at ``first_seq``.
+* A stream deleted and re-created under the same name starts again at sequence 1, so a bare sequence would point
+  into the wrong stream: the new messages below the checkpointed sequence would be skipped silently.  Offsets
+  therefore carry the stream's ``created`` time (STREAM.INFO) - its *incarnation*.  A checkpoint from another
+  incarnation, or one past the end of the stream (a re-created stream whose ``created`` the checkpoint predates,
+  or a store restored from an older backup), is data loss: with ``failOnDataLoss`` an error
+  (:class:`StreamReset`), otherwise reading restarts at the first message of the stream as it is now, and the
+  offset ending that micro-batch records the restart point (``reset``) so a replay plans the same range.
 * :func:`split_range` cuts ``[start, end)`` into contiguous, non-overlapping pieces that cover it exactly: at least
   ``min_partitions`` (when the range has that many sequences) and none longer than ``max_per_partition``.  The
   pieces differ in length by at most one sequence.
@@ -25,8 +32,9 @@ import json
 from dataclasses import dataclass
 
 __all__ = [
-    "EARLIEST", "LATEST", "StreamBounds", "OffsetError", "DataLoss", "parse_offset_spec", "resolve_start",
-    "resolve_end", "split_range", "limit_end", "encode_offset", "decode_offset", "check_start",
+    "EARLIEST", "LATEST", "StreamBounds", "OffsetError", "DataLoss", "StreamReset", "Position", "parse_offset_spec",
+    "resolve_start", "resolve_end", "split_range", "limit_end", "encode_offset", "decode_offset", "decode_position",
+    "check_start", "check_position",
 ]
 
 EARLIEST = "earliest"
@@ -49,16 +57,34 @@ class DataLoss(Exception):
         self.first_seq = first_seq
 
 
+class StreamReset(DataLoss):
+    """The checkpoint belongs to an earlier incarnation of the stream, or lies past its end."""
+
+    def __init__(self, stream: str, reason: str, first_seq: int) -> None:
+        Exception.__init__(
+            self, f"stream {stream!r}: {reason}; messages the query had not read are lost and the sequences it "
+                  f"checkpointed mean nothing now. Set failOnDataLoss=false to restart from the stream's first "
+                  f"message ({first_seq}).")
+        self.stream = stream
+        self.start = 0
+        self.first_seq = first_seq
+
+
 @dataclass(frozen=True, slots=True)
 class StreamBounds:
-    """What STREAM.INFO says about the stored sequences."""
+    """What STREAM.INFO says about the stored sequences, and when the stream was created (its incarnation)."""
 
     first_seq: int
     last_seq: int
+    created: str | None = None
 
     @classmethod
-    def from_state(cls, state: dict) -> "StreamBounds":
-        return cls(int(state.get("first_seq", 0)), int(state.get("last_seq", 0)))
+    def from_state(cls, state: dict, created: str | None = None) -> "StreamBounds":
+        return cls(int(state.get("first_seq", 0)), int(state.get("last_seq", 0)), created)
+
+    @classmethod
+    def from_info(cls, info: dict) -> "StreamBounds":
+        return cls.from_state(info.get("state") or {}, info.get("created"))
 
     @property
     def start(self) -> int:
@@ -154,12 +180,51 @@ def limit_end(start: int, available_end: int, max_offsets: int | None) -> int:
     return available_end
 
 
-def encode_offset(stream: str, seq: int) -> dict:
-    return {"stream": stream, "seq": int(seq)}
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A decoded streaming offset: next sequence, the stream's incarnation, and where a reset restarted reading."""
+
+    seq: int
+    created: str | None = None
+    reset: int | None = None
+
+
+def encode_offset(stream: str, seq: int, created: str | None = None, reset: int | None = None) -> dict:
+    off = {"stream": stream, "seq": int(seq)}
+    if created:
+        off["created"] = created
+    if reset is not None:
+        off["reset"] = int(reset)
+    return off
+
+
+def check_position(stream: str, pos: Position, bounds: StreamBounds, fail_on_data_loss: bool) -> tuple[int, bool]:
+    """(sequence to continue from, whether the stream was reset) for a checkpointed position.
+
+    A position from another incarnation of the stream, or past its end, is data loss (see the module docstring):
+    raise :class:`StreamReset`, or restart at the stream's first readable sequence.  Within the same incarnation
+    the ordinary retention check (:func:`check_start`) applies."""
+    reason = None
+    if pos.created and bounds.created and pos.created != bounds.created:
+        reason = (f"it was deleted and re-created (the checkpoint is of the stream created {pos.created}, "
+                  f"the stream now was created {bounds.created})")
+    elif pos.seq > bounds.end and not (bounds.first_seq == 0 and bounds.last_seq == 0 and pos.seq == 1):
+        reason = (f"the checkpoint is at sequence {pos.seq} but the stream ends at {bounds.last_seq} (it was "
+                  f"re-created or restored from an older copy)")
+    if reason is not None:
+        if fail_on_data_loss:
+            raise StreamReset(stream, reason, bounds.start)
+        return bounds.start, True
+    return check_start(stream, pos.seq, bounds, fail_on_data_loss), False
 
 
 def decode_offset(offset, stream: str) -> int:
     """The sequence of a checkpointed offset (a dict, or its JSON text); it must name the same stream."""
+    return decode_position(offset, stream).seq
+
+
+def decode_position(offset, stream: str) -> Position:
+    """A checkpointed offset (a dict, or its JSON text) as a :class:`Position`; it must name the same stream."""
     if isinstance(offset, str):
         offset = json.loads(offset)
     if not isinstance(offset, dict) or "seq" not in offset:
@@ -170,4 +235,9 @@ def decode_offset(offset, stream: str) -> int:
     seq = offset["seq"]
     if not isinstance(seq, int) or seq < 1:
         raise OffsetError(f"bad sequence in offset {offset!r}")
-    return seq
+    created = offset.get("created")
+    reset = offset.get("reset")
+    if (created is not None and not isinstance(created, str)) or \
+            (reset is not None and (not isinstance(reset, int) or not 1 <= reset <= seq)):
+        raise OffsetError(f"bad offset {offset!r}")
+    return Position(seq, created, reset)

@@ -2,18 +2,57 @@
 
 Option names follow Spark's Kafka source where there is a counterpart (``startingOffsets``, ``endingOffsets``,
 ``minPartitions``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``); Spark hands them over case-insensitively, so the
-lookups here lower-case the keys.  Unknown options are ignored, like Spark's own sources do.
+lookups here lower-case the keys.
+
+An option this source does not know is an error naming it and its close matches (``filterSubject`` is not silently
+ignored: it would read the whole stream), and so is an option that means nothing for the query at hand
+(``endingOffsets`` on a streaming query, ``writeId`` on a read).  Spark adds ``checkpointLocation`` and
+``queryName`` to a streaming sink's options itself; those are accepted there.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Mapping
 
-from .offsets import EARLIEST, LATEST, parse_offset_spec
+from .offsets import EARLIEST, LATEST, OffsetError, parse_offset_spec
 
-__all__ = ["ConnectOptions", "ReadOptions", "WriteOptions"]
+__all__ = ["ConnectOptions", "ReadOptions", "WriteOptions", "check_option_names", "ALL_OPTIONS"]
 
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
+
+CONNECT_OPTIONS = ("servers", "user", "password", "token", "domain", "timeout")
+READ_OPTIONS = CONNECT_OPTIONS + ("stream", "startingOffsets", "endingOffsets", "filterSubjects", "minPartitions",
+                                  "maxSeqsPerPartition", "failOnDataLoss", "readMethod", "fetchBatch")
+STREAM_READ_OPTIONS = tuple(o for o in READ_OPTIONS if o != "endingOffsets") + ("maxOffsetsPerTrigger",)
+WRITE_OPTIONS = CONNECT_OPTIONS + ("stream", "subject", "writeId", "maxInFlight")
+STREAM_WRITE_OPTIONS = WRITE_OPTIONS + ("checkpointLocation", "queryName")  # the last two are added by Spark
+ALL_OPTIONS = tuple(dict.fromkeys(READ_OPTIONS + STREAM_READ_OPTIONS + STREAM_WRITE_OPTIONS))
+_KIND_OPTIONS = {"any": ALL_OPTIONS, "read": READ_OPTIONS, "stream": STREAM_READ_OPTIONS, "write": WRITE_OPTIONS,
+                 "stream-write": STREAM_WRITE_OPTIONS}
+_KIND_NAMES = {"read": "a batch read", "stream": "a streaming read", "write": "a batch write",
+               "stream-write": "a streaming write"}
+
+
+def check_option_names(options: Mapping[str, str], kind: str = "any") -> None:
+    """Raise ValueError for an option that is unknown (with close matches) or means nothing for ``kind``."""
+    allowed = {o.lower(): o for o in _KIND_OPTIONS[kind]}
+    known = {o.lower(): o for o in ALL_OPTIONS}
+    for key in options:
+        low = str(key).lower()
+        if low in allowed:
+            continue
+        if low in known:
+            if low == "endingoffsets" and kind == "stream":
+                raise ValueError("option endingOffsets is for batch queries only: a streaming query reads until "
+                                 "it is stopped (use Trigger.AvailableNow to stop at the end of the stream)")
+            raise ValueError(f"option {known[low]} does not apply to {_KIND_NAMES[kind]}; it takes: "
+                             f"{', '.join(_KIND_OPTIONS[kind])}")
+        if low == "path":
+            raise ValueError("the jetstream source takes no path: name the stream with option 'stream'")
+        close = difflib.get_close_matches(low, list(known), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(known[c]) for c in close)}?" if close else ""
+        raise ValueError(f"unknown option {key!r} for the jetstream source{hint} (options: {', '.join(ALL_OPTIONS)})")
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -47,7 +86,15 @@ def _int(o: dict, key: str, default: int | None, minimum: int = 0) -> int | None
 
 def _float(o: dict, key: str, default: float) -> float:
     v = o.get(key.lower())
-    return default if v is None else float(v)
+    if v is None or str(v).strip() == "":
+        return default
+    try:
+        x = float(str(v).strip())
+    except ValueError:
+        raise ValueError(f"option {key} must be a number of seconds, not {v!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise ValueError(f"option {key} must be a positive number of seconds, got {v!r}")
+    return x
 
 
 def _list(o: dict, key: str) -> tuple[str, ...]:
@@ -94,6 +141,7 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> "ReadOptions":
+        check_option_names(options, "stream" if streaming else "read")
         o = _lower(options)
         stream = o.get("stream")
         if not stream:
@@ -107,12 +155,15 @@ class ReadOptions:
         # Kafka: batch queries default to earliest..latest, streaming queries start at latest
         start_default = LATEST if streaming else EARLIEST
         ending = parse_offset_spec(o.get("endingoffsets", LATEST), "endingOffsets", allow_earliest=False)
-        if streaming and "endingoffsets" in o:
-            raise ValueError("endingOffsets is for batch queries only")
+        starting = parse_offset_spec(o.get("startingoffsets", start_default), "startingOffsets")
+        if starting == LATEST and not streaming:
+            # Kafka source: "starting offset can't be latest for batch queries" - it would always read nothing
+            raise OffsetError("startingOffsets=latest is for streaming queries only: a batch query starting at "
+                              "the end of the stream reads nothing")
         return cls(
             connect=ConnectOptions.parse(o),
             stream=stream,
-            starting=parse_offset_spec(o.get("startingoffsets", start_default), "startingOffsets"),
+            starting=starting,
             ending=ending,
             filter_subjects=filters,
             min_partitions=_int(o, "minPartitions", 1, 1),
@@ -133,7 +184,8 @@ class WriteOptions:
     max_in_flight: int = 2048
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
+    def parse(cls, options: Mapping[str, str], streaming: bool = False) -> "WriteOptions":
+        check_option_names(options, "stream-write" if streaming else "write")
         o = _lower(options)
         return cls(
             connect=ConnectOptions.parse(o),
@@ -142,3 +194,21 @@ class WriteOptions:
             write_id=o.get("writeid") or None,
             max_in_flight=_int(o, "maxInFlight", 2048, 1),
         )
+
+
+def validate(options: Mapping[str, str]) -> None:
+    """Check what can be checked before knowing whether the query reads or writes, batch or streaming: option
+    names and the value of every option present.  Called from ``DataSource.schema()``, so a bad option fails
+    ``load()`` itself with a clear message (Spark's Kafka source checks its options there too)."""
+    check_option_names(options, "any")
+    o = _lower(options)
+    ConnectOptions.parse(o)
+    for key in ("startingOffsets", "endingOffsets"):
+        if key.lower() in o:
+            parse_offset_spec(o[key.lower()], key, allow_earliest=key == "startingOffsets")
+    for key in ("minPartitions", "maxSeqsPerPartition", "maxOffsetsPerTrigger", "fetchBatch", "maxInFlight"):
+        _int(o, key, None, 1)
+    _bool(o, "failOnDataLoss", True)
+    method = o.get("readmethod", "consumer").lower()
+    if method not in ("consumer", "direct"):
+        raise ValueError(f"option readMethod must be 'consumer' or 'direct', not {method!r}")

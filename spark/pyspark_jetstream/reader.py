@@ -12,7 +12,10 @@ query are not read by it (a batch query sees a snapshot by sequence), and a retr
 moved ``first_seq`` since planning), reads the range with an ephemeral ack-none consumer or batched Direct Get
 (jetstream.py) and yields one Arrow record batch per delivery burst, so a partition is never held in memory whole.
 
-*Streaming* offsets are ``{"stream", "seq"}`` (offsets.py).  ``latestOffset(start, limit)`` honours Spark's read
+*Streaming* offsets are ``{"stream", "seq", "created"}`` (offsets.py): ``created`` is the stream's creation time,
+so a checkpoint of a stream that was deleted and re-created since is recognised as data loss (an error, or with
+``failOnDataLoss=false`` a clean restart at the new stream's first message) instead of silently skipping the new
+stream's first sequences.  ``latestOffset(start, limit)`` honours Spark's read
 limits: ``maxOffsetsPerTrigger`` becomes the default ``ReadMaxRows`` (counted in sequences, like Kafka counts
 offsets), ``ReadAllAvailable`` ignores it.  ``Trigger.AvailableNow`` calls ``prepareForTriggerAvailableNow`` first:
 the end of the stream at that moment becomes a ceiling that later ``latestOffset`` calls never pass, so the query
@@ -31,7 +34,8 @@ from pyspark.sql.types import StructType
 
 from .jetstream import read_range, read_range_direct
 from .offsets import (
-    StreamBounds, check_start, decode_offset, encode_offset, limit_end, resolve_end, resolve_start, split_range,
+    OffsetError, StreamBounds, StreamReset, check_position, check_start, decode_position, encode_offset, limit_end,
+    resolve_end, resolve_start, split_range,
 )
 from .options import ReadOptions
 from .rows import to_record_batch
@@ -46,7 +50,8 @@ except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
 
-__all__ = ["SeqRange", "JetStreamBatchReader", "JetStreamStreamReader", "read_partition", "fetch_bounds"]
+__all__ = ["SeqRange", "JetStreamBatchReader", "JetStreamStreamReader", "FailedStreamReader", "read_partition",
+           "fetch_bounds"]
 
 log = logging.getLogger("pyspark_jetstream")
 
@@ -58,6 +63,7 @@ class SeqRange(InputPartition):
     index: int
     start: int
     end: int
+    created: str | None = None  # the incarnation of the stream the range was planned on
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, (self.start, self.end))
@@ -73,15 +79,15 @@ def fetch_bounds(opts: ReadOptions) -> StreamBounds:
             finally:
                 await js.conn.close()
 
-        return StreamBounds.from_state(runner.run(info())["state"])
+        return StreamBounds.from_info(runner.run(info()))
 
 
-def plan(opts: ReadOptions, start: int, end: int) -> list[SeqRange]:
+def plan(opts: ReadOptions, start: int, end: int, created: str | None = None) -> list[SeqRange]:
     pieces = split_range(start, end, opts.min_partitions, opts.max_seqs_per_partition)
-    return [SeqRange(i, s, e) for i, (s, e) in enumerate(pieces)]
+    return [SeqRange(i, s, e, created) for i, (s, e) in enumerate(pieces)]
 
 
-def read_partition(opts: ReadOptions, start: int, end: int, schema) -> Iterator:
+def read_partition(opts: ReadOptions, start: int, end: int, schema, created: str | None = None) -> Iterator:
     """Arrow record batches of the messages with stream sequences in ``[start, end)``."""
     if end <= start:
         return
@@ -91,13 +97,20 @@ def read_partition(opts: ReadOptions, start: int, end: int, schema) -> Iterator:
     try:
         js = runner.run(open_jetstream(opts.connect, name=f"pyspark-jetstream read {opts.stream}"))
         if opts.fail_on_data_loss:
-            bounds = StreamBounds.from_state(runner.run(js.stream_info(opts.stream))["state"])
+            bounds = StreamBounds.from_info(runner.run(js.stream_info(opts.stream)))
+            if created and bounds.created and created != bounds.created:  # re-created since planning
+                raise StreamReset(opts.stream, f"it was deleted and re-created while the query ran (planned on the "
+                                               f"stream created {created}, now created {bounds.created})",
+                                  bounds.start)
             check_start(opts.stream, start, bounds, True, end)
         filters = list(opts.filter_subjects)
+        timeout = opts.connect.timeout
         if opts.read_method == "direct":
-            agen = read_range_direct(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch)
+            agen = read_range_direct(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch,
+                                     timeout=timeout)
         else:
-            agen = read_range(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch)
+            agen = read_range(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch,
+                              pull_timeout=timeout)
         batches = runner.iterate(agen)
         for msgs in batches:
             yield to_record_batch(opts.stream, msgs, schema)
@@ -119,15 +132,20 @@ class JetStreamBatchReader(DataSourceReader):
         bounds = fetch_bounds(opts)
         start = resolve_start(opts.starting, bounds)
         end = resolve_end(opts.ending, bounds)
+        if start > end:
+            # Kafka's batch source fails the same way ("starting offset ... is after the ending offset")
+            what = "the end of the stream" if end == bounds.end else "endingOffsets"
+            raise OffsetError(f"stream {opts.stream!r}: startingOffsets {start} is after {what} ({end}, exclusive;"
+                              f" the stream holds sequences {bounds.start}..{bounds.last_seq})")
         start = check_start(opts.stream, start, bounds, opts.fail_on_data_loss, end)
-        parts = plan(opts, start, end)
+        parts = plan(opts, start, end, bounds.created)
         log.info("jetstream %s: reading [%d, %d) in %d partitions", opts.stream, start, end, len(parts))
         return parts
 
     def read(self, partition: SeqRange):
         if not isinstance(partition, SeqRange):
             return iter(())  # an empty range plans no partitions; Spark then runs one with a bare InputPartition
-        return read_partition(self.opts, partition.start, partition.end, self.arrow_schema)
+        return read_partition(self.opts, partition.start, partition.end, self.arrow_schema, partition.created)
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -139,7 +157,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def initialOffset(self) -> dict:
         bounds = fetch_bounds(self.opts)
-        return encode_offset(self.opts.stream, resolve_start(self.opts.starting, bounds))
+        return encode_offset(self.opts.stream, resolve_start(self.opts.starting, bounds), bounds.created)
 
     def getDefaultReadLimit(self):
         if self.opts.max_offsets_per_trigger:
@@ -154,33 +172,67 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts = self.opts
         bounds = fetch_bounds(opts)
         if start is None:  # pyspark < 4.2 calls latestOffset() with no arguments and no read limit
-            s = self._last if self._last is not None else resolve_start(opts.starting, bounds)
+            pos = self._last if self._last is not None else decode_position(
+                encode_offset(opts.stream, resolve_start(opts.starting, bounds), bounds.created), opts.stream)
             max_rows = None
         else:
-            s = decode_offset(start, opts.stream)
+            pos = decode_position(start, opts.stream)
             if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
                 max_rows = limit.max_rows
             else:
                 max_rows = None  # ReadAllAvailable (or a limit kind that means nothing here)
         available = bounds.end if self._target is None else min(bounds.end, self._target)
-        base = check_start(opts.stream, s, bounds, opts.fail_on_data_loss)
-        end = max(s, limit_end(base, available, max_rows))
-        self._last = end
-        return encode_offset(opts.stream, end)
+        base, reset = check_position(opts.stream, pos, bounds, opts.fail_on_data_loss)
+        if reset:
+            # failOnDataLoss=false and the stream was re-created: this batch starts afresh at ``base`` of the new
+            # incarnation; the offset records it so that partitions() (and a replay) plans the same range
+            end = limit_end(base, max(available, base), max_rows)
+            log.warning("jetstream %s: the checkpoint does not belong to the stream as it is now (re-created?); "
+                        "restarting at sequence %d", opts.stream, base)
+            off = encode_offset(opts.stream, end, bounds.created, reset=base)
+        else:
+            end = max(pos.seq, limit_end(base, available, max_rows))
+            off = encode_offset(opts.stream, end, bounds.created or pos.created)
+        self._last = decode_position(off, opts.stream)
+        return off
 
     def reportLatestOffset(self) -> dict:
-        return encode_offset(self.opts.stream, fetch_bounds(self.opts).end)
+        bounds = fetch_bounds(self.opts)
+        return encode_offset(self.opts.stream, bounds.end, bounds.created)
 
     def partitions(self, start: dict, end: dict) -> list[SeqRange]:
-        s = decode_offset(start, self.opts.stream)
-        e = decode_offset(end, self.opts.stream)
-        return plan(self.opts, s, e)
+        s = decode_position(start, self.opts.stream)
+        e = decode_position(end, self.opts.stream)
+        first = e.reset if e.reset is not None else s.seq
+        return plan(self.opts, first, e.seq, e.created)
 
     def read(self, partition: SeqRange):
-        return read_partition(self.opts, partition.start, partition.end, self.arrow_schema)
+        return read_partition(self.opts, partition.start, partition.end, self.arrow_schema, partition.created)
 
     def commit(self, end: dict) -> None:
         pass  # the checkpoint is the position; nothing lives on the server between batches
+
+    def stop(self) -> None:
+        pass
+
+
+class FailedStreamReader(DataSourceStreamReader):
+    """A streaming reader whose options were refused: every call raises that error (see source.streamReader)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict:
+        raise self.error
+
+    def latestOffset(self, start=None, limit=None) -> dict:
+        raise self.error
+
+    def partitions(self, start: dict, end: dict):
+        raise self.error
+
+    def read(self, partition):
+        raise self.error
 
     def stop(self) -> None:
         pass

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
+from .options import validate
 from .schema import READ_SCHEMA
 
 __all__ = ["JetStreamDataSource"]
@@ -19,6 +20,8 @@ class JetStreamDataSource(DataSource):
         return "jetstream"
 
     def schema(self):
+        # Spark calls this from load(): the place where a bad option should fail, before any query runs
+        validate(self.options)
         return READ_SCHEMA
 
     def reader(self, schema):
@@ -27,9 +30,15 @@ class JetStreamDataSource(DataSource):
         return JetStreamBatchReader(self.options, schema)
 
     def streamReader(self, schema):
-        from .reader import JetStreamStreamReader
+        from .reader import FailedStreamReader, JetStreamStreamReader
 
-        return JetStreamStreamReader(self.options, schema)
+        try:
+            return JetStreamStreamReader(self.options, schema)
+        except ValueError as e:
+            # pyspark 4.x's streaming source runner hides an exception raised here behind an UnboundLocalError
+            # of its own (python_streaming_source_runner.py calls reader.stop() on a reader it never got): hand
+            # over a reader that raises the real error from its first call instead
+            return FailedStreamReader(e)
 
     def writer(self, schema, overwrite: bool):
         from .writer import JetStreamBatchWriter

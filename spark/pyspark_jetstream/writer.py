@@ -13,7 +13,7 @@ stream's ``duplicate_window`` and acks it with ``"duplicate": true``).  The id o
 
 1. the row's ``msg_id`` column, when present and not null - stable across anything;
 2. a ``Nats-Msg-Id`` in the row's ``headers``;
-3. generated: ``<prefix>:<partition>:<row index in the partition>`` where the prefix is
+3. generated: ``<prefix>:<partition>:<row index in the partition>:<digest of the row>`` where the prefix is
    - streaming: ``<query id>:<batch id>`` (Spark's local properties ``sql.streaming.queryId`` and
      ``streaming.sql.batchId``; the query id survives restarts from the same checkpoint, and a replayed batch
      holds the same rows in the same partitions when its source is replayable, as the jetstream source is);
@@ -21,12 +21,26 @@ stream's ``duplicate_window`` and acks it with ``"duplicate": true``).  The id o
      of every task of that write (so a retried task repeats its ids; a *new* write is new data unless it passes
      the same ``writeId``).
 
+   The digest (BLAKE2b of subject, headers and data) is what makes a position-derived id safe when a retry sees
+   the rows in other places - a job re-run with 3 partitions instead of 4, an upstream shuffle that is not
+   deterministic: an id can then only match a stored message *with the same content*, so a retry never drops a
+   row.  Its ids are pairwise distinct (distinct positions), so each of its rows maps to its own stored message
+   of the same content: for every content the stream holds at least as many copies as the retry wrote.  What a
+   changed partitioning costs is duplicates (rows that moved are stored again), never loss; only a ``msg_id``
+   column (a key) gives exactly-once whatever the partitioning.
+
+With the ``stream`` option every message carries ``Nats-Expected-Stream``, so a message whose subject belongs to
+another stream is refused by the server (``expected stream does not match``, err_code 10060) instead of being
+stored there and reported after.
+
 Rows need ``data`` (binary or string); ``subject`` (else the ``subject`` option), ``headers``
 (map<string,string> or map<string,array<string>>) and ``msg_id`` are optional; other columns are ignored.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Iterator
@@ -54,6 +68,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["JetStreamBatchWriter", "JetStreamStreamWriter", "JetStreamCommit", "message_id"]
 
 MSG_ID = "Nats-Msg-Id"
+EXPECTED_STREAM = "Nats-Expected-Stream"
 _COLUMNS = ("data", "subject", "headers", "msg_id")
 
 
@@ -64,12 +79,27 @@ class JetStreamCommit(WriterCommitMessage):
     duplicates: int
 
 
-def message_id(prefix: str, partition: int, row: int) -> str:
-    return f"{prefix}:{partition}:{row}"
+def content_digest(subject: str, hdr_items, payload: bytes) -> str:
+    """16 characters (96 bits) of BLAKE2b over a row's subject, headers and data."""
+    h = hashlib.blake2b(digest_size=12)
+    h.update(subject.encode("utf-8", "surrogateescape"))
+    h.update(b"\0")
+    for k, v in hdr_items:
+        h.update(f"{k}\0{v}\0".encode("utf-8", "surrogateescape"))
+    h.update(b"\0")
+    h.update(payload)
+    return base64.urlsafe_b64encode(h.digest()).decode()
 
 
-def _header_block(entries, msg_id: str | None) -> tuple[bytes, str | None]:
-    """The header block for a row's ``headers`` map entries (values str or list of str) and its Nats-Msg-Id."""
+def message_id(prefix: str, partition: int, row: int, digest: str) -> str:
+    return f"{prefix}:{partition}:{row}:{digest}"
+
+
+def _header_items(entries, expected_stream: str | None = None) -> tuple[list, str | None]:
+    """A row's ``headers`` map entries (values str or list of str) as header items, and the Nats-Msg-Id in them.
+
+    A row's own ``Nats-Expected-Stream`` is kept when the ``stream`` option is not set; with the option it must
+    agree (the option's header is added by the caller)."""
     items = []
     found = None
     for k, v in entries or ():
@@ -80,11 +110,13 @@ def _header_block(entries, msg_id: str | None) -> tuple[bytes, str | None]:
             if k == MSG_ID:
                 found = found or one
                 continue
+            if k == EXPECTED_STREAM and expected_stream:
+                if one != expected_stream:
+                    raise ValueError(f"a row's {EXPECTED_STREAM} header says {one!r} but option stream is "
+                                     f"{expected_stream!r}")
+                continue
             items.append((k, one))
-    mid = msg_id or found
-    if mid:
-        items.append((MSG_ID, mid))
-    return (hdrs.build(items) if items else b""), mid
+    return items, found
 
 
 def _columns_from_arrow(batches) -> Iterator[dict]:
@@ -112,11 +144,13 @@ def _columns_from_rows(rows, chunk: int = 4096) -> Iterator[dict]:
 
 
 async def _publish_columns(pub: Publisher, cols: dict, default_subject: str | None, prefix: str, partition: int,
-                           row: int) -> int:
+                           row: int, expected_stream: str | None = None) -> int:
     data = cols["data"]
     subjects = cols.get("subject")
     headers = cols.get("headers")
     ids = cols.get("msg_id")
+    tail = [(EXPECTED_STREAM, expected_stream)] if expected_stream else []
+    fast_tail = b"".join(f"{k}: {v}\r\n".encode() for k, v in tail) + b"\r\n"
     for i in range(len(data)):
         subject = (subjects[i] if subjects is not None else None) or default_subject
         if not subject:
@@ -129,11 +163,12 @@ async def _publish_columns(pub: Publisher, cols: dict, default_subject: str | No
         mid = ids[i] if ids is not None else None
         entries = headers[i] if headers is not None else None
         if mid is None and not entries:
-            hdr = b"NATS/1.0\r\n" + MSG_ID.encode() + b": " + message_id(prefix, partition, row).encode() + b"\r\n\r\n"
+            mid = message_id(prefix, partition, row, content_digest(subject, (), payload))
+            hdr = b"NATS/1.0\r\nNats-Msg-Id: " + mid.encode() + b"\r\n" + fast_tail
         else:
-            hdr, found = _header_block(entries, mid)
-            if found is None:
-                hdr, _ = _header_block(entries, message_id(prefix, partition, row))
+            items, found = _header_items(entries, expected_stream)
+            mid = mid or found or message_id(prefix, partition, row, content_digest(subject, items, payload))
+            hdr = hdrs.build(items + [(MSG_ID, mid)] + tail)
         await pub.publish(subject, payload, hdr)
         row += 1
     return row
@@ -148,12 +183,12 @@ def write_partition(opts: WriteOptions, column_chunks: Iterator[dict], prefix: s
     js = None
     try:
         js = runner.run(open_jetstream(opts.connect, name="pyspark-jetstream write"))
-        pub = Publisher(js.conn, max_in_flight=opts.max_in_flight, timeout=max(opts.connect.timeout, 30.0),
+        pub = Publisher(js.conn, max_in_flight=opts.max_in_flight, timeout=opts.connect.timeout,
                         expected_stream=opts.stream)
         row = 0
         try:
             for cols in column_chunks:
-                row = runner.run(_publish_columns(pub, cols, opts.subject, prefix, partition, row))
+                row = runner.run(_publish_columns(pub, cols, opts.subject, prefix, partition, row, opts.stream))
         except BaseException:
             # the task fails, but what it sent should land before the retry repeats it (and gets deduplicated)
             try:
@@ -193,7 +228,7 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
 class JetStreamStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options, schema, overwrite: bool) -> None:
         check_write_schema(schema)
-        self.opts = WriteOptions.parse(options)
+        self.opts = WriteOptions.parse(options, streaming=True)
         self.fallback_prefix = self.opts.write_id or uuid.uuid4().hex
 
     def _prefix(self) -> str:

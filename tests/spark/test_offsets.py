@@ -150,3 +150,83 @@ def test_read_options():
 def test_write_options():
     w = WriteOptions.parse({"servers": "nats://x:4222", "subject": "out", "writeId": "job-7", "maxInFlight": "64"})
     assert (w.subject, w.write_id, w.max_in_flight, w.stream) == ("out", "job-7", 64, None)
+
+
+# --- issue #18: re-created streams, option checking ------------------------------------------------------------
+
+from pyspark_jetstream.offsets import Position, StreamReset, check_position, decode_position  # noqa: E402
+from pyspark_jetstream.options import check_option_names, validate  # noqa: E402
+
+OLD, NEW = "2026-01-01T00:00:00.1Z", "2026-01-02T00:00:00.2Z"
+
+
+def test_offsets_carry_the_stream_incarnation():
+    off = encode_offset("S", 1001, OLD)
+    assert off == {"stream": "S", "seq": 1001, "created": OLD}
+    assert decode_position(off, "S") == Position(1001, OLD)
+    assert decode_position(encode_offset("S", 7, NEW, reset=3), "S") == Position(7, NEW, 3)
+    assert decode_position({"stream": "S", "seq": 5}, "S") == Position(5)  # a checkpoint from before this change
+    for bad in ({"seq": 5, "created": 7}, {"seq": 5, "reset": 6}, {"seq": 5, "reset": "1"}):
+        with pytest.raises(OffsetError):
+            decode_position(bad, "S")
+
+
+def test_recreated_stream_is_data_loss():
+    # 1,000 read from the old stream; the stream re-created with 600: the checkpoint is past its end ...
+    new = StreamBounds(1, 600, NEW)
+    with pytest.raises(StreamReset, match="re-created"):
+        check_position("S", Position(1001, OLD), new, True)
+    with pytest.raises(StreamReset, match="ends at 600"):
+        check_position("S", Position(1001), new, True)  # an old checkpoint without the creation time
+    # ... and after 900 more it is not, yet the new 1..1000 were never read: the creation time tells
+    with pytest.raises(StreamReset, match="re-created"):
+        check_position("S", Position(1001, OLD), StreamBounds(1, 1500, NEW), True)
+    # failOnDataLoss=false: restart at the new stream's first message
+    assert check_position("S", Position(1001, OLD), StreamBounds(1, 1500, NEW), False) == (1, True)
+    assert check_position("S", Position(1001), new, False) == (1, True)
+    assert check_position("S", Position(9, OLD), StreamBounds(0, 0, NEW), False) == (1, True)
+    # the same incarnation: the ordinary checks
+    assert check_position("S", Position(1001, NEW), StreamBounds(1, 1500, NEW), True) == (1001, False)
+    assert check_position("S", Position(601, NEW), new, True) == (601, False)  # exactly at the end: nothing new
+    assert check_position("S", Position(1, NEW), StreamBounds(0, 0, NEW), True) == (1, False)
+    with pytest.raises(DataLoss):
+        check_position("S", Position(3, NEW), StreamBounds(10, 20, NEW), True)
+
+
+def test_unknown_option_names_it_and_close_matches():
+    with pytest.raises(ValueError) as e:
+        ReadOptions.parse({"stream": "S", "filterSubject": "a.>"})
+    assert "'filterSubject'" in str(e.value) and "did you mean 'filterSubjects'" in str(e.value)
+    with pytest.raises(ValueError, match="'maxInFlight'"):
+        WriteOptions.parse({"maxInFlite": "5"})
+    with pytest.raises(ValueError, match="unknown option 'bogus'"):
+        validate({"bogus": "1"})
+    with pytest.raises(ValueError, match="takes no path"):
+        validate({"path": "/x"})
+    # an option of the other side is refused too, not ignored
+    with pytest.raises(ValueError, match="writeId does not apply to a batch read"):
+        ReadOptions.parse({"stream": "S", "writeId": "w"})
+    with pytest.raises(ValueError, match="maxOffsetsPerTrigger does not apply to a batch read"):
+        ReadOptions.parse({"stream": "S", "maxOffsetsPerTrigger": "5"})
+    with pytest.raises(ValueError, match="endingOffsets is for batch queries only"):
+        ReadOptions.parse({"stream": "S", "endingOffsets": "5"}, streaming=True)
+    with pytest.raises(ValueError, match="checkpointLocation does not apply to a batch write"):
+        WriteOptions.parse({"checkpointLocation": "/tmp/c"})
+    # Spark adds these to a streaming sink's options itself; names are case-insensitive
+    WriteOptions.parse({"checkpointlocation": "/tmp/c", "queryname": "q", "SUBJECT": "x"}, streaming=True)
+    check_option_names({"FILTERSUBJECTS": "a", "TimeOut": "3"}, "read")
+
+
+def test_option_values_name_the_option():
+    for value in ("abc", "0", "-1", "nan", "inf"):
+        with pytest.raises(ValueError, match="option timeout"):
+            validate({"timeout": value})
+    assert ReadOptions.parse({"stream": "S", "timeout": "2.5"}).connect.timeout == 2.5
+    with pytest.raises(ValueError, match="startingOffsets"):
+        validate({"startingOffsets": "soon"})
+    with pytest.raises(ValueError, match="fetchBatch"):
+        validate({"fetchBatch": "x"})
+    # Kafka: a batch query cannot start at latest (it would always read nothing)
+    with pytest.raises(OffsetError, match="streaming queries only"):
+        ReadOptions.parse({"stream": "S", "startingOffsets": "latest"})
+    assert ReadOptions.parse({"stream": "S", "startingOffsets": "latest"}, streaming=True).starting == LATEST

@@ -119,3 +119,35 @@ def test_batch_data_loss(spark, shared_server):
         load(spark, shared_server.url, name, startingOffsets=3).collect()
     rows = load(spark, shared_server.url, name, startingOffsets=3, failOnDataLoss="false").collect()
     assert sorted(r.seq for r in rows) == [16, 17, 18, 19, 20]
+
+
+def test_bad_options_fail_load_with_a_clear_message(spark, orders):
+    """Issue #18 items 3 and 4: an unknown option is an error naming it (not ignored: ``filterSubject`` read the
+    whole stream); a bad value names its option; a batch read that can only be empty is an error (Kafka)."""
+    url, name, _expected = orders
+    # Spark lower-cases option names before the source sees them
+    with pytest.raises(Exception, match="(?i)unknown option 'filterSubject'.*did you mean 'filterSubjects'"):
+        spark.read.format("jetstream").option("servers", url).option("stream", name) \
+            .option("filterSubject", f"{name}.eu").load()
+    with pytest.raises(Exception, match="option timeout must be a number of seconds, not 'abc'"):
+        load(spark, url, name, timeout="abc")
+    with pytest.raises(Exception, match="startingOffsets=latest is for streaming queries only"):
+        load(spark, url, name, startingOffsets="latest").collect()
+    with pytest.raises(Exception, match="startingOffsets 5000 is after the end of the stream"):
+        load(spark, url, name, startingOffsets=5000).collect()
+    with pytest.raises(Exception, match="startingOffsets 300 is after endingOffsets"):
+        load(spark, url, name, startingOffsets=300, endingOffsets=200).collect()
+    assert load(spark, url, name, startingOffsets=N + 1).count() == 0  # at the end exactly: empty, not an error
+
+
+def test_streaming_ending_offsets_error_is_clear(spark, orders, tmp_path):
+    url, name, _expected = orders
+    df = spark.readStream.format("jetstream").option("servers", url).option("stream", name) \
+        .option("endingOffsets", "5").load()
+    q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")) \
+        .trigger(availableNow=True).start()
+    with pytest.raises(Exception) as e:
+        q.awaitTermination(60)
+    # the real error, not pyspark's UnboundLocalError from a reader that failed to initialise
+    assert "endingOffsets is for batch queries only" in str(e.value)
+    assert "UnboundLocalError" not in str(e.value)

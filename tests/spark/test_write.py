@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from pyspark_jetstream.writer import content_digest, message_id
 from tests.spark.helpers import sync, unique
 
 
@@ -32,9 +33,12 @@ def test_write_columns_and_read_back(spark, shared_server):
     save(df.coalesce(1), url, stream=name, subject=f"{name}.default", writeId="job1")
     got = {bytes(d): (s, h) for _seq, s, d, h in messages(url, name)}
     assert set(got) == {b"one", b"two", b"three"}
-    assert got[b"one"] == (f"{name}.a", {"X": ["1", "2"], "Nats-Msg-Id": ["id-1"]})
-    assert got[b"two"] == (f"{name}.default", {"Nats-Msg-Id": ["job1:0:1"]})  # <writeId>:<partition>:<row>
-    assert got[b"three"] == (f"{name}.b", {"Y": ["y"], "Nats-Msg-Id": ["job1:0:2"]})
+    assert got[b"one"] == (f"{name}.a", {"X": ["1", "2"], "Nats-Msg-Id": ["id-1"], "Nats-Expected-Stream": [name]})
+    # <writeId>:<partition>:<row>:<digest of subject, headers, data>; Nats-Expected-Stream from the stream option
+    assert got[b"two"] == (f"{name}.default", {"Nats-Msg-Id": [message_id("job1", 0, 1, content_digest(
+        f"{name}.default", (), b"two"))], "Nats-Expected-Stream": [name]})
+    assert got[b"three"] == (f"{name}.b", {"Y": ["y"], "Nats-Msg-Id": [message_id("job1", 0, 2, content_digest(
+        f"{name}.b", [("Y", "y")], b"three"))], "Nats-Expected-Stream": [name]})
     # the same write again (same writeId, same msg_id) is deduplicated entirely
     save(df.coalesce(1), url, stream=name, subject=f"{name}.default", writeId="job1")
     assert len(messages(url, name)) == 3
@@ -132,3 +136,37 @@ def test_failed_write_rerun_with_write_id_leaves_one_copy(spark, shared_server):
     save(df, url, stream=name, writeId="nightly-42")
     final = sorted(bytes(d).decode() for _s, _subj, d, _h in messages(url, name))
     assert final == sorted(f"r{i}" for i in range(60))
+
+
+def test_rerun_with_other_partitioning_never_drops_a_row(spark, shared_server):
+    """Issue #18 item 2: generated ids followed a row's position only, so a re-run with 3 partitions instead of 4
+    matched ids of *other* rows stored by the first run, and the stream dropped those rows as duplicates."""
+    url = shared_server.url
+    name = unique("RP")
+    sync(url, lambda a: a.create(name))
+    rows = [(f"{name}.r", f"r{i}") for i in range(40)]
+    df4 = spark.createDataFrame(spark.sparkContext.parallelize(rows, 4), "subject string, data string")
+    # the first run is killed midway: only its tasks for partitions 0 and 1 (r0..r19) completed
+    save(df4.where("spark_partition_id() < 2"), url, stream=name, writeId="job-9")
+    assert len(messages(url, name)) == 20
+    # the re-run: same rows, same writeId, 3 partitions
+    df3 = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), "subject string, data string")
+    save(df3, url, stream=name, writeId="job-9")
+    stored = [bytes(d).decode() for _s, _subj, d, _h in messages(url, name)]
+    assert sorted(set(stored)) == sorted(f"r{i}" for i in range(40)), "rows dropped"
+    # rows that kept their position (partition 0: r0..r9) are deduplicated; rows that moved are written again
+    assert all(stored.count(f"r{i}") == 1 for i in range(10))
+
+
+def test_write_to_the_wrong_stream_is_refused_by_the_server(spark, shared_server):
+    """Issue #18 item 7: with the stream option, a row whose subject belongs to another stream is refused by the
+    server (Nats-Expected-Stream, err_code 10060) instead of being stored there first and reported after."""
+    url = shared_server.url
+    mine, other = unique("MINE"), unique("OTHER")
+    sync(url, lambda a: a.create(mine))
+    sync(url, lambda a: a.create(other))
+    df = spark.createDataFrame([(f"{other}.x", "stray")], "subject string, data string").coalesce(1)
+    with pytest.raises(Exception, match="expected stream does not match"):
+        save(df, url, stream=mine)
+    assert messages(url, other) == []
+    assert messages(url, mine) == []
