@@ -1,7 +1,8 @@
 """pyspark_jetstream: a JetStream stream as a Spark table and a Spark sink (PySpark Python Data Source API).
 
 Install ``skiff[spark]`` (pyspark 4.x, pyarrow, pandas).  The format name is ``jetstream``; Spark finds it by itself
-when the package is installed (Spark looks up ``pyspark_*`` packages with a ``DefaultSource``), or register it::
+when the package is installed from a wheel (Spark looks up ``pyspark_*`` packages with a ``DefaultSource``); an
+editable install must register it (per session; with no argument, the active or first session)::
 
     import pyspark_jetstream
     pyspark_jetstream.register(spark)
@@ -34,8 +35,9 @@ Write (batch or streaming)::
        .save())
 
 Every message carries a deterministic ``Nats-Msg-Id`` (the ``msg_id`` column, or one derived from the write /
-query id, batch id, partition and row), so a retried task or a restarted query is deduplicated by the stream within
-its ``duplicate_window``.  Other options: ``user``/``password``, ``token``, ``domain``, ``timeout`` (seconds),
+query id, batch id, partition, row and a digest of the row), so a retried task or a restarted query is deduplicated
+by the stream within its ``duplicate_window``, and a retry that sees rows in other places never drops one (see
+spark/README.md, "Guarantees").  Unknown options are errors naming the close matches.  Other options: ``user``/``password``, ``token``, ``domain``, ``timeout`` (seconds),
 ``readMethod`` (``consumer`` or ``direct`` for streams with ``allow_direct``), ``fetchBatch``, ``maxInFlight``,
 ``writeId``.
 
@@ -56,8 +58,21 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def register(spark) -> None:
-    """Register the ``jetstream`` format with a SparkSession (not needed when Spark discovers the package)."""
+def register(spark=None):
+    """Register the ``jetstream`` format with a SparkSession and return the session.
+
+    Spark discovers the format by itself when ``pyspark_jetstream`` is importable from a plain ``sys.path`` entry
+    (a wheel install); an editable install is found through an import hook that Spark's lookup cannot list, so
+    there it must be registered.  A registration belongs to one session (``spark.newSession()`` starts without
+    it).  With no argument: the session active in the calling thread, else the one this process created (a new
+    thread has no active session in PySpark, yet ``format("jetstream")`` there uses that session)."""
     from .source import JetStreamDataSource
 
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+        if spark is None:
+            raise RuntimeError("pyspark_jetstream.register(): no SparkSession exists yet; pass the session")
     spark.dataSource.register(JetStreamDataSource)
+    return spark

@@ -47,7 +47,7 @@ from protocol.jsapi.timefmt import parse_time
 
 from .client import Connection, NatsError
 
-__all__ = ["ApiError", "JetStream", "StoredMsg", "read_range", "read_range_direct", "Publisher", "DataLossError"]
+__all__ = ["ApiError", "ConnectionLost", "JetStream", "StoredMsg", "read_range", "read_range_direct", "Publisher", "DataLossError"]
 
 
 class ApiError(NatsError):
@@ -56,6 +56,10 @@ class ApiError(NatsError):
         self.code = code
         self.err_code = err_code
         self.description = description
+
+
+class ConnectionLost(NatsError):
+    """The connection broke, or stopped answering PINGs, while a read waited for deliveries."""
 
 
 class DataLossError(NatsError):
@@ -134,10 +138,10 @@ async def _next_delivery(conn: Connection, queue: asyncio.Queue, timeout: float,
             await conn.flush(timeout)
         except (NatsError, asyncio.TimeoutError) as e:
             reason = conn.error or e or f"no PONG within {timeout}s"
-            raise NatsError(f"the connection to the server is lost ({reason}) while {what}") from None
+            raise ConnectionLost(f"the connection to the server is lost ({reason}) while {what}") from None
         raise NatsError(f"nothing received for {timeout}s while {what} (the connection itself is alive)") from None
     if isinstance(m, Exception):
-        raise NatsError(f"{m} while {what}") from m
+        raise ConnectionLost(f"{m} while {what}") from m
     return m
 
 
@@ -161,6 +165,7 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
         config["filter_subjects"] = list(filters)
     info = await js.create_consumer(stream, config)
     name = info["name"]
+    lost = False
     conn = js.conn
     inbox = conn.new_inbox()
     queue: asyncio.Queue = asyncio.Queue()
@@ -197,7 +202,7 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
             out: list[StoredMsg] = []
             while True:
                 if isinstance(m, Exception):
-                    raise NatsError(f"{m} while {what}") from m
+                    raise ConnectionLost(f"{m} while {what}") from m
                 if m.reply:
                     got += 1
                     sseq, ts, pending = ack_metadata(m.reply)
@@ -241,10 +246,13 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
                 yield out
             if not done and asked - got <= chunk:
                 pull()  # keep about two pulls' worth of messages requested
+    except ConnectionLost:
+        lost = True
+        raise
     finally:
         conn.unwatch(queue.put_nowait)
         conn.unsubscribe(sid)
-        if conn.error is None:
+        if conn.error is None and not lost:  # else the inactive threshold removes the consumer
             try:
                 await js.delete_consumer(stream, name)
             except NatsError:

@@ -240,3 +240,96 @@ async def test_pulls_again_when_a_server_ends_no_wait_pulls_early(deleted):
     finally:
         await conn.close()
         fake.srv.close()
+
+
+# --- issue #18 item 6: a dropped connection is noticed at once, with its own error ------------------------------
+
+class Proxy:
+    """A loopback TCP proxy the test can cut (close both sides) or freeze (stop forwarding, keep sockets open)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.frozen = False
+        self.writers: list = []
+        self.server = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, cr, cw):
+        ur, uw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [cw, uw]
+
+        async def pipe(r, w):
+            try:
+                while data := await r.read(65536):
+                    while self.frozen:
+                        await asyncio.sleep(3600)
+                    w.write(data)
+                    await w.drain()
+            except (OSError, asyncio.CancelledError):
+                pass
+            finally:
+                w.close()
+
+        asyncio.ensure_future(pipe(cr, uw))
+        asyncio.ensure_future(pipe(ur, cw))
+
+    def cut(self) -> None:
+        for w in self.writers:
+            w.transport.abort()
+
+    async def close(self) -> None:
+        self.cut()
+        self.server.close()
+
+
+async def test_dropped_connection_fails_a_read_at_once_with_its_error(shared_server):
+    admin = await Admin.connect(shared_server.url)
+    proxy = Proxy(shared_server.port)
+    try:
+        name, _expected = await filled_stream(admin, n=300, deleted=())
+        js = JetStream(await Connection.connect(await proxy.start()), timeout=30.0)
+        agen = read_range(js, name, 1, 300, [], chunk=10, pull_timeout=30.0)
+        assert len(await agen.__anext__()) > 0
+        proxy.cut()
+        t0 = asyncio.get_running_loop().time()
+        with pytest.raises(NatsError, match="connection closed") as e:
+            async for _chunk in agen:
+                pass
+        assert asyncio.get_running_loop().time() - t0 < 5  # not the 30 s delivery timeout
+        assert "no delivery from consumer" not in str(e.value)
+    finally:
+        await proxy.close()
+        await admin.close()
+
+
+async def test_silent_connection_fails_a_read_after_the_timeout(shared_server):
+    admin = await Admin.connect(shared_server.url)
+    proxy = Proxy(shared_server.port)
+    try:
+        name, _expected = await filled_stream(admin, n=300, deleted=())
+        js = JetStream(await Connection.connect(await proxy.start()))
+        agen = read_range(js, name, 1, 300, [], chunk=10, pull_timeout=0.5)
+        assert len(await agen.__anext__()) > 0
+        proxy.frozen = True  # no FIN: only a timeout can tell, and a PING says it is the connection
+        t0 = asyncio.get_running_loop().time()
+        with pytest.raises(NatsError, match="connection to the server is lost"):
+            async for _chunk in agen:
+                pass
+        assert asyncio.get_running_loop().time() - t0 < 5
+    finally:
+        await proxy.close()
+        await admin.close()
+
+
+async def test_connect_timeout_names_the_reason():
+    # a listener that accepts and never says INFO
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(NatsError, match=rf"127.0.0.1:{port}: timed out after 0.3s"):
+            await Connection.connect(f"nats://127.0.0.1:{port}", timeout=0.3)
+    finally:
+        server.close()

@@ -151,3 +151,31 @@ def test_streaming_ending_offsets_error_is_clear(spark, orders, tmp_path):
     # the real error, not pyspark's UnboundLocalError from a reader that failed to initialise
     assert "endingOffsets is for batch queries only" in str(e.value)
     assert "UnboundLocalError" not in str(e.value)
+
+
+def test_register_from_any_thread_and_session(spark):
+    """Issue #18 item 5: register() needs no session argument - a thread other than the one that built the session
+    has no active session in PySpark - and a new session (which starts without the registrations of another) can
+    be registered the same way; the format is then found there."""
+    import threading
+
+    import pyspark_jetstream
+
+    box = {}
+
+    def other_thread():
+        try:
+            box["session"] = pyspark_jetstream.register()
+            with pytest.raises(Exception, match="option 'stream' is required"):
+                box["session"].read.format("jetstream").load().collect()
+        except BaseException as e:  # pragma: no cover - reported below
+            box["error"] = e
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join(120)
+    assert "error" not in box, box.get("error")
+    assert box["session"] is spark
+    fresh = pyspark_jetstream.register(spark.newSession())
+    with pytest.raises(Exception, match="(?i)unknown option 'filterSubject'"):
+        fresh.read.format("jetstream").option("stream", "S").option("filterSubject", "x").load()

@@ -135,3 +135,37 @@ def test_streaming_write_replayed_batch_is_deduplicated(spark, shared_server, tm
     assert sum(p["numInputRows"] for p in replay.recentProgress) == 4  # batch 2 (17..20) was written again
     again = sync(url, lambda a: a.messages(dst))
     assert len(again) == 20
+
+
+def test_recreated_stream_is_data_loss(spark, shared_server, tmp_path):
+    """Issue #18 item 1: 10 read, the stream deleted and re-created with 6 - the checkpoint (next seq 11) is past
+    its end; after 9 more it is not, but the new 1..10 were never read.  Under failOnDataLoss=true both are
+    errors (the offset holds the stream's creation time); under false the query restarts at the new start."""
+    url = shared_server.url
+    name = unique("RC")
+    sync(url, lambda a: a.create(name))
+    publish(url, f"{name}.a", 0, 10)
+    ckpt = str(tmp_path / "ckpt")
+    first = Batches()
+    run_available_now(spark, url, name, ckpt, first, startingOffsets="earliest")
+    assert first.seqs == list(range(1, 11))
+
+    async def recreate(a):
+        r = await a.api(f"STREAM.DELETE.{name}")
+        assert r.get("success"), r
+        await a.create(name)
+
+    sync(url, recreate)
+    publish(url, f"{name}.a", 100, 106)  # the new stream: seqs 1..6
+    with pytest.raises(Exception, match="re-created"):
+        run_available_now(spark, url, name, ckpt, Batches())
+    publish(url, f"{name}.a", 106, 115)  # 1..15: the checkpointed seq 11 is inside the new stream now
+    with pytest.raises(Exception, match="re-created"):
+        run_available_now(spark, url, name, ckpt, Batches())
+    sink = Batches()
+    run_available_now(spark, url, name, ckpt, sink, failOnDataLoss="false")
+    assert sink.seqs == list(range(1, 16))  # every message of the new stream, none skipped
+    publish(url, f"{name}.a", 115, 118)
+    after = Batches()
+    run_available_now(spark, url, name, ckpt, after)  # back to normal, failOnDataLoss=true again
+    assert after.seqs == [16, 17, 18]
