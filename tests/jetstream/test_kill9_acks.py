@@ -39,7 +39,7 @@ async def _setup(server) -> None:
     await nc.close()
 
 
-async def _ack_storm(server, confirmed: set[int]) -> None:
+async def _ack_storm(server, confirmed: set[int], sent: set[int]) -> None:
     conns = [await nats.connect(server.url, allow_reconnect=False) for _ in range(WORKERS)]
     stop = asyncio.Event()
 
@@ -54,6 +54,7 @@ async def _ack_storm(server, confirmed: set[int]) -> None:
                     return
                 continue
             for m in msgs:
+                sent.add(m.metadata.sequence.stream)
                 try:
                     await m.ack_sync(timeout=2)
                 except Exception:
@@ -102,15 +103,18 @@ async def test_kill9_keeps_every_confirmed_ack(server_factory, target):
     server = server_factory(config="jetstream { sync_interval: always }\n")
     await _setup(server)
     confirmed: set[int] = set()
-    await _ack_storm(server, confirmed)
+    sent: set[int] = set()  # acks sent, confirmed or not
+    await _ack_storm(server, confirmed, sent)
     assert len(confirmed) >= KILL_AFTER
 
     server.start()
     seen = await _drain_after_restart(server)
     lost = sorted(set(seen) & confirmed)
     print(f"{target}: {len(lost)} of {len(confirmed)} confirmed acks lost (redelivered after kill -9)")
-    # Both servers: no message vanished - each one was either confirmed or is delivered again.
-    assert set(seen) | confirmed == set(range(1, MESSAGES + 1))
+    # Both servers: no message vanished - each one was confirmed, is delivered again, or had its ack sent (an ack
+    # stored before the kill whose confirmation the kill swallowed is an ack all the same).
+    missing = set(range(1, MESSAGES + 1)) - set(seen) - confirmed
+    assert missing <= sent - confirmed, sorted(missing - sent)[:10]
     if target == "nats-server":
         # Deliberate difference (docs/parity.md): nats-server 2.15.1 writes consumer state on a flusher after the
         # ack reply, so it loses the confirmed acks of the last moments before a kill -9 even with
