@@ -246,7 +246,7 @@ class DeliveryMixin:
             self.store.update_delivered(dseq, seq, dc, sm.ts)
         except Exception as e:  # noqa: BLE001 - a state store refusing an update must never stop delivery
             self._store_update_failed("deliver", e)
-        self.ldt = now
+        self.ldt = now  # also what a push consumer's idle heartbeat timer measures from (push.py _hb_fired)
         self._state_changed()
         policy = self.config.ack_policy
         if policy == "none":
@@ -256,10 +256,7 @@ class DeliveryMixin:
         deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
         if self.maxpb > 0:
             self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
-        if self.waiting is None:
-            if self.config.idle_heartbeat:
-                self._reset_hb()
-        elif self.dthresh > 0:
+        if self.waiting is not None and self.dthresh > 0:
             self.waiting.last = self.clock.monotonic()
         if policy == "none" and self.stream.config.retention != "limits":
             self.cset.ack_msg(None, seq)

@@ -8,8 +8,8 @@ leaving stops it and, with an ``inactive_threshold`` (ephemerals: 5s), starts th
 ``updateDeliveryInterest``).  ``deliver_group`` needs nothing special: deliveries are published on the deliver subject
 and the server's queue-group routing hands each one to a single member.
 
-Idle heartbeats (``idle_heartbeat``): one clock timer, pushed back by every delivery; when it fires while the
-consumer is active it sends ``NATS/1.0 100 Idle Heartbeat`` with ``Nats-Last-Consumer`` / ``Nats-Last-Stream`` (the
+Idle heartbeats (``idle_heartbeat``): one clock timer, pushed back (lazily, see ``_hb_fired``) by every delivery; when
+it fires ``idle_heartbeat`` after the last delivery while the consumer is active it sends ``NATS/1.0 100 Idle Heartbeat`` with ``Nats-Last-Consumer`` / ``Nats-Last-Stream`` (the
 consumer's positions minus one, as nats-server) and ``Nats-Consumer-Stalled: <fc reply>`` while a flow-control
 request is unanswered.  Ordered consumers compare ``Nats-Last-Consumer`` with what they saw.
 
@@ -103,6 +103,18 @@ class PushMixin:
         self._hb_timer = None
         if self.closed:
             return
+        # Deliveries do not push the timer back (a cancel and a new timer per message was most of a push
+        # consumer's per-message cost): they only record ``ldt``, and a timer that fires less than
+        # ``idle_heartbeat`` after the last delivery re-arms for the remainder instead of sending.  The heartbeat
+        # still goes out exactly ``idle_heartbeat`` after the last delivery (nats-server resets its hb timer in
+        # deliverMsg).  ``ldt`` is wall time; a remainder longer than one interval (the wall clock stepped back)
+        # is cut to one interval.
+        hb = self.config.idle_heartbeat
+        if self.ldt and hb and self.waiting is None:
+            rem = self.ldt + hb - self.clock.time_ns()
+            if rem > 0:
+                self._hb_timer = self.clock.call_later(min(rem, hb) / 1e9, self._hb_fired)
+                return
         if self.active:
             self._send_idle_heartbeat(self.config.deliver_subject)
         self._reset_hb()

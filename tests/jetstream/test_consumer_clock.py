@@ -152,6 +152,35 @@ async def test_push_heartbeats_only_while_bound(env, target):
     assert await drain(sub2) == []
 
 
+async def test_push_heartbeat_timer_not_rearmed_per_delivery(env, target, monkeypatch):
+    """Deliveries only record their time; the idle heartbeat still goes out exactly idle_heartbeat after the last
+    one (push.py _hb_fired re-arms for the remainder), and delivering makes no clock timers (it made one each)."""
+    sub = await env.nc.subscribe("dlv")
+    await env.consumer("S", "P", deliver_subject="dlv", idle_heartbeat=2 * SECOND, ack_policy="none")
+    await env.advance(1.5)
+    timers = []
+    orig = env.clock.call_later
+    monkeypatch.setattr(env.clock, "call_later",
+                        lambda d, cb, *a: timers.append(getattr(cb, "__name__", "")) or orig(d, cb, *a))
+    for _ in range(50):
+        await env.pub("s.a")
+    monkeypatch.setattr(env.clock, "call_later", orig)
+    assert len(await drain(sub)) == 50
+    assert "_hb_fired" not in timers
+    await env.advance(0.5)  # the first timer fires 2s after start: 0.5s after the deliveries it re-arms
+    assert await drain(sub) == []
+    await env.advance(1.5 - 0.001)
+    assert await drain(sub) == []
+    await env.advance(0.001)
+    (hb,) = await drain(sub)
+    assert status(hb) == (100, "Idle Heartbeat")
+    assert hb.headers["Nats-Last-Consumer"] == "50" and hb.headers["Nats-Last-Stream"] == "50"
+    await env.advance(1.999)
+    assert await drain(sub) == []
+    await env.advance(0.001)
+    assert [status(m) for m in await drain(sub)] == [(100, "Idle Heartbeat")]
+
+
 async def test_inactive_threshold_deletes_pull_consumer(env, target):
     adv = await env.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.E")
     r = await env.api("CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {
