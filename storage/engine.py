@@ -222,7 +222,7 @@ class IndexedStore(Queries, StreamStore):
         cfg = self.config
         if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
             raise MsgTooLargeError()
-        ss = self._fss.get(subject)
+        ss = self._state(subject)
         if cfg.discard == "new":
             self._check_discard_new(ss, subject, hdr, data)
         seq = self._last_seq + 1
@@ -233,7 +233,7 @@ class IndexedStore(Queries, StreamStore):
     def store_raw(self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ttl: int = 0,
                   discard_new_check: bool = False) -> None:
         self._check_open()
-        ss = self._fss.get(subject)
+        ss = self._state(subject)
         if discard_new_check and self.config.discard == "new":
             self._check_discard_new(ss, subject, hdr, data)
         if seq != self._last_seq + 1:
@@ -350,7 +350,7 @@ class IndexedStore(Queries, StreamStore):
                 c.sizes[:hi] = array("I", bytes(hi << 2))
         dec.pop(0, None)
         for icode, n in dec.items():
-            ss = self._by_code[icode]
+            ss = self._state_of_code(icode)
             ss.msgs -= n
             if ss.msgs <= 0:
                 self._drop_subject(ss)
@@ -498,6 +498,7 @@ class IndexedStore(Queries, StreamStore):
         self.config = config
         maxp = config.max_msgs_per_subject
         if maxp > 0 and (old_maxp <= 0 or maxp < old_maxp):
+            self._wake_all()
             for ss in [s for s in self._fss.values() if s.msgs > maxp]:
                 while ss.msgs > maxp:
                     if not self._remove(self._fix(ss).first):

@@ -32,7 +32,7 @@ class Queries(SeqIndex):
             s = self._next_live(start)
             return s if s and s <= end else 0
         if is_literal(filter_):
-            ss = self._fss.get(filter_)
+            ss = self._state(filter_)
             if ss is None:
                 return 0
             self._fix(ss)
@@ -51,7 +51,7 @@ class Queries(SeqIndex):
             return self._scan_set(codes, start, end)
         best = 0
         for icode in codes:
-            ss = self._fix(self._by_code[icode])
+            ss = self._fix(self._state_of_code(icode))
             if ss.last < start or ss.first > end:
                 continue
             cand = ss.first if ss.first >= start else self._next_code_at(ss.code, start, min(end, ss.last))
@@ -66,7 +66,7 @@ class Queries(SeqIndex):
             if is_all(f):
                 return None
             if is_literal(f):
-                ss = self._fss.get(f)
+                ss = self._state(f)
                 if ss is not None:
                     out.add(ss.icode)
             else:
@@ -82,7 +82,7 @@ class Queries(SeqIndex):
         if is_all(filter_):
             return self._prev_live(end)
         if is_literal(filter_):
-            ss = self._fss.get(filter_)
+            ss = self._state(filter_)
             if ss is None:
                 return 0
             self._fix(ss)
@@ -98,7 +98,7 @@ class Queries(SeqIndex):
             return self._scan_set_back(codes, end, self._first_seq)
         best = 0
         for icode in codes:
-            ss = self._fix(self._by_code[icode])
+            ss = self._fix(self._state_of_code(icode))
             if ss.first > end:
                 continue
             cand = ss.last if ss.last <= end else self._prev_code_at(ss.code, end, ss.first)
@@ -172,8 +172,7 @@ class Queries(SeqIndex):
             start_seq = self._first_seq
         if start_seq > self._last_seq or self._msgs == 0:
             return 0
-        by = self._by_code
-        return self._pending_in([by[c] for c in codes], start_seq, last_per_subject)
+        return self._pending_in(list(map(self._state_of_code, codes)), start_seq, last_per_subject)
 
     def subject_for_seq(self, seq: int) -> str | None:
         c, i = self._locate(seq)
@@ -254,7 +253,7 @@ class Queries(SeqIndex):
             first_ts=self._first_ts(),
             last_seq=self._last_seq,
             last_ts=self._last_ts,
-            num_subjects=len(self._fss),
+            num_subjects=self._num_subjects(),
             num_deleted=self._num_deleted(),
         )
         if deleted_details and st.num_deleted:
@@ -285,8 +284,9 @@ class Queries(SeqIndex):
             return 0
         if is_all(filter):
             if start_seq <= self._first_seq:
-                return len(self._fss) if last_per_subject else self._msgs
+                return self._num_subjects() if last_per_subject else self._msgs
             if last_per_subject:
+                self._wake_all()
                 return sum(1 for ss in self._fss.values() if self._fix(ss).last >= start_seq)
             return self._count_live(start_seq, self._last_seq)
         return self._pending_in(self._match_states(filter), start_seq, last_per_subject)
@@ -333,6 +333,7 @@ class Queries(SeqIndex):
         return sorted(seen)
 
     def all_last_seqs(self) -> list[int]:
+        self._wake_all()
         return sorted(self._fix(ss).last for ss in self._fss.values())
 
     def index_bytes(self) -> int:

@@ -489,7 +489,7 @@ class FileStreamStore(IndexedStore):
         if b.flushed != b.size or b.flushed == 0:
             return
         try:
-            meta.write_atomic(b.idx_path, encode_summary(b, lambda icode: self._by_code[icode].subject), durable=False)  # type: ignore[union-attr]
+            meta.write_atomic(b.idx_path, encode_summary(b, self._subject_name), durable=False)  # type: ignore[union-attr]
             b.dirty = False
             b.summary_covered = b.flushed
         except OSError as e:
