@@ -122,7 +122,7 @@ def restart(ctx: Context, server: BenchServer) -> dict:
     return out
 
 
-def wait_stream_ready(server: BenchServer, stream: str, messages: int, timeout: float) -> float:
+def wait_stream_ready(server: BenchServer, stream: str, messages: int, timeout: float, poll: float = 0.01) -> float:
     """Poll STREAM.INFO until it reports `messages`; returns the monotonic time of that answer."""
     deadline = time.monotonic() + timeout
     last = "no answer"
@@ -138,7 +138,7 @@ def wait_stream_ready(server: BenchServer, stream: str, messages: int, timeout: 
             last = f"stream reports {state.get('messages')} messages"
         if not server.alive():
             raise ScaleError(f"server exited: {server.log_tail(2)}")
-        time.sleep(0.01)
+        time.sleep(poll)
     raise ScaleError(f"stream not ready after {timeout:.0f}s ({last})")
 
 

@@ -67,6 +67,7 @@ class BenchServer:
     error: str | None = None
     tmp: str = ""
     started_at: float = 0.0
+    ready_at: float = 0.0
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -109,8 +110,8 @@ class BenchServer:
             return argv + ["-c", conf] + self.extra_args
         return argv + ["-js", "-sd", self.store_dir] + self.extra_args
 
-    def start(self, timeout: float = 20.0) -> bool:
-        """Start and wait for the INFO line; on failure keep the reason in ``self.error``."""
+    def start(self, timeout: float = 20.0, poll: float = 0.01) -> bool:
+        """Start and wait for the INFO line (``ready_at``); on failure keep the reason in ``self.error``."""
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         # Bytecode cached as on a user's machine (tests/harness.py server_env): with PYTHONDONTWRITEBYTECODE every
@@ -133,9 +134,10 @@ class BenchServer:
                 self.error = f"server exited with {self.proc.returncode}: {self.log_tail(3)}"
                 return False
             if _answers_info(self.port):
+                self.ready_at = time.monotonic()
                 self.error = None
                 return True
-            time.sleep(0.01)
+            time.sleep(poll)
         self.error = f"server not ready after {timeout:.0f}s: {self.log_tail(3)}"
         self.kill()
         return False

@@ -265,9 +265,10 @@ def natspy_workloads() -> list[Workload]:
 
 
 def all_workloads() -> list[Workload]:
-    from bench import scale  # noqa: PLC0415 - scale imports this module
+    from bench import scale, startup  # noqa: PLC0415 - both import this module
 
-    return core_workloads() + jetstream_workloads() + scale.scale_workloads() + natspy_workloads()
+    return (core_workloads() + jetstream_workloads() + scale.scale_workloads() + startup.startup_workloads()
+            + natspy_workloads())
 
 
 GROUPS = ("core", "jetstream", "scale", "nats-py")
