@@ -215,7 +215,9 @@ class Recovery:
         else:
             icodes = self._merge_subjects(subjects, stats, in_lazy, in_fss)
         sids = doc["sids"]
-        if sids.count(LOCAL_DELETED):
+        if len(sids) == len(icodes) and sids == array("I", range(len(sids))):
+            slot_codes = icodes  # a subject per slot (local indexes are handed out in slot order): no mapping
+        elif sids.count(LOCAL_DELETED):
             gmap = dict(enumerate(icodes))
             gmap[LOCAL_DELETED] = 0
             slot_codes = array("I", map(gmap.__getitem__, sids))
