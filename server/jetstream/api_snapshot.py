@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 from protocol.errors import ApiError
 from protocol.jsapi import requests as rq
 from protocol.jsapi._subjects import is_valid_publish_subject
-from protocol.jsapi.snapshot import JSApiStreamRestoreRequest
 from protocol.jsapi.stream_config import normalize_stream_config
 
-from . import snapshot as snap
 from . import jsonout
 from .api import ApiRequest, ApiRouter
-from .restore import RestoreSession
+
+# snapshot.py, restore.py (the S2 codec, the archive format) and the restore request model are imported by the
+# handlers that use them: a server that never snapshots does not pay them at start-up (issue #13).
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -65,6 +65,8 @@ class SnapshotApi:
         srv = self.js.server
         srv.log.info("Starting snapshot for stream", stream=stream.name)
 
+        from . import snapshot as snap
+
         async def run() -> None:
             err = await snap.send(stream, r.deliver_subject, state, not r.no_consumers, r.chunk_size or 0,
                                   r.window_size or 0)
@@ -85,6 +87,10 @@ class SnapshotApi:
         js = self.js
         if rq.is_empty_request(req.body):
             return ApiError.of("JSBadRequestErr")
+        from protocol.jsapi.snapshot import JSApiStreamRestoreRequest
+
+        from .restore import RestoreSession
+
         r = rq.parse_request(JSApiStreamRestoreRequest, req.body, strict=self.strict)
         if isinstance(r, ApiError):
             return r

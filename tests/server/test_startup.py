@@ -33,3 +33,17 @@ def test_harness_leaves_a_chosen_cache_alone(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path))
     assert server_env()["PYTHONPYCACHEPREFIX"] == str(tmp_path)
     assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"  # the test process itself is untouched
+
+
+# Modules a server start must not import: each is needed only by a request that may never come.
+NOT_AT_START = ("server.jetstream.snapshot", "server.jetstream.restore", "storage.s2stream", "storage.snaparchive",
+                "cramjam")
+
+
+def test_start_path_imports_nothing_only_a_request_needs():
+    code = ("import sys, server.cli, server.runner, server.core.server, server.jetstream.engine, "
+            "server.jetstream.api_streams, server.jetstream.api_consumers\n"
+            f"print(' '.join(m for m in {NOT_AT_START!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], env=server_env(), cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == []
