@@ -112,7 +112,17 @@ class DeliveryMixin:
         if not fs:
             return store.load_next_msg("", start)
         if len(fs) == 1:
-            return store.load_next_msg(fs[0], start)
+            f = fs[0]
+            subs = self.stream.config.subjects
+            if subs and len(subs) == 1 and subs[0] == f and f not in self._literal:
+                # The filter is the stream's only subject (nats-server isFiltered() false): every message stored
+                # since the stream has had that subject matches it, so the next live message is the answer and the
+                # store's per-subject search for a wildcard is skipped.  A message from before a subject change
+                # may not match: then the filtered search runs, as before.
+                sm, seq = store.load_next_msg("", start)
+                if sm is None or self.matches(sm.subject):
+                    return sm, seq
+            return store.load_next_msg(f, start)
         best = None
         for f in fs:
             sm, _ = store.load_next_msg(f, start)

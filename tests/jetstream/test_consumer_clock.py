@@ -274,3 +274,18 @@ async def test_idle_consumers_do_no_work_per_published_message(env, target, monk
     await env.pub("s.a")
     assert len(await drain(sub)) == 1
     assert "kick" in calls and cset.ready == set()
+
+
+async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target, monkeypatch):
+    """A consumer filtered on the stream's only subject (a wildcard) reads the next live message instead of the
+    store's per-subject search (which cost ~17 us a message for 10 subjects, the unfiltered load ~5 us)."""
+    for i in range(10):
+        await env.pub(f"s.{i}", b"m%d" % i)
+    await env.consumer("S", "C", ack_policy="none", filter_subject="s.>")
+    store = env.srv.jetstream.streams["S"].store
+    filters = []
+    orig = store.load_next_msg
+    monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
+    sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
+    assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
+    assert filters and set(filters) == {""}

@@ -239,3 +239,19 @@ async def test_negative_batch_waiting_makes_no_wait_requests_pending(jsc):
     await nc.flush()
     msgs = await pull(nc, s, "C", {"batch": 1, "no_wait": True})
     assert [status(m) for m in msgs] == [(404, "No Messages")]
+
+
+async def test_filter_equal_to_the_only_stream_subject_skips_older_subjects(jsc):
+    """A filter that is the stream's only subject covers every message stored since, but not one stored before the
+    stream's subjects changed: that one is not delivered (delivery.py _load_next checks what the fast path finds)."""
+    s = jsc.name()
+    await jsc.create(s, subjects=[f"{s}.>", f"old{s}"])
+    await jsc.pub(f"{s}.a", b"m0")
+    await jsc.pub(f"old{s}", b"o")
+    await jsc.pub(f"{s}.a", b"m1")
+    r = await jsc.api(f"STREAM.UPDATE.{s}", {"name": s, "subjects": [f"{s}.>"]})
+    assert "error" not in r, r
+    await add_consumer(jsc, s, "C", ack_policy="none", filter_subject=f"{s}.>")
+    msgs = await pull(jsc.nc, s, "C", {"batch": 5, "expires": 300 * MS}, timeout=0.5)
+    assert _data(msgs) == [b"m0", b"m1"]
+    assert (await cinfo(jsc, s, "C"))["num_pending"] == 0
