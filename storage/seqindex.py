@@ -246,6 +246,30 @@ class SeqIndex:
             return ss.subject
         return self._lz_subj[((icode >> 8) & 0xFF) + 255 * ((icode >> 16) & 0xFF) + 65025 * (icode >> 24)]
 
+    def wake_some(self, limit: int) -> bool:
+        """Wake up to ``limit`` asleep subjects in one batch; True while some are still asleep.
+
+        The engine calls this in slices on the event loop after a restart, so the subjects are all awake a moment
+        after the server started serving and no later request pays for waking thousands of them at once."""
+        lazy = self._lazy
+        if not lazy:
+            return False
+        if len(lazy) <= limit:
+            self._wake_all()
+            return False
+        items = list(islice(lazy.items(), limit))
+        subjects = [s for s, _ in items]
+        ns = [n for _, n in items]
+        states = list(map(SubjState, subjects, ns))
+        st = self._lz_stats
+        for ss, n in zip(states, ns):
+            ss.msgs, ss.first, ss.last = st[3 * n], st[3 * n + 1], st[3 * n + 2]
+        for s in subjects:
+            del lazy[s]
+        self._fss.update(zip(subjects, states))
+        self._by_code.update(zip([ss.icode for ss in states], states))
+        return True
+
     def _num_subjects(self) -> int:
         return len(self._fss) + len(self._lazy)
 
@@ -298,7 +322,7 @@ class SeqIndex:
             codes = {ss.icode for subj, ss in self._fss.items() if match(subj, filter_)}
             if self._lazy:  # asleep subjects match by name, without waking them
                 lz = [n for subj, n in self._lazy.items() if match(subj, filter_)]
-                codes.update(int.from_bytes(code_bytes(n), "little") for n in lz)
+                codes.update(LIVE | (n % 255) << 8 | (n // 255 % 255) << 16 | (n // 65025) << 24 for n in lz)
             if len(self._wc_cache) >= _WC_CACHE_MAX:
                 self._wc_cache.clear()
             self._wc_cache[filter_] = codes
@@ -312,7 +336,10 @@ class SeqIndex:
             ss = self._state(filter_)
             return [ss] if ss is not None else []
         if self._lazy:
-            return list(map(self._state_of_code, self._match_codes(filter_)))
+            codes = self._match_codes(filter_)
+            if len(codes) > 1024:  # many asleep subjects: one batch is cheaper than waking them one by one
+                self._wake_all()
+            return list(map(self._state_of_code, codes))
         by = self._by_code
         return [by[c] for c in self._match_codes(filter_)]
 

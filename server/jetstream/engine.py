@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..core.server import Server
 
 
+WAKE_SLICE = 4096  # asleep subjects woken per event-loop turn after a restart (_start_waking)
+
+
 class JetStream:
     def __init__(self, server: "Server") -> None:
         self.server = server
@@ -108,6 +111,7 @@ class JetStream:
             self.server.log_warning("JetStream removing streams left by an interrupted delete", count=len(left))
         self.recover()
         self._verify_task = self._start_block_verification()
+        self._start_waking()
         self.router.start()
         self.durability.start()
 
@@ -321,6 +325,32 @@ class JetStream:
                                           lost=len(lost), seqs=lost[:20])
                     self.durability.dirty(stream)  # the tombstones of the lost messages
         return loop.create_task(run())
+
+    def _start_waking(self) -> None:
+        """Wake the subjects recovery left asleep (storage/seqindex.py) in slices on the loop once serving: the
+        restart is not held up by making an object per subject, and no later request (a wildcard filter over
+        every subject) pays for waking them all at once.  A slice of 4,096 subjects takes a few milliseconds."""
+        stores = [s.store for s in self.streams.values() if getattr(s.store, "_lazy", None)]
+        if not stores:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        def step() -> None:
+            store = stores[0]
+            try:
+                more = not getattr(store, "_closed", False) and store.wake_some(WAKE_SLICE)
+            except Exception as e:  # never take the server down; an asleep subject still wakes when asked for
+                self.server.log_error("JetStream subject index wake-up failed", error=repr(e))
+                more = False
+            if not more:
+                stores.pop(0)
+            if stores:
+                loop.call_soon(step)
+
+        loop.call_soon(step)
 
     # ------------------------------------------------------------------ stats
     def totals(self) -> dict:

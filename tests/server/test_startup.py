@@ -47,3 +47,41 @@ def test_start_path_imports_nothing_only_a_request_needs():
     out = subprocess.run([sys.executable, "-c", code], env=server_env(), cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == []
+
+
+async def test_restart_serves_first_and_wakes_subjects_in_slices(tmp_path, monkeypatch):
+    """A restart leaves the recovered subjects asleep and wakes them on the loop in slices after it serves
+    (server/jetstream/engine.py _start_waking): nothing is lost, and no request has to wake them all at once."""
+    import asyncio
+
+    import nats
+
+    from server.core.server import Server
+    from server.jetstream import engine
+
+    n = 4000
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        js = nc.jetstream()
+        await js.add_stream(name="W", subjects=["w.>"])
+        for i in range(n):  # 2 KiB each: several 4 MiB blocks, sealed ones with their summary
+            await nc.publish(f"w.{i}", b"x" * 2048)
+        await nc.flush()
+        for _ in range(200):
+            if (await js.stream_info("W")).state.messages == n:
+                break
+            await asyncio.sleep(0.02)
+        await nc.close()
+    monkeypatch.setattr(engine, "WAKE_SLICE", 32)  # many slices: the server is up long before the last one
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        store = srv.jetstream.streams["W"].store
+        assert len(store._lazy) > 1000  # started serving before making an object per subject
+        for _ in range(1000):
+            if not store._lazy:
+                break
+            await asyncio.sleep(0)
+        assert not store._lazy and len(store._fss) == n
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        info = await nc.jetstream().stream_info("W", subjects_filter="w.*")
+        assert info.state.messages == n and len(info.state.subjects) == n and store.state().num_subjects == n
+        await nc.close()
