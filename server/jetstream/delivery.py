@@ -51,11 +51,16 @@ class DeliveryMixin:
         self._run()
 
     def _can_deliver(self: "Consumer") -> bool:
-        if self._held is not None or self._paused():
+        # Called twice per delivery pass: the cheap attribute checks first, the pause deadline (a clock read) last.
+        if self._held is not None:
             return False
-        if self.waiting is None:
-            return self.active and not self._fc_blocked()
-        return bool(self.waiting.q)
+        w = self.waiting
+        if w is None:
+            if not self.active or self.maxpb > 0 and self.pbytes > self.maxpb:  # _fc_blocked, inlined
+                return False
+        elif not w.q:
+            return False
+        return not self._paused()
 
     def _run(self: "Consumer") -> None:
         self._running = True
@@ -80,6 +85,12 @@ class DeliveryMixin:
                     if sent >= RUN_SLICE:
                         stop = "slice"
                         self._continue_later()
+                        break
+                    if self.maxp > 0 and self.waiting is None and not self.rdq and len(self.pending) >= self.maxp:
+                        # What _get_next_msg would answer next (push only: for a pull the stop reason also depends
+                        # on the wait queue); an ack at max_ack_pending runs one delivery per ack, so this saves a
+                        # pass through the loop for each of them.
+                        stop = self._stop = "maxp"
                         break
                 if not self._again or self.closed:
                     break

@@ -289,3 +289,26 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
     assert filters and set(filters) == {""}
+
+
+async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch):
+    """A push consumer at max_ack_pending delivers one message per ack and stops there without asking for the
+    next one (delivery.py _run)."""
+    from server.jetstream.consumer import Consumer
+
+    sub = await env.nc.subscribe("dlv")
+    for i in range(4):
+        await env.pub("s.a", b"m%d" % i)
+    await env.consumer("S", "P", deliver_subject="dlv", ack_policy="explicit", max_ack_pending=1)
+    (m,) = await drain(sub)
+    calls = []
+    orig = Consumer._get_next_msg
+    monkeypatch.setattr(Consumer, "_get_next_msg", lambda self: calls.append(1) or orig(self))
+    got = []
+    for _ in range(3):
+        await m.ack()
+        await env.nc.flush()
+        (m,) = await drain(sub)
+        got.append(m.data)
+    assert got == [b"m1", b"m2", b"m3"]
+    assert len(calls) == 3
