@@ -100,6 +100,32 @@ class TLSOptions(_Model):
     pinned_certs: list[str] | None = None
 
 
+class WebsocketOptions(_Model):
+    """The ``websocket { }`` block (nats-server WebsocketOpts; conf/websocket.py, core/websocket.py)."""
+
+    host: str = DEFAULT_HOST
+    port: int = 0  # 0: no WebSocket listener; -1: a random port
+    advertise: str = ""
+    no_tls: bool = False
+    tls: TLSOptions | None = None
+    same_origin: bool = False
+    allowed_origins: list[str] = Field(default_factory=list)
+    handshake_timeout: float = 0.0  # 0: no limit (Go http.Server ReadTimeout 0)
+    compression: bool = False
+    # authorization { } of the block: when username, token or no_auth_user is set they replace the server's for
+    # WebSocket clients (nats-server wsConfigAuth authOverride)
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0
+    no_auth_user: str = ""
+    jwt_cookie: str = ""
+    user_cookie: str = ""
+    pass_cookie: str = ""
+    token_cookie: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
 class ServerOptions(_Model):
     # -- listening
     host: str = DEFAULT_HOST
@@ -167,6 +193,8 @@ class ServerOptions(_Model):
     tls: TLSOptions | None = None
     allow_non_tls: bool = False  # TLS offered (INFO tls_available) but plain-text clients accepted
     proxy_protocol: bool = False
+    # -- WebSocket clients
+    websocket: WebsocketOptions | None = None
     # -- lifecycle
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD
@@ -227,6 +255,11 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         tls = dict(tls)
         tls.pop("timeout", None)
         s["tls"] = tls
+    ws = s.get("websocket")
+    if isinstance(ws, dict) and isinstance(ws.get("tls"), dict) and not ws["tls"].get("timeout"):
+        ws = dict(ws)
+        ws["tls"] = {k: v for k, v in ws["tls"].items() if k != "timeout"}
+        s["websocket"] = ws
     try:
         return ServerOptions.model_validate(s)
     except Exception as e:  # pydantic.ValidationError: a value of the wrong type from a flag

@@ -10,8 +10,7 @@ nats-server would print.  It follows nats-server's ``processConfigFileLine`` (se
   ``max_connections``, ``pidfile`` for ``pid_file``...).
 * An unknown top-level key is an error (``unknown field "x"``), except a key that a ``$variable`` reference used;
   unknown keys inside ``authorization``, ``jetstream``, ``tls`` and user entries are errors too.
-* Keys nats-server knows but Skiff does not implement (``cluster``, ``accounts``, ``websocket``, nkey users,
-  operators and resolvers...) are errors that say so, or warnings in ``ignored`` when no client could see the
+* Keys nats-server knows but Skiff does not implement (``cluster``, ``leafnodes``, ``mqtt``...) are errors that say so, or warnings in ``ignored`` when no client could see the
   difference: the decision is made key by key in ``support.py``.
 * Every problem is collected (nats-server reports them all at once) and raised as one :class:`ConfigError`;
   each names ``file:line:col`` of the key it is about.
@@ -203,6 +202,10 @@ class _Mapper:
                         s["store_dir"] = self.expect(tok, str, k)
                 elif k == "jetstream":
                     self.jetstream(tok)
+                elif k in ("websocket", "ws"):
+                    from server.conf.websocket import parse_websocket
+
+                    s["websocket"] = parse_websocket(self, tok)
                 elif k in ("logfile", "log_file"):
                     s["log_file"] = self.expect(tok, str, k)
                 elif k in ("logfile_size_limit", "log_size_limit"):
@@ -280,6 +283,9 @@ class _Mapper:
             except _Bad:
                 continue
         operator_conf.validate(self)
+        from server.conf import websocket as websocket_conf
+
+        websocket_conf.validate(self)
 
     def lame_duck(self, tok: Token, k: str) -> None:
         v = self.expect(tok, str, k)

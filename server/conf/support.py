@@ -60,6 +60,7 @@ def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplem
     return out
 
 
+_CONN_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
 _JWT = "a default sentinel user JWT (clients without credentials would be refused)"
 _ONE_SERVER = "Skiff is a single server"
 
@@ -77,7 +78,6 @@ TOP_LEVEL = _entries(
     (("cluster",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
     (("gateway",), Unimplemented(REFUSE, "gateways (super-clusters)", _empty)),
     (("leaf", "leafnodes"), Unimplemented(REFUSE, "leaf node connections", _empty)),
-    (("websocket", "ws"), Unimplemented(REFUSE, "WebSocket clients", _empty)),
     (("mqtt",), Unimplemented(REFUSE, "MQTT clients", _empty)),
     (("mappings", "maps"), Unimplemented(REFUSE, "subject mappings (messages would stay on the subject "
                                                  "published)", _empty)),
@@ -135,6 +135,13 @@ JETSTREAM = _entries(
                          "queues")),
 )
 
+#: ``websocket { }`` sub-keys (parseWebsocket); the block itself is implemented (conf/websocket.py,
+#: core/websocket.py).  Its ``tls { }`` goes through the TLS table below.
+WEBSOCKET = _entries(
+    (("ping_interval",), Unimplemented(REFUSE, "a ping interval of its own for WebSocket clients (Skiff pings them "
+                                               "every ping_interval)", _zero)),
+)
+
 #: ``authorization { }`` sub-keys (parseAuthorization)
 AUTHORIZATION = _entries(
     (("auth_callout",), Unimplemented(REFUSE, "auth callout (Skiff would let in clients the callout refuses)",
@@ -145,11 +152,13 @@ AUTHORIZATION = _entries(
 #: keys of one entry of ``authorization { users: [...] }`` (parseUsers)
 USER = _entries(
     (("proxy_required",), Unimplemented(REFUSE, "trusted proxies", _false)),
-    # Every Skiff client is a STANDARD connection: a list that allows STANDARD means exactly what Skiff does.
+    # Skiff's clients are STANDARD (client port) or WEBSOCKET connections, and core/auth.py lets a user in only
+    # through the types it lists; the other types nats-server knows have no listener in Skiff (nor a way in).
+    # An unknown name is refused (nats-server: "invalid connection types").
     (("allowed_connection_types", "connection_types", "clients"),
-     Unimplemented(REFUSE, "connection types other than STANDARD (a user limited to them would be let in on the "
-                           "client port)",
-                   lambda v: v == "STANDARD" or (isinstance(v, list) and "STANDARD" in v))),
+     Unimplemented(REFUSE, "connection types nats-server does not know",
+                   lambda v: all(isinstance(t, str) and t.upper() in _CONN_TYPES
+                                 for t in (v if isinstance(v, list) else [v])))),
 )
 
 #: keys of a ``permissions { }`` map (parseUserPermissions)

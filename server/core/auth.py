@@ -32,6 +32,9 @@ class AuthUser:
     perms: Permissions | None = None
     password: str = ""
     nkey: str = ""
+    # allowed_connection_types, upper case; None: any.  nats-server connectionTypeAllowed: a user limited to
+    # STANDARD is refused on the WebSocket port and one limited to WEBSOCKET on the client port.
+    conn_types: frozenset[str] | None = None
 
 
 class Auth:
@@ -64,13 +67,15 @@ class Auth:
         if perms is None:
             perms = default_perms
         p = Permissions(perms) if perms is not None else None
+        types = get("allowed_connection_types")
+        ct = frozenset(t.upper() for t in types) if types else None
         nkey = get("nkey") or ""
         if nkey:
-            self.nkeys[nkey] = AuthUser(nkey, account, p, nkey=nkey)
+            self.nkeys[nkey] = AuthUser(nkey, account, p, nkey=nkey, conn_types=ct)
             return
         name = get("user")
         if name:
-            self.users[name] = AuthUser(name, account, p, password=get("password") or "")
+            self.users[name] = AuthUser(name, account, p, password=get("password") or "", conn_types=ct)
 
     @property
     def required(self) -> bool:
@@ -88,6 +93,12 @@ class Auth:
 
     def check(self, connect: dict, nonce: str = "", conn=None) -> AuthUser | None:
         """The user a CONNECT authenticates as, or None."""
+        u = self._check(connect, nonce, conn)
+        if u is not None and u.conn_types is not None and connection_type(conn) not in u.conn_types:
+            return None  # nats-server connectionTypeAllowed
+        return u
+
+    def _check(self, connect: dict, nonce: str = "", conn=None) -> AuthUser | None:
         if self.operator is not None:  # nats-server: with trusted keys only a user JWT authenticates
             try:
                 return self.operator.authenticate(connect, nonce, conn)
@@ -125,6 +136,11 @@ class Auth:
             except ValueError:  # not a well-formed hash
                 return None
         return u if _eq(pw, expected) else None
+
+
+def connection_type(conn) -> str:
+    """nats-server's connection type name of a client connection (jwt.ConnectionType*)."""
+    return "WEBSOCKET" if getattr(conn, "client_type", "nats") == "websocket" else "STANDARD"
 
 
 def _eq(a: str, b: str) -> bool:

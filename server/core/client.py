@@ -56,6 +56,14 @@ TURN_BUDGET = 0.0005
 
 
 class ClientConnection(asyncio.Protocol):
+    client_type = "nats"  # connz "type"; "websocket" for core/websocket.py's WSClient
+    info_base: dict | None = None  # INFO fields of another listener (WebSocket); None: the client port's
+
+    @property
+    def auth(self):
+        """Who may connect: the server's authentication (WebSocket clients: the listener's, with its overrides)."""
+        return self.server.auth
+
     def __init__(self, server: "Server", tls_mode: str = "") -> None:
         opts = server.options
         self.server = server
@@ -90,13 +98,13 @@ class ClientConnection(asyncio.Protocol):
         self.max_subs = opts.max_subscriptions if opts.max_subscriptions > 0 else -1  # -1: no limit
         self.nonce = ""  # nkey auth: what the client signs (INFO nonce)
         self.connect_opts: dict = {}  # every CONNECT merged (Go decodes each into the same clientOpts)
-        if server.auth.nonce_required:
+        if self.auth.nonce_required:
             from .nkey import new_nonce
 
             self.nonce = new_nonce()
         self.replies: dict[str, list] | None = None  # allow_responses: reply subject -> [received at, sent]
         self.connected = False  # a CONNECT was accepted
-        self.authorized = not server.auth.required
+        self.authorized = not self.auth.required
         # TLS (see tls.py): "" plain, "first" handshake before INFO, "upgrade" after INFO, "optional" either.
         self.tls_mode = tls_mode
         self.tls: TLSLayer | None = None
@@ -142,8 +150,8 @@ class ClientConnection(asyncio.Protocol):
             self.close(MAX_CONNECTIONS)
             return
         srv.clients[self.cid] = self
-        if srv.auth.required:
-            self._auth_timer = srv.clock.call_later(srv.auth.timeout, self._auth_timeout)
+        if self.auth.required:
+            self._auth_timer = srv.clock.call_later(self.auth.timeout, self._auth_timeout)
         self._ping_timer = srv.clock.call_later(srv.first_ping_delay(), self._ping_tick)
         if self.tls_mode:
             self.tls = TLSLayer(srv.tls_context)
@@ -394,7 +402,7 @@ class ClientConnection(asyncio.Protocol):
             self._reset_for_connect()
         first = not self.authorized
         if first:
-            found = srv.auth.check(merged, self.nonce, self)
+            found = self.auth.check(merged, self.nonce, self)
             if found is None:
                 self._auth_violation()
                 return
@@ -435,7 +443,7 @@ class ClientConnection(asyncio.Protocol):
             self.account.num_conns -= 1
         self.account = srv.accounts.gacc
         self.sublist = self.account.sublist
-        if srv.auth.required:
+        if self.auth.required:
             self.authorized = False
 
     def _register(self, acc) -> bool:

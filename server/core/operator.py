@@ -374,8 +374,10 @@ class OperatorMode:
             return None
         types = n.get("allowed_connection_types") or []
         if types:
+            from .auth import connection_type
+
             known = [t for t in types if t in _CONN_TYPES]
-            if not known or "STANDARD" not in known:
+            if not known or connection_type(conn) not in known:
                 log("Connection type not allowed")
                 return None
         if not n.get("bearer_token"):

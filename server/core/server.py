@@ -102,6 +102,7 @@ class Server:
         self._stopped: asyncio.Event | None = None  # created in start(), inside the running loop
         self._info_base: dict = {}
         self.tls_mode = ""
+        self.websocket = None  # the WebSocket listener, when websocket { port } is set
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> "Server":
@@ -156,6 +157,11 @@ class Server:
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
         self._build_info()
+        if opts.websocket is not None and opts.websocket.port:
+            from .websocket import WebSocketListener  # WebSocket clients (core/websocket.py)
+
+            self.websocket = WebSocketListener(self)
+            await self.websocket.start()
         self.running = True
         self.log_debug("listening", host=opts.host, port=self.port, version=VERSION, server_id=self.server_id)
         return self
@@ -175,6 +181,8 @@ class Server:
         self.log.info("Initiating Shutdown...")  # nats-server Shutdown's words
         if self._listener is not None:
             self._listener.close()
+        if self.websocket is not None:
+            self.websocket.close()
         for c in list(self.clients.values()):
             c.close(SERVER_SHUTDOWN)
         self.flush_pending()
@@ -182,6 +190,8 @@ class Server:
             await js.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.websocket is not None:
+            await self.websocket.wait_closed()
         if self._listener is not None:
             try:
                 await asyncio.wait_for(self._listener.wait_closed(), 2)
@@ -202,6 +212,8 @@ class Server:
         self.log.info("entering lame duck mode, stop accepting new clients")
         if self._listener is not None:
             self._listener.close()
+        if self.websocket is not None:
+            self.websocket.close()
         info = dict(self._info_base)
         info["ldm"] = True
         for c in list(self.clients.values()):
@@ -267,7 +279,8 @@ class Server:
         self._info_base = info
 
     def info_for(self, conn: ClientConnection, connect_info: bool = False) -> bytes:
-        info = dict(self._info_base)
+        base = conn.info_base
+        info = dict(self._info_base if base is None else base)
         info["client_id"] = conn.cid
         info["client_ip"] = conn.host
         info["api_lvl"] = API_LEVEL
@@ -412,6 +425,7 @@ class Server:
             self.closed_clients.append(
                 {
                     "cid": conn.cid,
+                    "type": conn.client_type,
                     "reason": conn.close_reason,
                     "name": conn.name,
                     "ip": conn.host,

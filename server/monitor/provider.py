@@ -119,7 +119,7 @@ class MonitorProvider:
             "gateway": {},
             "leaf": {},
             "mqtt": {},
-            "websocket": {},
+            "websocket": s.websocket.varz() if s.websocket is not None else {},
         }
         if s.auth.required:
             d["auth_required"] = True
@@ -243,7 +243,7 @@ class MonitorProvider:
         d = {
             "cid": c.cid,
             "kind": "Client",
-            "type": "nats",
+            "type": c.client_type,
             "ip": c.host,
             "port": c.port,
             "start": format_time(c.start_ns),
@@ -287,7 +287,7 @@ class MonitorProvider:
         d = {
             "cid": c["cid"],
             "kind": "Client",
-            "type": "nats",
+            "type": c.get("type", "nats"),
             "ip": c["ip"],
             "port": c["port"],
             "start": format_time(c["start"]),
