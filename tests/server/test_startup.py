@@ -85,3 +85,25 @@ async def test_restart_serves_first_and_wakes_subjects_in_slices(tmp_path, monke
         info = await nc.jetstream().stream_info("W", subjects_filter="w.*")
         assert info.state.messages == n and len(info.state.subjects) == n and store.state().num_subjects == n
         await nc.close()
+
+
+def test_collector_back_on_once_serving():
+    """python -m server loads and recovers with the collector off (server/__main__.py); the runner must turn it on
+    again once the server is up, or a long-running server would never collect a reference cycle."""
+    script = (
+        "import gc, os, signal, threading, time\n"
+        "gc.disable()\n"
+        "from server.options import _finish\n"
+        "from server import runner\n"
+        "seen = []\n"
+        "def probe():\n"
+        "    time.sleep(1.5)\n"
+        "    seen.append(gc.isenabled())\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=probe, daemon=True).start()\n"
+        "rc = runner.run(_finish({'port': -1, 'host': '127.0.0.1'}))\n"
+        "print(seen, rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=server_env(), cwd=ROOT, capture_output=True, text=True,
+                         timeout=30)
+    assert out.stdout.split("\n")[-2] == "[True] 0", out.stdout + out.stderr
