@@ -57,13 +57,18 @@ class RedeliveryMixin:
             # ``pending`` is kept in stream-sequence order so that its first key is the lowest (acks.py moves the
             # ack floor with it in O(1) instead of min() over up to max_ack_pending entries).  New deliveries come
             # in order; anything else re-sorts, which is rare.
-            out_of_order = bool(pending) and sseq < next(reversed(pending))
-            pending[sseq] = [dseq, now]
-            if out_of_order:
+            if not pending:
+                # Joining the stream's set of consumers with pending messages once is enough: it leaves only
+                # when pending is empty again (stream_consumers.maybe_no_pending).
+                pending[sseq] = [dseq, now]
+                self.cset.has_pending(self)
+            elif sseq > next(reversed(pending)):
+                pending[sseq] = [dseq, now]
+            else:
+                pending[sseq] = [dseq, now]
                 items = sorted(pending.items())
                 pending.clear()
                 pending.update(items)
-            self.cset.has_pending(self)
         backoff = self.config.backoff
         if backoff:
             bi = min(max(self.rdc.get(sseq, 0), 0), len(backoff) - 1)

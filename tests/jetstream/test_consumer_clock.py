@@ -312,3 +312,26 @@ async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch
         got.append(m.data)
     assert got == [b"m1", b"m2", b"m3"]
     assert len(calls) == 3
+
+
+async def test_pending_consumer_joins_the_pending_set_once(env, target, monkeypatch):
+    """Deliveries add to ``pending``; the stream's set of consumers with pending messages is joined once, when
+    pending stops being empty (redelivery.py _track_pending), and left when it is empty again."""
+    sub = await env.nc.subscribe("dlv")
+    await env.consumer("S", "P", deliver_subject="dlv", ack_policy="explicit")
+    cset = env.srv.jetstream.streams["S"]._consumer_set
+    calls = []
+    orig = cset.has_pending
+    monkeypatch.setattr(cset, "has_pending", lambda c: calls.append(c.name) or orig(c))
+    for i in range(5):
+        await env.pub("s.a", b"m%d" % i)
+    msgs = await drain(sub)
+    assert len(msgs) == 5 and calls == ["P"]
+    for m in msgs:
+        await m.ack()
+    await env.nc.flush()
+    await asyncio.sleep(0.05)
+    assert cset._with_pending == set()
+    await env.pub("s.a", b"again")
+    assert len(await drain(sub)) == 1 and calls == ["P", "P"]
+    assert [c.name for c in cset._with_pending] == ["P"]
