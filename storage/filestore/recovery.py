@@ -207,12 +207,11 @@ class Recovery:
         subjects = doc["subjects"]
         stats = doc["stats"]
         fss, lazy = fs._fss, fs._lazy
-        in_lazy = list(map(lazy.get, subjects)) if lazy else None
-        in_fss = list(map(fss.get, subjects)) if fss else None
-        if ((in_lazy is None or in_lazy.count(None) == len(in_lazy))
-                and (in_fss is None or in_fss.count(None) == len(in_fss))):
-            icodes = fs._sleep_subjects(subjects, array("Q", stats))
+        if lazy.keys().isdisjoint(subjects) and fss.keys().isdisjoint(subjects):
+            icodes = fs._sleep_subjects(subjects, stats if isinstance(stats, array) else array("Q", stats))
         else:
+            in_lazy = list(map(lazy.get, subjects)) if lazy else None
+            in_fss = list(map(fss.get, subjects)) if fss else None
             icodes = self._merge_subjects(subjects, stats, in_lazy, in_fss)
         sids = doc["sids"]
         if len(sids) == len(icodes) and sids == array("I", range(len(sids))):
@@ -225,7 +224,7 @@ class Recovery:
             slot_codes = array("I", map(icodes.__getitem__, sids))
         if sys.byteorder != "little":
             slot_codes.byteswap()
-        b.codes = bytearray(slot_codes.tobytes())
+        b.codes = bytearray(slot_codes)
         b.nlive = b.codes.count(LIVE)
         fs._msgs += b.nlive
         fs._bytes += sum(b.sizes)
