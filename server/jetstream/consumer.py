@@ -72,7 +72,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         "_dtmr", "_wq_timer", "_wq_timer_at", "_pause_timer", "_delay_timer", "_lwqic", "dthresh", "pbytes", "maxpb",
         "pblimit", "fcsz", "fcid", "_rl_rate", "_rl_burst", "_rl_tokens", "_rl_last", "_unwatch", "_replay",
         "_replay_lseq", "_lts", "_held", "_npc", "_np_last", "_np_gen", "_running", "_again", "_continue_scheduled",
-        "_stop", "_ack_pre", "_pin", "__weakref__",
+        "_stop", "_ack_pre", "_pin", "_fwc_prefix", "__weakref__",
     )
 
     def __init__(self, cset: "ConsumerSet", config: ConsumerConfig, name: str, created: int,
@@ -146,6 +146,10 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.filters = fs
         self._literal = {f for f in fs if not has_wildcard(f)}
         self._wild = [f for f in fs if has_wildcard(f)]
+        # "a.b.>" with no other wildcard matches exactly the subjects starting with "a.b.": a str.startswith
+        # instead of a token walk for the delivery fast path (delivery.py _load_next).
+        f0 = fs[0] if len(fs) == 1 else ""
+        self._fwc_prefix = f0[:-1] if f0.endswith(".>") and not has_wildcard(f0[:-2]) else None
         # A single filter that is exactly the stream's only subject is no filter at all (nats-server isFiltered).
         subs = self.stream.config.subjects or []
         self.filtered = bool(fs) and not (len(fs) == 1 and len(subs) == 1 and subs[0] == fs[0])

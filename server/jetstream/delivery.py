@@ -131,7 +131,10 @@ class DeliveryMixin:
                 # store's per-subject search for a wildcard is skipped.  A message from before a subject change
                 # may not match: then the filtered search runs, as before.
                 sm, seq = store.load_next_msg("", start)
-                if sm is None or self.matches(sm.subject):
+                if sm is None:
+                    return sm, seq
+                pre = self._fwc_prefix
+                if sm.subject.startswith(pre) if pre is not None else self.matches(sm.subject):
                     return sm, seq
             return store.load_next_msg(f, start)
         best = None

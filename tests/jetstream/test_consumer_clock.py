@@ -286,9 +286,15 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     filters = []
     orig = store.load_next_msg
     monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
+    from server.jetstream.consumer import Consumer
+
+    matched = []
+    orig_matches = Consumer.matches
+    monkeypatch.setattr(Consumer, "matches", lambda self, subj: matched.append(subj) or orig_matches(self, subj))
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
     assert filters and set(filters) == {""}
+    assert matched == []  # "s.>" is checked with a prefix test, not the token walk
 
 
 async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch):
