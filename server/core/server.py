@@ -217,6 +217,9 @@ class Server:
         info = dict(self._info_base)
         info["ldm"] = True
         for c in list(self.clients.values()):
+            if c.info_base is not None:  # a WebSocket client: its listener's host and port (generateClientInfoJSON)
+                c.send(encoder.info({**c.info_base, "ldm": True}))
+                continue
             c.send(encoder.info(info))
         self.flush_pending()
         opts = self.options

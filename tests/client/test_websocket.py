@@ -538,3 +538,21 @@ def test_websocket_requires_tls_or_no_tls(target, tmp_path):
     p = subprocess.run(command_for(target) + ["-c", str(conf)], capture_output=True, text=True, timeout=30,
                        env=server_env())
     assert p.returncode != 0 and "websocket requires TLS configuration" in p.stderr + p.stdout
+
+
+def test_lame_duck_info_reaches_websocket_clients(ws_server):
+    """Lame duck mode: WebSocket clients get INFO with ldm, with the WebSocket listener's port
+    (sendLDMToClients -> generateClientInfoJSON)."""
+    import signal
+
+    srv, port = ws_server()
+    s, rest = ws_connect_raw(port)
+    try:
+        s.sendall(frame(2, b'CONNECT {"protocol":1,"verbose":false}\r\nPING\r\n'))
+        ws_data(s, rest, b"PONG\r\n")  # async INFO goes to clients that said protocol 1
+        srv.proc.send_signal(signal.SIGUSR2)
+        payload = ws_data(s, b"", b'"ldm":true', timeout=5)
+        info = json.loads(payload[payload.index(b"INFO ") + 5:].split(b"\r\n")[0])
+        assert info["ldm"] is True and info["port"] == port
+    finally:
+        s.close()
