@@ -556,3 +556,43 @@ def test_lame_duck_info_reaches_websocket_clients(ws_server):
         assert info["ldm"] is True and info["port"] == port
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("cookie,ok", [("tok=s3cr3t", True), ("other=1; tok=s3cr3t", True), ("tok=wrong", False),
+                                       ("", False)])
+def test_token_cookie(ws_server, cookie, ok):
+    """token_cookie: the upgrade request's cookie stands for CONNECT's auth_token (client.go processConnect)."""
+    srv, port = ws_server("authorization { token: s3cr3t }", "token_cookie: tok")
+    s, rest = ws_connect_raw(port, f"Cookie: {cookie}\r\n" if cookie else "")
+    try:
+        s.sendall(frame(2, b'CONNECT {"verbose":false}\r\nPING\r\n'))
+        want = b"PONG\r\n" if ok else b"-ERR 'Authorization Violation'\r\n"
+        assert ws_data(s, rest, want).endswith(want)
+    finally:
+        s.close()
+
+
+def test_user_and_pass_cookies(ws_server):
+    srv, port = ws_server("authorization { user: u, password: p }", "user_cookie: wu", "pass_cookie: wp")
+    for cookie, ok in (("wu=u; wp=p", True), ("wu=u; wp=x", False)):
+        s, rest = ws_connect_raw(port, f"Cookie: {cookie}\r\n")
+        try:
+            s.sendall(frame(2, b'CONNECT {"verbose":false}\r\nPING\r\n'))
+            want = b"PONG\r\n" if ok else b"-ERR 'Authorization Violation'\r\n"
+            assert ws_data(s, rest, want).endswith(want)
+        finally:
+            s.close()
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET / HTTP/1.1\r\nHost: x\r\n"], ids=["nothing", "partial request"])
+def test_handshake_timeout(ws_server, sent):
+    """handshake_timeout: a socket that has not sent its whole upgrade request by then is closed, unanswered."""
+    srv, port = ws_server('handshake_timeout: "300ms"')
+    s = socket.create_connection(("127.0.0.1", port))
+    try:
+        s.sendall(sent)
+        t0 = time.monotonic()
+        data, closed = read_all(s, 3.0)
+        assert closed and data == b"" and time.monotonic() - t0 < 2.0
+    finally:
+        s.close()
