@@ -37,7 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
 # Why a connection closed, with nats-server's names (closed_connections reasons in /connz).
 CLIENT_CLOSED = "Client Closed"
 PROTOCOL_VIOLATION = "Protocol Violation"
-AUTH_VIOLATION = "Authorization Violation"
+AUTH_VIOLATION = "Authentication Failure"
+TLS_HANDSHAKE_FAILURE = "TLS Handshake Failure"
+BAD_PROTOCOL_VERSION = "Bad Client Protocol Version"
+NO_RESPONDERS_HEADERS = "No Responders Requires Headers"
 AUTH_TIMEOUT = "Authentication Timeout"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
 STALE_CONNECTION = "Stale Connection"
@@ -165,7 +168,7 @@ class ClientConnection(asyncio.Protocol):
         self._tls_timer = None
         if self.tls is not None and not self.tls.established and not self.closed:
             self.server.log_debug("TLS handshake timeout", cid=self.cid)
-            self.close("TLS Handshake Error")
+            self.close(TLS_HANDSHAKE_FAILURE)
 
     def _cancel_tls_timer(self) -> None:
         if self._tls_timer is not None:
@@ -185,7 +188,7 @@ class ClientConnection(asyncio.Protocol):
                 self._cancel_tls_timer()
                 return self._process(data)
             self.server.log_debug("plain text on a TLS connection", cid=self.cid)
-            self.close("TLS Handshake Error")
+            self.close(TLS_HANDSHAKE_FAILURE)
             return
         try:
             plain, handshake_done = tls.receive(data)
@@ -194,7 +197,7 @@ class ClientConnection(asyncio.Protocol):
             alert = tls.take_out()  # OpenSSL's alert for the failure: Go sends its own before closing too
             if alert:
                 self.transport.write(alert)
-            self.close("TLS Handshake Error")
+            self.close(TLS_HANDSHAKE_FAILURE)
             return
         out = tls.take_out()
         if out:
@@ -417,11 +420,11 @@ class ClientConnection(asyncio.Protocol):
             self.replies = {} if perms is not None and perms.tracks_responses else None
         if self.protocol not in (0, 1):
             self.send(encoder.err("invalid client protocol"))
-            self.close(PROTOCOL_VIOLATION)
+            self.close(BAD_PROTOCOL_VERSION)
             return
         if self.no_responders and not self.headers:
             self.send(encoder.err("no responders requires headers support"))
-            self.close(PROTOCOL_VIOLATION)
+            self.close(NO_RESPONDERS_HEADERS)
             return
         self.connected = True
         self._update_pub_path()

@@ -49,9 +49,9 @@ import h11
 from protocol import websocket as wsp
 
 from .auth import Auth
-from .client import (AUTH_TIMEOUT, AUTH_VIOLATION, CLIENT_CLOSED, MAX_ACCOUNT_CONNECTIONS, MAX_CONNECTIONS,
-                     MAX_CONTROL_LINE, MAX_PAYLOAD, PARSE_ERROR, PROTOCOL_VIOLATION, SERVER_SHUTDOWN, SLOW_CONSUMER,
-                     STALE_CONNECTION, ClientConnection)
+from .client import (AUTH_TIMEOUT, AUTH_VIOLATION, BAD_PROTOCOL_VERSION, CLIENT_CLOSED, MAX_ACCOUNT_CONNECTIONS,
+                     MAX_CONNECTIONS, MAX_CONTROL_LINE, MAX_PAYLOAD, PARSE_ERROR, PROTOCOL_VIOLATION, SERVER_SHUTDOWN,
+                     SLOW_CONSUMER, STALE_CONNECTION, TLS_HANDSHAKE_FAILURE, ClientConnection)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -68,9 +68,9 @@ _CLOSE_STATUS = {
     MAX_CONTROL_LINE: wsp.POLICY_VIOLATION, "Maximum Subscriptions Exceeded": wsp.POLICY_VIOLATION,
     "Missing Account": wsp.POLICY_VIOLATION, "Authentication Expired": wsp.POLICY_VIOLATION,
     "Credentials Revoked": wsp.POLICY_VIOLATION,
-    "TLS Handshake Error": wsp.TLS_HANDSHAKE,
+    TLS_HANDSHAKE_FAILURE: wsp.TLS_HANDSHAKE,
     PARSE_ERROR: wsp.PROTOCOL_ERROR, PROTOCOL_VIOLATION: wsp.PROTOCOL_ERROR,
-    "Bad Client Protocol Version": wsp.PROTOCOL_ERROR,
+    BAD_PROTOCOL_VERSION: wsp.PROTOCOL_ERROR,
     MAX_PAYLOAD: wsp.MESSAGE_TOO_BIG,
     "Write Error": wsp.GOING_AWAY, READ_ERROR: wsp.GOING_AWAY, STALE_CONNECTION: wsp.GOING_AWAY,
     SERVER_SHUTDOWN: wsp.GOING_AWAY,

@@ -596,3 +596,30 @@ def test_handshake_timeout(ws_server, sent):
         assert closed and data == b"" and time.monotonic() - t0 < 2.0
     finally:
         s.close()
+
+
+CLOSE_REASONS = [
+    ("auth violation", ("authorization { token: s3cr3t }",), b'CONNECT {"verbose":false,"auth_token":"x"}\r\n',
+     1008, "Authentication Failure"),
+    ("bad protocol", (), b'CONNECT {"verbose":false,"protocol":5}\r\n', 1002, "Bad Client Protocol Version"),
+    ("no responders without headers", (), b'CONNECT {"verbose":false,"no_responders":true}\r\n', 1011,
+     "No Responders Requires Headers"),
+    ("max payload", (), b'CONNECT {"verbose":false}\r\nPUB foo 2000000\r\n', 1009,
+     "Maximum Message Payload Exceeded"),
+]
+
+
+@pytest.mark.parametrize("name,lines,data,status,reason", CLOSE_REASONS, ids=[c[0] for c in CLOSE_REASONS])
+def test_close_frame_names_the_reason(ws_server, name, lines, data, status, reason):
+    """A client the server closes gets nats-server's close status for the reason and the reason's name
+    (wsEnqueueCloseMessage, ClosedState.String), after the -ERR."""
+    srv, port = ws_server(*lines)
+    s, rest = ws_connect_raw(port)
+    try:
+        ws_data(s, rest, b"\r\n")
+        s.sendall(frame(2, data))
+        out, closed = read_all(s, 2.0)
+        assert closed
+        assert [p for op, p in parse_frames(out) if op == 8] == [struct.pack("!H", status) + reason.encode()]
+    finally:
+        s.close()
