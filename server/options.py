@@ -124,6 +124,7 @@ class WebsocketOptions(_Model):
     pass_cookie: str = ""
     token_cookie: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
+    ping_interval: float = 0.0  # 0: the server's ping_interval
 
 
 class ServerOptions(_Model):

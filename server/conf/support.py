@@ -137,10 +137,7 @@ JETSTREAM = _entries(
 
 #: ``websocket { }`` sub-keys (parseWebsocket); the block itself is implemented (conf/websocket.py,
 #: core/websocket.py).  Its ``tls { }`` goes through the TLS table below.
-WEBSOCKET = _entries(
-    (("ping_interval",), Unimplemented(REFUSE, "a ping interval of its own for WebSocket clients (Skiff pings them "
-                                               "every ping_interval)", _zero)),
-)
+WEBSOCKET = _entries()  # every key of the block is implemented
 
 #: ``authorization { }`` sub-keys (parseAuthorization)
 AUTHORIZATION = _entries(

@@ -2,7 +2,7 @@
 nats-server makes on it before it listens (server/websocket.go validateWebsocketOptions).
 
 Every key nats-server reads is either implemented here or refused with its ``file:line:col`` through the
-``WEBSOCKET`` table of support.py (``ping_interval``...).  The block becomes ``settings["websocket"]``, a dict of
+``WEBSOCKET`` table of support.py (empty today).  The block becomes ``settings["websocket"]``, a dict of
 ``WebsocketOptions`` fields (server/options.py).
 """
 from __future__ import annotations
@@ -78,6 +78,8 @@ def parse_websocket(m: "_Mapper", tok: Token) -> dict[str, Any]:
                         continue
                     headers[hk] = ht.value
                 out["headers"] = headers
+            elif k == "ping_interval":
+                out["ping_interval"] = m.duration(mt, "ping_interval")
             elif k in support.WEBSOCKET:
                 pass  # not implemented: refused above
             else:

@@ -67,6 +67,11 @@ class ClientConnection(asyncio.Protocol):
         """Who may connect: the server's authentication (WebSocket clients: the listener's, with its overrides)."""
         return self.server.auth
 
+    @property
+    def ping_interval(self) -> float:
+        """Seconds between PINGs (WebSocket clients: websocket { ping_interval } when set)."""
+        return self.server.options.ping_interval
+
     def __init__(self, server: "Server", tls_mode: str = "") -> None:
         opts = server.options
         self.server = server
@@ -155,7 +160,7 @@ class ClientConnection(asyncio.Protocol):
         srv.clients[self.cid] = self
         if self.auth.required:
             self._auth_timer = srv.clock.call_later(self.auth.timeout, self._auth_timeout)
-        self._ping_timer = srv.clock.call_later(srv.first_ping_delay(), self._ping_tick)
+        self._ping_timer = srv.clock.call_later(srv.first_ping_delay(self.ping_interval), self._ping_tick)
         if self.tls_mode:
             self.tls = TLSLayer(srv.tls_context)
             self._tls_timer = srv.clock.call_later(srv.options_tls_timeout(), self._tls_timeout)
@@ -574,7 +579,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return
         srv = self.server
-        interval = srv.options.ping_interval
+        interval = self.ping_interval
         now = srv.clock.monotonic()
         if self.pings_out + 1 > srv.options.ping_max:
             self.send(encoder.err("Stale Connection"))

@@ -297,9 +297,11 @@ class Server:
             info["remote_account"] = conn.account.name
         return encoder.info(info)
 
-    def first_ping_delay(self) -> float:
+    def first_ping_delay(self, interval: float | None = None) -> float:
         # nats-server sends its first PING ~2s after the connection (+ up to 20% jitter), then every ping_interval.
-        return min(2.0, self.options.ping_interval) * (1 + random.random() * 0.2)
+        if interval is None:
+            interval = self.options.ping_interval
+        return min(2.0, interval) * (1 + random.random() * 0.2)
 
     def options_tls_timeout(self) -> float:
         tls = getattr(self.options, "tls", None)

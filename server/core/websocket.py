@@ -304,6 +304,10 @@ class WSClient(ClientConnection):
     def info_base(self) -> dict:  # type: ignore[override]
         return self._ws_listener.info_base()
 
+    @property
+    def ping_interval(self) -> float:  # type: ignore[override]
+        return self._ws_listener.opts.ping_interval or self.server.options.ping_interval
+
 
 class WSConnection(asyncio.Protocol):
     """One socket of the WebSocket listener: the HTTP upgrade, then frames around a WSClient."""

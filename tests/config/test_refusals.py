@@ -37,7 +37,6 @@ REFUSED_KEYS = [
     ("cluster { port: 6222, name: c1 }", "cluster", True),
     ("gateway { name: g, port: 7222 }", "gateway", True),
     ("leafnodes { port: 7422 }", "leafnodes", True),
-    ('websocket { port: 8080, no_tls: true, ping_interval: "1m" }', "websocket.ping_interval", True),
     ("mqtt { port: 1883 }", "mqtt", True),
     ("mappings { foo: bar }", "mappings", True),
     ("server_tags: [a]", "server_tags", True),
