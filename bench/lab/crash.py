@@ -50,6 +50,20 @@ async def _connect(srv) -> Conn:
     return await Conn.connect(srv.port, name="crash-lab", timeout=10)
 
 
+async def _after_kill(srv, c: Conn, tot: dict) -> Conn | None:
+    """Once the server was SIGKILLed: count the kill, restart it on its port and store, and connect again (None,
+    counted as no_restart, when it does not come back)."""
+    srv.proc.wait()
+    await c.close()
+    tot["kills"] += 1
+    try:
+        srv.start(timeout=60)
+    except RuntimeError:
+        tot["no_restart"] += 1
+        return None
+    return await _connect(srv)
+
+
 async def kill_publish(kind: str, sync_always: bool, rounds: int, budget: Budget, rng: random.Random,
                        res: Result, label: str) -> None:
     srv = lab_server(kind, sync_always=sync_always)
@@ -76,15 +90,9 @@ async def kill_publish(kind: str, sync_always: bool, rounds: int, budget: Budget
 
             asyncio.get_running_loop().call_later(rng.uniform(0.05, 0.6), srv.proc.kill)
             await publish_acked(c, f"p{i}.x", forever(), window=256, timeout=2, on_ack=on_ack)
-            srv.proc.wait()
-            await c.close()
-            tot["kills"] += 1
-            try:
-                srv.start(timeout=60)
-            except RuntimeError:
-                tot["no_restart"] += 1
+            c = await _after_kill(srv, c, tot)
+            if c is None:
                 break
-            c = await _connect(srv)
             st = await stream_state(c, name) or {}
             last = st.get("last_seq", 0)
             stored, _ = await read_all(c, name, 1, max(last, max(acks.values(), default=0)))
@@ -151,15 +159,9 @@ async def kill_ack(kind: str, sync_always: bool, rounds: int, budget: Budget, rn
                         confirmed.add(ack_seqs(m.reply)[0])
 
             await consume()
-            srv.proc.wait()
-            await c.close()
-            tot["kills"] += 1
-            try:
-                srv.start(timeout=60)
-            except RuntimeError:
-                tot["no_restart"] += 1
+            c = await _after_kill(srv, c, tot)
+            if c is None:
                 break
-            c = await _connect(srv)
             inbox = c.sub("lab.pull." + name)
             again: set[int] = set()
             t_end = time.monotonic() + 2.2  # ack_wait (1 s) + margin: pending ones come back
@@ -208,15 +210,9 @@ async def kill_ops(kind: str, rounds: int, budget: Budget, rng: random.Random, r
             await c.drain()
             await asyncio.sleep(rng.uniform(0, 0.03))
             srv.proc.kill()
-            srv.proc.wait()
-            await c.close()
-            tot["kills"] += 1
-            try:
-                srv.start(timeout=60)
-            except RuntimeError:
-                tot["no_restart"] += 1
+            c = await _after_kill(srv, c, tot)
+            if c is None:
                 break
-            c = await _connect(srv)
             st = await stream_state(c, name)
             missing = st is None or "error" in st
             if op == "delete":
