@@ -48,6 +48,21 @@ async def setup(server_factory):
     await admin.close()
 
 
+async def collect(nc, subject: str) -> tuple[list, object]:
+    """(messages received on ``subject``, the subscription)."""
+    got: list = []
+
+    async def cb(m):
+        got.append(m)
+
+    return got, await nc.subscribe(subject, cb=cb)
+
+
+async def other_stream_still_there(admin) -> bool:
+    info = await api(admin, "STREAM.INFO.OTHER")
+    return "error" not in info and info["config"]["name"] == "OTHER"
+
+
 async def pull_to(r, reply: str, payload: bytes = b"") -> None:
     """Store ``payload`` in S, then pull it with ``reply`` as the delivery subject."""
     await r.publish("s.x", payload)
@@ -70,18 +85,12 @@ async def test_direct_api_call_is_refused(setup):
 async def test_pull_delivery_to_api_subject_does_not_delete_a_stream(setup):
     _, admin, r = setup
     await pull_to(r, "$JS.API.STREAM.DELETE.OTHER")
-    info = await api(admin, "STREAM.INFO.OTHER")
-    assert "error" not in info and info["config"]["name"] == "OTHER"
+    assert await other_stream_still_there(admin)
 
 
 async def test_pull_delivery_to_api_subject_does_not_create_a_consumer(setup):
     _, admin, r = setup
-    leaked = []
-
-    async def on_leak(m):
-        leaked.append(m)
-
-    sub = await r.subscribe("leak.>", cb=on_leak)
+    leaked, sub = await collect(r, "leak.>")
     body = json.dumps({"stream_name": "SECRET", "config": {"deliver_subject": "leak.x"}}).encode()
     await pull_to(r, "$JS.API.CONSUMER.CREATE.SECRET", body)
     await asyncio.sleep(0.3)
@@ -110,19 +119,13 @@ async def test_pub_ack_to_api_subject_does_not_delete_a_stream(setup):
     await r.publish("s.y", b"", reply="$JS.API.STREAM.DELETE.OTHER")
     await r.flush()
     await asyncio.sleep(0.3)
-    info = await api(admin, "STREAM.INFO.OTHER")
-    assert "error" not in info and info["config"]["name"] == "OTHER"
+    assert await other_stream_still_there(admin)
 
 
 async def test_push_delivery_to_api_subject_does_nothing(setup):
     # An admin-made push consumer whose deliver subject is an API subject: deliveries reach subscribers only.
     _, admin, r = setup
-    got = []
-
-    async def on_msg(m):
-        got.append(m)
-
-    watcher = await admin.subscribe("$JS.API.STREAM.DELETE.OTHER", cb=on_msg)
+    got, watcher = await collect(admin, "$JS.API.STREAM.DELETE.OTHER")
     assert "error" not in await api(admin, "CONSUMER.CREATE.S", {"stream_name": "S", "config": {
         "deliver_subject": "$JS.API.STREAM.DELETE.OTHER", "ack_policy": "none"}})
     await r.publish("s.z", b"")
@@ -132,6 +135,5 @@ async def test_push_delivery_to_api_subject_does_nothing(setup):
             break
         await asyncio.sleep(0.1)
     assert got, "the push delivery still reaches an ordinary subscriber of its subject"
-    info = await api(admin, "STREAM.INFO.OTHER")
-    assert "error" not in info and info["config"]["name"] == "OTHER"
+    assert await other_stream_still_there(admin)
     await watcher.unsubscribe()
