@@ -49,6 +49,7 @@ import h11
 from protocol import websocket as wsp
 
 from .auth import Auth
+from .tls import TLSError, TLSLayer
 from .client import (AUTH_TIMEOUT, AUTH_VIOLATION, BAD_PROTOCOL_VERSION, CLIENT_CLOSED, MAX_ACCOUNT_CONNECTIONS,
                      MAX_CONNECTIONS, MAX_CONTROL_LINE, MAX_PAYLOAD, PARSE_ERROR, PROTOCOL_VIOLATION, SERVER_SHUTDOWN,
                      SLOW_CONSUMER, STALE_CONNECTION, TLS_HANDSHAKE_FAILURE, ClientConnection)
@@ -132,13 +133,8 @@ class WebSocketListener:
         o = self.opts
         loop = asyncio.get_running_loop()
         port = 0 if o.port == -1 else o.port
-        kw: dict[str, Any] = {}
-        if self.tls_context is not None:
-            kw["ssl"] = self.tls_context
-            if o.handshake_timeout > 0:
-                kw["ssl_handshake_timeout"] = o.handshake_timeout
         self._server = await loop.create_server(lambda: WSConnection(self), host=o.host, port=port,
-                                                reuse_address=True, backlog=4096, **kw)
+                                                reuse_address=True, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
         scheme = "wss" if self.tls else "ws"
         self.server.log.info(f"Listening for websocket clients on {scheme}://{o.host}:{self.port}")
@@ -237,14 +233,14 @@ class _WSTransport:
 
     def write(self, data: bytes) -> None:
         ws = self.ws
-        ws.transport.write(wsp.frame(data, ws.compress))
+        ws.write(wsp.frame(data, ws.compress))
 
     def close(self) -> None:
         ws = self.ws
         if not ws.close_sent and not ws.transport.is_closing():
             reason = ws.client.close_reason if ws.client is not None else CLIENT_CLOSED
             ws.send_close(_CLOSE_STATUS.get(reason, wsp.INTERNAL_SRV_ERROR), reason)
-        ws.transport.close()
+        ws.close_socket()
 
     def abort(self) -> None:
         self.ws.transport.abort()
@@ -321,6 +317,8 @@ class WSConnection(asyncio.Protocol):
         self.close_sent = False
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEADER)
         self._timer: asyncio.TimerHandle | None = None
+        # wss: TLS over the socket's own bytes (tls.py), so that plain HTTP sent to it gets Go's answer
+        self.tls: TLSLayer | None = TLSLayer(listener.tls_context) if listener.tls_context is not None else None
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -333,9 +331,55 @@ class WSConnection(asyncio.Protocol):
     def _handshake_timeout(self) -> None:
         self._timer = None
         if self.client is None and self.transport is not None:
-            self.transport.close()
+            self.close_socket()
+
+    def write(self, data: bytes) -> None:
+        tls = self.tls
+        self.transport.write(tls.wrap(data) if tls is not None else data)
+
+    def close_socket(self) -> None:
+        transport = self.transport
+        if self.tls is not None and not transport.is_closing():
+            out = self.tls.shutdown()  # close_notify after the last output, as Go's tls.Conn.Close
+            if out:
+                transport.write(out)
+        transport.close()
 
     def data_received(self, data: bytes) -> None:
+        tls = self.tls
+        if tls is not None:
+            if not tls.started and data[:1] != b"\x16":
+                # Go net/http (server.go serve): a first record that looks like HTTP gets this plain answer.
+                if data[:5] in (b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO"):
+                    self.transport.write(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS "
+                                         b"server.\n")
+                self.transport.close()
+                return
+            try:
+                data, _ = tls.receive(data)
+            except TLSError as e:
+                self.server_log("websocket TLS handshake error", error=str(e))
+                alert = tls.take_out()
+                if alert:
+                    self.transport.write(alert)
+                self.transport.close()
+                return
+            out = tls.take_out()
+            if out:
+                self.transport.write(out)
+            if tls.peer_closed:
+                if data:
+                    self._received(data)
+                if self.client is not None and not self.client.closed:
+                    self.client.close(CLIENT_CLOSED)
+                elif not self.transport.is_closing():
+                    self.close_socket()
+                return
+            if not data:
+                return
+        self._received(data)
+
+    def _received(self, data: bytes) -> None:
         if self.reader is None:
             self._handshake(data)
             return
@@ -361,7 +405,7 @@ class WSConnection(asyncio.Protocol):
             if kind == wsp.DATA:
                 chunks.append(ev[1])
             elif kind == wsp.PING:
-                self.transport.write(wsp.control(wsp.OP_PONG, ev[1]))
+                self.write(wsp.control(wsp.OP_PONG, ev[1]))
             else:  # CLOSE: what came before it is handled, the close is echoed, the client closes
                 if chunks:
                     client.data_received(b"".join(chunks))
@@ -371,7 +415,7 @@ class WSConnection(asyncio.Protocol):
                     self.close_sent = True
                     payload = b"" if status == wsp.NO_STATUS_RECEIVED else wsp.close_payload(status, body)
                     client.flush()
-                    self.transport.write(wsp.control(wsp.OP_CLOSE, payload))
+                    self.write(wsp.control(wsp.OP_CLOSE, payload))
                     client.close(CLIENT_CLOSED)
                 return
         if chunks:
@@ -396,7 +440,7 @@ class WSConnection(asyncio.Protocol):
     def send_close(self, status: int, body: str) -> None:
         if not self.close_sent:
             self.close_sent = True
-            self.transport.write(wsp.control(wsp.OP_CLOSE, wsp.close_payload(status, body)))
+            self.write(wsp.control(wsp.OP_CLOSE, wsp.close_payload(status, body)))
 
     def server_log(self, event: str, **kw) -> None:
         self.listener.server.log_debug(event, **kw)
@@ -415,7 +459,7 @@ class WSConnection(asyncio.Protocol):
                 elif isinstance(ev, h11.EndOfMessage) or ev is h11.PAUSED:
                     break
                 elif isinstance(ev, h11.ConnectionClosed):
-                    self.transport.close()
+                    self.close_socket()
                     return
         except h11.RemoteProtocolError as e:
             self._go_parse_error(e)
@@ -428,7 +472,7 @@ class WSConnection(asyncio.Protocol):
             self._http_error(e.status)
             # Go keeps the connection for another request (keep-alive) unless the client asked to close.
             if request.http_version == b"1.0" or _header_contains(_headers(request), "connection", "close"):
-                self.transport.close()
+                self.close_socket()
                 return
             self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEADER)
             if trailing:
@@ -437,7 +481,7 @@ class WSConnection(asyncio.Protocol):
         if trailing:
             # nats-server: "client sent data before handshake is complete"; the socket is closed, no answer.
             self.server_log("websocket handshake error", reason="client sent data before handshake is complete")
-            self.transport.close()
+            self.close_socket()
             return
         self._upgrade(request, *result)
 
@@ -482,17 +526,15 @@ class WSConnection(asyncio.Protocol):
             lines.append("Nats-No-Masking: true\r\n")
         lines.append(self.listener.raw_headers)
         lines.append("\r\n")
-        self.transport.write("".join(lines).encode("latin-1", "replace"))
+        self.write("".join(lines).encode("latin-1", "replace"))
         self.compress = compress
         srv = self.listener.server
         self.reader = wsp.FrameReader(mask=not no_masking, compress=compress, max_payload=srv.options.max_payload)
         client = WSClient(srv, self.listener, self._cookies(request))
         self.client = client
         client.connection_made(_WSTransport(self))  # type: ignore[arg-type]
-        ssl_obj = self.transport.get_extra_info("ssl_object")
-        if ssl_obj is not None:
-            c = ssl_obj.cipher()
-            client.tls_cipher = c[0] if c else ""
+        if self.tls is not None:
+            client.tls_cipher = self.tls.cipher()
 
     def _cookies(self, request: h11.Request) -> dict[str, str]:
         o = self.listener.opts
@@ -517,7 +559,7 @@ class WSConnection(asyncio.Protocol):
         text = _STATUS_TEXT.get(status, "Bad Request")
         body = text + "\n"
         date = email.utils.formatdate(usegmt=True)
-        self.transport.write(
+        self.write(
             (f"HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\nSec-Websocket-Version: 13\r\n"
              f"X-Content-Type-Options: nosniff\r\nDate: {date}\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
 
@@ -530,9 +572,9 @@ class WSConnection(asyncio.Protocol):
         else:
             text = "400 Bad Request"
         self.server_log("websocket bad request", error=str(e))
-        self.transport.write(f"HTTP/1.1 {text}\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close"
+        self.write(f"HTTP/1.1 {text}\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close"
                              f"\r\n\r\n{text}".encode())
-        self.transport.close()
+        self.close_socket()
 
 
 def _headers(request: h11.Request) -> dict[str, list[str]]:

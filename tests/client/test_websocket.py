@@ -651,3 +651,32 @@ def test_websocket_ping_interval(ws_server):
     finally:
         s.close()
         tcp.close()
+
+
+@pytest.mark.parametrize("sent,answer", [(upgrade_request(), b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP "
+                                                              b"request to an HTTPS server.\n"),
+                                         (b"HELLO\r\n\r\n", b"")], ids=["http", "garbage"])
+def test_plain_text_to_wss(ws_server, sent, answer):
+    """Plain text where a TLS ClientHello is due: Go's net/http answers an HTTP request with its plain 400, anything
+    else with nothing; the socket closes."""
+    srv, port = ws_server(tls=True)
+    s = socket.create_connection(("127.0.0.1", port))
+    try:
+        s.sendall(sent)
+        assert read_all(s, 2.0) == (answer, True)
+    finally:
+        s.close()
+
+
+async def test_wss_close_is_prompt_and_connz_shows_tls(ws_server):
+    """Closing a wss:// connection takes no TLS shutdown timeout (the server answers close_notify), and connz shows
+    the cipher suite of a wss client."""
+    srv, port = ws_server(tls=True)
+    nc = await nats.connect(f"wss://127.0.0.1:{port}", tls=client_ctx(), name="wss", allow_reconnect=False)
+    await nc.flush()
+    connz = json.load(urllib.request.urlopen(f"{srv.http_url}/connz"))
+    [c] = [c for c in connz["connections"] if c.get("name") == "wss"]
+    assert c["type"] == "websocket" and c["tls_cipher_suite"]
+    t0 = time.monotonic()
+    await asyncio.wait_for(nc.close(), 5)
+    assert time.monotonic() - t0 < 0.5
