@@ -4,7 +4,8 @@ normal :class:`ClientConnection` inside WebSocket frames.
 Theory of operation
 -------------------
 ``WebSocketListener`` listens on ``websocket { port }`` (TLS-first when the block has ``tls { }``: the socket is
-HTTPS).  Each socket gets a :class:`WSConnection` (an ``asyncio.Protocol``), which first reads one HTTP request with
+HTTPS; TLS runs over the socket's own bytes with tls.py's ``TLSLayer``, so plain HTTP sent to it gets Go
+net/http's "Client sent an HTTP request to an HTTPS server" and garbage a silent close).  Each socket gets a :class:`WSConnection` (an ``asyncio.Protocol``), which first reads one HTTP request with
 ``h11`` and answers it as nats-server's ``wsUpgrade`` does: the same checks in the same order, each failing with
 the same status and Go ``http.Error`` body (405 for a method other than GET, 400 for a missing ``Upgrade`` /
 ``Connection`` / key / version 13, 403 for an origin that ``same_origin`` or ``allowed_origins`` refuses).  After a
