@@ -15,6 +15,7 @@ import ssl
 import struct
 import time
 import urllib.request
+import zlib
 from pathlib import Path
 
 import aiohttp
@@ -680,3 +681,56 @@ async def test_wss_close_is_prompt_and_connz_shows_tls(ws_server):
     t0 = time.monotonic()
     await asyncio.wait_for(nc.close(), 5)
     assert time.monotonic() - t0 < 0.5
+
+
+def _deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return (c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]  # RFC 7692: without the trailing 00 00 ff ff
+
+
+def _inflate(payload: bytes) -> bytes:
+    return zlib.decompressobj(-15).decompress(payload + b"\x00\x00\xff\xff")
+
+
+def test_compressed_message_over_continuation_frames(ws_server):
+    """A deflated message split over a first frame (RSV1) and a continuation frame is inflated whole; the server's
+    answers under 64 bytes come uncompressed, bigger ones deflated (RSV1)."""
+    srv, port = ws_server("compression: true")
+    s, rest = ws_connect_raw(port, "Sec-WebSocket-Extensions: permessage-deflate\r\n")
+    try:
+        read_all(s, 0.3)
+        z = _deflate(b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPUB a 5\r\nhello\r\nPUB a 100\r\n'
+                     + b"y" * 100 + b"\r\nPING\r\n")
+        s.sendall(frame(2, z[:10], fin=False, rsv=0x40) + frame(0, z[10:]))
+        out, _ = read_all(s, 1.0)
+        raw = bytearray(out)
+        got = b""
+        pos = 0
+        while pos < len(raw):  # frames with their RSV1 bit
+            rsv1, n = raw[pos] & 0x40, raw[pos + 1] & 0x7F
+            pos += 2
+            if n == 126:
+                n = struct.unpack_from("!H", raw, pos)[0]
+                pos += 2
+            payload = bytes(raw[pos:pos + n])
+            pos += n
+            got += _inflate(payload) if rsv1 else payload
+        assert got == b"MSG a 1 5\r\nhello\r\nMSG a 1 100\r\n" + b"y" * 100 + b"\r\nPONG\r\n"
+    finally:
+        s.close()
+
+
+def test_deflate_bomb_is_refused(ws_server):
+    """A compressed message that inflates past max_payload closes the connection (nats-server: ErrMaxPayload); a
+    close frame, when one comes, is 1009."""
+    srv, port = ws_server("compression: true")
+    s, rest = ws_connect_raw(port, "Sec-WebSocket-Extensions: permessage-deflate\r\n")
+    try:
+        read_all(s, 0.3)
+        s.sendall(frame(2, _deflate(b'CONNECT {"verbose":false}\r\n' + b"PING\r\n" * 400_000), rsv=0x40))
+        out, closed = read_all(s, 3.0)
+        assert closed
+        closes = [p for op, p in parse_frames(out) if op == 8]
+        assert closes in ([], [struct.pack("!H", 1009) + b"Maximum Message Payload Exceeded"])
+    finally:
+        s.close()
