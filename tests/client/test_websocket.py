@@ -734,3 +734,23 @@ def test_deflate_bomb_is_refused(ws_server):
         assert closes in ([], [struct.pack("!H", 1009) + b"Maximum Message Payload Exceeded"])
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("cookie,types,ok", [(True, None, True), (False, None, False),
+                                             (True, ["WEBSOCKET"], True), (True, ["STANDARD"], False)],
+                         ids=["cookie", "no-cookie", "websocket-type", "standard-only"])
+def test_jwt_cookie(ws_server, cookie, types, ok):
+    """Operator mode: jwt_cookie's cookie stands for CONNECT's jwt (here a bearer user JWT, no signature needed);
+    the JWT's allowed_connection_types must allow WEBSOCKET."""
+    from tests.client.test_operator import CONF, A, user
+
+    srv, port = ws_server('jwt_cookie: "natsjwt"', config=CONF)
+    kw = {"allowed_connection_types": types} if types else {}
+    token, _ = user(A, bearer=True, **kw)
+    s, rest = ws_connect_raw(port, f"Cookie: natsjwt={token}\r\n" if cookie else "")
+    try:
+        s.sendall(frame(2, b'CONNECT {"verbose":false}\r\nPING\r\n'))
+        want = b"PONG\r\n" if ok else b"-ERR 'Authorization Violation'\r\n"
+        assert ws_data(s, rest, want).endswith(want)
+    finally:
+        s.close()
