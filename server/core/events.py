@@ -75,7 +75,7 @@ class Events:
             d["stop"] = format_time(stop_ns)
         d["name_tag"] = c.account.name
         d["kind"] = "Client"
-        d["client_type"] = "nats"
+        d["client_type"] = c.client_type  # "nats" or "websocket" (clientTypeString)
         return d
 
     def client_connect(self, c) -> None:

@@ -754,3 +754,20 @@ def test_jwt_cookie(ws_server, cookie, types, ok):
         assert ws_data(s, rest, want).endswith(want)
     finally:
         s.close()
+
+
+async def test_connect_event_of_a_websocket_client(ws_server):
+    """$SYS.ACCOUNT.<acc>.CONNECT of a WebSocket client says client_type "websocket" (clientTypeString)."""
+    conf = ("accounts { SYS { users: [{user: sys, password: p}] }, A { users: [{user: a, password: p}] } }\n"
+            "system_account: SYS\n")
+    srv, port = ws_server(config=conf)
+    sysc = await nats.connect(srv.url, user="sys", password="p", allow_reconnect=False)
+    try:
+        sub = await sysc.subscribe("$SYS.ACCOUNT.A.CONNECT")
+        await sysc.flush()
+        nc = await nats.connect(f"ws://127.0.0.1:{port}", user="a", password="p", allow_reconnect=False)
+        ev = json.loads((await sub.next_msg(timeout=3)).data)
+        await nc.close()
+        assert (ev["client"]["kind"], ev["client"]["client_type"], ev["client"]["acc"]) == ("Client", "websocket", "A")
+    finally:
+        await sysc.close()
