@@ -39,9 +39,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import copy
 import email.utils
 from http.cookies import CookieError, SimpleCookie
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -49,7 +49,7 @@ import h11
 
 from protocol import websocket as wsp
 
-from .auth import Auth
+from .auth import Auth, AuthUser
 from .tls import TLSError, TLSLayer
 from .client import (AUTH_TIMEOUT, AUTH_VIOLATION, BAD_PROTOCOL_VERSION, CLIENT_CLOSED, MAX_ACCOUNT_CONNECTIONS,
                      MAX_CONNECTIONS, MAX_CONTROL_LINE, MAX_PAYLOAD, PARSE_ERROR, PROTOCOL_VIOLATION, SERVER_SHUTDOWN,
@@ -155,19 +155,23 @@ class WebSocketListener:
 
     @property
     def auth(self) -> Auth:
-        """The server's authentication with the block's overrides; rebuilt when the server's is (reload)."""
+        """The server's authentication with the block's overrides (nats-server processClientOrLeafAuthentication,
+        case WS); derived again whenever the server's is replaced (configuration reload)."""
         base = self.server.auth
         if self._auth is None or self._auth_of is not base:
-            so, o = self.server.options, self.opts
-            view = SimpleNamespace(
-                authorization=so.authorization, username=so.username, password=so.password,
-                no_auth_user=so.no_auth_user, users=so.users, accounts=so.accounts, tls=so.tls,
-                auth_timeout=o.auth_timeout or so.auth_timeout)
+            o = self.opts
+            auth = copy.copy(base)
             if self.auth_override:
-                view.authorization, view.username, view.password = o.token, o.username, o.password
-                view.no_auth_user = o.no_auth_user
-            self._auth = Auth(view, self.server.accounts)
-            self._auth_of = base
+                # validateWebsocketOptions: a username or token here means there are no users/nkeys, so the users
+                # map holds at most the server's single user, which the override replaces; no_auth_user alone
+                # keeps the users and names one of them.
+                auth.token = o.token
+                if o.username or o.token:
+                    auth.users = {o.username: AuthUser(o.username, password=o.password)} if o.username else {}
+                auth.no_auth_user = o.no_auth_user
+            if o.auth_timeout:
+                auth.timeout = o.auth_timeout
+            self._auth, self._auth_of = auth, base
         return self._auth
 
     def info_base(self) -> dict:

@@ -771,3 +771,27 @@ async def test_connect_event_of_a_websocket_client(ws_server):
         assert (ev["client"]["kind"], ev["client"]["client_type"], ev["client"]["acc"]) == ("Client", "websocket", "A")
     finally:
         await sysc.close()
+
+
+async def test_reload_applies_to_websocket_users(ws_server):
+    """A configuration reload (SIGHUP) that changes the users applies to WebSocket clients as to the others."""
+    import signal
+
+    srv, port = ws_server(config="authorization { users: [{user: a, password: old}] }\n")
+    url = f"ws://127.0.0.1:{port}"
+    nc = await nats.connect(url, user="a", password="old", allow_reconnect=False)
+    await nc.close()
+    path = Path(srv._tmp) / "server.conf"
+    path.write_text(path.read_text().replace("password: old", "password: new"))
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            nc = await nats.connect(url, user="a", password="new", allow_reconnect=False, max_reconnect_attempts=0)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+    await nc.close()
+    await connect_fails(url, user="a", password="old")
