@@ -192,6 +192,11 @@ def _reload(server, log) -> None:
     from .core.auth import Auth
 
     cur = server.options
+    if new.websocket != cur.websocket:
+        # nats-server reload.go diffOptions: any change of the websocket block fails the reload.
+        log.error("Failed to reload server configuration: config reload not supported for Websocket: "
+                  f"old={cur.websocket}, new={new.websocket}")
+        return
     changes = {k: getattr(new, k) for k in ("debug", "trace", "logtime", "max_payload", "ping_interval", "ping_max")}
     server.options = cur.model_copy(update=changes)
     server.auth = Auth(new)

@@ -795,3 +795,25 @@ async def test_reload_applies_to_websocket_users(ws_server):
             await asyncio.sleep(0.1)
     await nc.close()
     await connect_fails(url, user="a", password="old")
+
+
+def test_reload_refuses_a_changed_websocket_block(ws_server):
+    """nats-server fails a reload that changes the websocket block ("config reload not supported for Websocket")
+    and keeps running with the old one."""
+    import signal
+
+    srv, port = ws_server("compression: false")
+    path = Path(srv._tmp) / "server.conf"
+    path.write_text(path.read_text().replace("compression: false", "compression: true"))
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "config reload not supported for Websocket" not in srv.log():
+        assert time.monotonic() < deadline, srv.log()
+        time.sleep(0.05)
+    s = socket.create_connection(("127.0.0.1", port))
+    try:
+        s.sendall(upgrade_request("Sec-WebSocket-Extensions: permessage-deflate\r\n"))
+        head = read_until(s, b"\r\n\r\n").partition(b"\r\n\r\n")[0]
+    finally:
+        s.close()
+    assert head.startswith(b"HTTP/1.1 101 ") and b"permessage-deflate" not in head  # still without compression
