@@ -129,6 +129,22 @@ class _Mapper:
         self.err(tok, f"{key}: expected a string or an array of strings, got {_type_name(v)}")
         raise _Bad
 
+    def listen_key(self, k: str, tok: Token, key: str, out: dict[str, Any]) -> bool:
+        """``listen`` / ``port`` / ``host`` (``net``) of a listener block into ``out["host"]`` and ``out["port"]``;
+        False for any other key.  The client port and the websocket block read them alike (opts.go)."""
+        if k == "listen":
+            host, port = self.listen(tok, k)
+            if host is not None:
+                out["host"] = host
+            out["port"] = port
+        elif k == "port":
+            out["port"] = self.expect(tok, int, key)
+        elif k in ("host", "net"):
+            out["host"] = self.expect(tok, str, key)
+        else:
+            return False
+        return True
+
     def listen(self, tok: Token, key: str) -> tuple[str | None, int]:
         v = tok.value
         if isinstance(v, int) and not isinstance(v, bool):
@@ -155,15 +171,8 @@ class _Mapper:
             if self.not_implemented(support.TOP_LEVEL, k, tok, key):
                 continue
             try:
-                if k == "listen":
-                    host, port = self.listen(tok, k)
-                    if host is not None:
-                        s["host"] = host
-                    s["port"] = port
-                elif k == "port":
-                    s["port"] = self.expect(tok, int, k)
-                elif k in ("host", "net"):
-                    s["host"] = self.expect(tok, str, k)
+                if self.listen_key(k, tok, k, s):
+                    pass
                 elif k == "server_name":
                     name = self.expect(tok, str, k)
                     if " " in name:

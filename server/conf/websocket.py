@@ -30,15 +30,8 @@ def parse_websocket(m: "_Mapper", tok: Token) -> dict[str, Any]:
         if m.not_implemented(support.WEBSOCKET, k, mt, f"websocket.{mk}"):
             continue
         try:
-            if k == "listen":
-                host, port = m.listen(mt, k)
-                if host is not None:
-                    out["host"] = host
-                out["port"] = port
-            elif k == "port":
-                out["port"] = m.expect(mt, int, mk)
-            elif k in ("host", "net"):
-                out["host"] = m.expect(mt, str, mk)
+            if m.listen_key(k, mt, mk, out):
+                pass
             elif k == "advertise":
                 out["advertise"] = m.expect(mt, str, mk)
             elif k == "no_tls":
