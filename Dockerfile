@@ -6,9 +6,11 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY skiff ./skiff
 COPY protocol ./protocol
 COPY server ./server
 COPY storage ./storage
+COPY spark/pyspark_jetstream ./spark/pyspark_jetstream
 RUN pip install . && useradd --system --uid 1000 --home /data skiff && mkdir -p /data && chown skiff /data
 
 USER skiff

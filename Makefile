@@ -21,12 +21,12 @@ $(PY):
 # Byte-compiled at install: the first start then costs what every later one does (0.10-0.17 s less).
 $(STAMP_SERVER): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e .
-	$(PY) -m compileall -q protocol server storage
+	$(PY) -m compileall -q skiff protocol server storage
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,spark]'
-	$(PY) -m compileall -q protocol server storage
+	$(PY) -m compileall -q skiff protocol server storage
 	touch $@ $(STAMP_SERVER) $(STAMP_SPARK)
 
 $(STAMP_SPARK): pyproject.toml | $(PY)

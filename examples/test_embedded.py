@@ -1,8 +1,8 @@
 import nats
 import pytest
 
-from server.clock import ManualClock
-from server.core.server import Server
+from skiff.server.clock import ManualClock
+from skiff.server.core.server import Server
 
 
 @pytest.mark.asyncio

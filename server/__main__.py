@@ -1,4 +1,4 @@
-"""``python -m server``: the same as the ``skiff`` command."""
+"""``python -m skiff.server``: the same as the ``skiff`` command."""
 import gc
 
 if __name__ == "__main__":
@@ -7,7 +7,7 @@ if __name__ == "__main__":
     # on, after gc.freeze(), once the server is up.
     gc.disable()
 
-from server.cli import main  # noqa: E402
+from skiff.server.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

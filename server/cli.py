@@ -28,11 +28,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from server.conf import ConfigError
-from server.conf import support
-from server.conf.mapping import tls_problem
-from server.options import ServerOptions, _finish, settings_from_config
-from server.version import SKIFF_VERSION, VERSION
+from skiff.server.conf import ConfigError
+from skiff.server.conf import support
+from skiff.server.conf.mapping import tls_problem
+from skiff.server.options import ServerOptions, _finish, settings_from_config
+from skiff.server.version import SKIFF_VERSION, VERSION
 
 PROG = "skiff"
 
@@ -416,7 +416,7 @@ def send_signal(spec: str) -> None:
 
 
 def main(argv: list[str] | None = None, run: Callable[[ServerOptions], int] | None = None) -> None:
-    """The ``skiff`` / ``python -m server`` entry point."""
+    """The ``skiff`` / ``python -m skiff.server`` entry point."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         flags = parse_flags(argv)
@@ -456,5 +456,5 @@ def main(argv: list[str] | None = None, run: Callable[[ServerOptions], int] | No
     for w in options.config_warnings + options.ignored_config_keys:
         print(w, file=sys.stderr)
     if run is None:
-        from server.runner import run
+        from skiff.server.runner import run
     sys.exit(run(options))

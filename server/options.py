@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
-from server.conf.digest import config_digest
-from server.conf.mapping import config_settings
+from skiff.server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
+from skiff.server.conf.digest import config_digest
+from skiff.server.conf.mapping import config_settings
 
 DEFAULT_PORT = 4222
 DEFAULT_HOST = "0.0.0.0"

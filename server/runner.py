@@ -119,7 +119,7 @@ async def _main(options: ServerOptions) -> int:
     # (38.9 MiB, +0.0%) over 60,000 connection cycles with these settings (issue #15 finding 10).
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
-    gc.enable()  # python -m server starts with it off (server/__main__.py)
+    gc.enable()  # python -m skiff.server starts with it off (server/__main__.py)
     # Signals first: a harness may send SIGTERM as soon as it reads a port or "Server is ready".
     loop = asyncio.get_running_loop()
 

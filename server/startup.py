@@ -19,7 +19,7 @@ import socket
 import sys
 import tempfile
 
-from protocol.jsapi.timefmt import format_go_duration
+from skiff.protocol.jsapi.timefmt import format_go_duration
 
 from .version import API_LEVEL, SKIFF_VERSION, VERSION
 
@@ -181,7 +181,7 @@ def jetstream_lines(js, opts) -> list[str]:
 
 def ports_file_path(directory: str) -> str:
     """``<executable>_<pid>.ports`` as nats-server names it (``filepath.Base(os.Args[0])``).  Run as
-    ``python -m server`` the executable is ``__main__.py``; Skiff calls it ``skiff`` then."""
+    ``python -m skiff.server`` the executable is ``__main__.py``; Skiff calls it ``skiff`` then."""
     exe = os.path.basename(sys.argv[0] or "skiff")
     if exe.endswith(".py") or exe in ("", "-c", "-m"):
         exe = "skiff"

@@ -1,9 +1,9 @@
 """Stream and consumer storage for Skiff: one interface (``StreamStore`` / ``ConsumerStore``), a memory and a
 file implementation, and the on-disk layout.  Never imports ``server``; everything here is synchronous."""
-from storage.base import ConsumerStore, Expired, StreamStore
-from storage.config import StoreConfig
-from storage.consumer import FileConsumerStore, MemoryConsumerStore
-from storage.errors import (
+from skiff.storage.base import ConsumerStore, Expired, StreamStore
+from skiff.storage.config import StoreConfig
+from skiff.storage.consumer import FileConsumerStore, MemoryConsumerStore
+from skiff.storage.errors import (
     CorruptMetadataError,
     DiscardNewError,
     InvalidPathError,
@@ -18,10 +18,10 @@ from storage.errors import (
     StoreWriteError,
     TooManyResultsError,
 )
-from storage.filestore import FileStreamStore
-from storage.layout import StoreRoot
-from storage.memstore import MemoryStreamStore
-from storage.records import (
+from skiff.storage.filestore import FileStreamStore
+from skiff.storage.layout import StoreRoot
+from skiff.storage.memstore import MemoryStreamStore
+from skiff.storage.records import (
     ConsumerState,
     LostStreamData,
     Pending,

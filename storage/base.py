@@ -34,8 +34,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Callable, Iterable, NamedTuple
 
-from storage.config import StoreConfig
-from storage.records import ConsumerState, SimpleState, StoredMsg, StreamState
+from skiff.storage.config import StoreConfig
+from skiff.storage.records import ConsumerState, SimpleState, StoredMsg, StreamState
 
 Clock = Callable[[], int]
 RemoveCallback = Callable[[int, str], None]

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import structlog
 
-from storage import meta
-from storage.base import ConsumerStore
-from storage.errors import NoAckPolicyError
-from storage.records import ConsumerState, Pending, SequencePair
+from skiff.storage import meta
+from skiff.storage.base import ConsumerStore
+from skiff.storage.errors import NoAckPolicyError
+from skiff.storage.records import ConsumerState, Pending, SequencePair
 
 log = structlog.get_logger("skiff.storage")
 

@@ -26,9 +26,9 @@ from typing import Iterator
 
 import structlog
 
-from storage.base import Clock, ConsumerStore, Expired, StreamStore
-from storage.config import NANOS, StoreConfig
-from storage.errors import (
+from skiff.storage.base import Clock, ConsumerStore, Expired, StreamStore
+from skiff.storage.config import NANOS, StoreConfig
+from skiff.storage.errors import (
     MaxBytesError,
     MaxMsgsError,
     MaxMsgsPerSubjectError,
@@ -37,10 +37,10 @@ from storage.errors import (
     StoreClosedError,
     StoreError,
 )
-from storage.queries import Queries
-from storage.records import StoredMsg
-from storage.seqindex import _STALE_FIRST, _STALE_LAST, DELETED, LIVE, NO_COUNTS, Chunk, SubjState, code_ints
-from storage.subjects import is_all
+from skiff.storage.queries import Queries
+from skiff.storage.records import StoredMsg
+from skiff.storage.seqindex import _STALE_FIRST, _STALE_LAST, DELETED, LIVE, NO_COUNTS, Chunk, SubjState, code_ints
+from skiff.storage.subjects import is_all
 
 log = structlog.get_logger("skiff.storage")
 
@@ -506,6 +506,6 @@ class IndexedStore(Queries, StreamStore):
         self._enforce_limits(None)
 
     def consumer_store(self, name: str, ack_policy: str = "explicit", max_deliver: int = -1) -> ConsumerStore:
-        from storage.consumer import MemoryConsumerStore
+        from skiff.storage.consumer import MemoryConsumerStore
 
         return MemoryConsumerStore(ack_policy, max_deliver)

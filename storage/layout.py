@@ -15,11 +15,11 @@ from typing import Any
 
 import structlog
 
-from storage import meta
-from storage.base import Clock
-from storage.config import StoreConfig
-from storage.errors import InvalidPathError
-from storage.filestore.store import FileStreamStore, check_name
+from skiff.storage import meta
+from skiff.storage.base import Clock
+from skiff.storage.config import StoreConfig
+from skiff.storage.errors import InvalidPathError
+from skiff.storage.filestore.store import FileStreamStore, check_name
 
 log = structlog.get_logger("skiff.storage")
 

@@ -9,10 +9,10 @@ Message size accounting is nats-server's ``memStoreMsgSize``: len(subj)+len(hdr)
 """
 from __future__ import annotations
 
-from storage.base import Clock
-from storage.config import StoreConfig
-from storage.engine import Chunk, IndexedStore, SubjState
-from storage.records import StoredMsg
+from skiff.storage.base import Clock
+from skiff.storage.config import StoreConfig
+from skiff.storage.engine import Chunk, IndexedStore, SubjState
+from skiff.storage.records import StoredMsg
 
 CHUNK_SLOTS = 4096
 

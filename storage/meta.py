@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from storage.errors import CorruptMetadataError
+from skiff.storage.errors import CorruptMetadataError
 
 MAGIC = b"SKM1"
 _CRC = struct.Struct("<I")

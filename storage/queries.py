@@ -10,10 +10,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Iterable
 
-from storage.errors import TooManyResultsError
-from storage.records import LostStreamData, SimpleState, StoredMsg, StreamState
-from storage.seqindex import LIVE, SeqIndex, SubjState
-from storage.subjects import is_all, is_literal
+from skiff.storage.errors import TooManyResultsError
+from skiff.storage.records import LostStreamData, SimpleState, StoredMsg, StreamState
+from skiff.storage.seqindex import LIVE, SeqIndex, SubjState
+from skiff.storage.subjects import is_all, is_literal
 
 _SMALL_SET = 32  # wildcard matches up to this many subjects are resolved per subject, more by scanning
 

@@ -42,8 +42,8 @@ from collections import Counter
 from itertools import compress, count, islice
 from typing import Iterator
 
-from storage.errors import StoreError
-from storage.subjects import is_all, is_literal, match
+from skiff.storage.errors import StoreError
+from skiff.storage.subjects import is_all, is_literal, match
 
 DELETED = b"\x00\x00\x00\x00"  # the code of a removed (or never stored) slot
 LIVE = 0xFF  # first byte of every live slot's code

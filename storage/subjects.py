@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from protocol.subjects import is_all, is_literal, is_subset, subject_matches
+from skiff.protocol.subjects import is_all, is_literal, is_subset, subject_matches
 
 
 def match(subject: str, filter_: str) -> bool:

@@ -50,7 +50,7 @@ def nats_server_binary() -> str:
 
 def command_for(kind: str) -> list[str]:
     if kind == "skiff":
-        return [sys.executable, "-m", "server"]
+        return [sys.executable, "-m", "skiff.server"]
     if kind == "nats-server":
         return [nats_server_binary()]
     raise ValueError(kind)

@@ -1,5 +1,7 @@
 """DESIGN.md: imports point one way. protocol/ imports neither storage/ nor server/ (and has no asyncio);
-storage/ never imports server/; neither imports the optional spark/ package."""
+storage/ never imports server/; neither imports the optional spark/ package.  And everything is imported under the
+one installed name, ``skiff.`` (issue #14): a bare ``import server`` would load a second copy of the modules in a
+checkout and fail in an installed wheel."""
 import ast
 from pathlib import Path
 
@@ -25,5 +27,28 @@ def test_imports_point_one_way(package):
                 names = [node.module]
             else:
                 continue
-            bad += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in FORBIDDEN[package]]
+            for n in names:
+                parts = n.split(".")
+                if parts[0] in FORBIDDEN:
+                    bad.append(f"{path.relative_to(ROOT)} imports {n}: import it as skiff.{n}")
+                if parts[0] == "skiff" and len(parts) > 1:
+                    parts = parts[1:]
+                if parts[0] in FORBIDDEN[package]:
+                    bad.append(f"{path.relative_to(ROOT)} imports {n}")
+    assert not bad, bad
+
+
+def test_everything_imports_skiff_by_its_installed_name():
+    """tests/, bench/, examples/ and skiff/ too: no bare server/protocol/storage import anywhere."""
+    bad = []
+    for folder in ("skiff", "tests", "bench", "examples", "spark"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                bad += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in FORBIDDEN]
     assert not bad, bad

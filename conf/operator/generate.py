@@ -46,7 +46,7 @@ def main() -> None:
 # Keys, JWTs and .creds files were made by conf/operator/generate.py; see README.md.  Paths are relative to the
 # directory the server starts in (as for nats-server): start it from the repository root.
 #
-#   .venv/bin/python -m server -c conf/operator/operator.conf
+#   .venv/bin/python -m skiff.server -c conf/operator/operator.conf
 #   nats --creds conf/operator/creds/app.creds pub hello world
 listen: 127.0.0.1:4222
 jetstream: enabled

@@ -4,9 +4,9 @@
 :class:`Token` trees that remember file, line and column for error messages.  Every problem is a
 :class:`ConfigError` whose text starts with ``file:line:col``.  See ``parser.py`` for the grammar.
 """
-from server.conf.errors import ConfigError
-from server.conf.parser import parse, parse_file, parse_file_tokens, parse_tokens
-from server.conf.values import Token, format_duration, parse_duration, plain
+from skiff.server.conf.errors import ConfigError
+from skiff.server.conf.parser import parse, parse_file, parse_file_tokens, parse_tokens
+from skiff.server.conf.values import Token, format_duration, parse_duration, plain
 
 __all__ = [
     "ConfigError",

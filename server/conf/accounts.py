@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server.conf.values import Token, plain
+from skiff.server.conf.values import Token, plain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from server.conf.mapping import _Mapper
+    from skiff.server.conf.mapping import _Mapper
 
 RESERVED = ("$G", "$SYS_INTERNAL")  # nats-server isReservedAccount: only the global account's name
 _NOT_IMPLEMENTED = {
@@ -63,7 +63,7 @@ def parse_accounts(m: "_Mapper", tok: Token) -> dict[str, dict]:
                 continue
             try:
                 if lk == "nkey":
-                    from server.core.nkey import is_public_key
+                    from skiff.server.core.nkey import is_public_key
 
                     if not isinstance(vt.value, str) or not is_public_key(vt.value, "A"):
                         m.err(vt, f"Not a valid public nkey for an account: {plain(vt.value)!r}")
@@ -127,7 +127,7 @@ def name_of(accounts: dict[str, dict], acc: dict) -> str:
 def _exported(exporter: dict, kind: str, subject: str, importer: str) -> bool:
     """nats-server checkStreamImportAuthorized / checkServiceImportAuthorized: inside an export of that kind, and
     a private export names the importer."""
-    from protocol.subjects import is_subset
+    from skiff.protocol.subjects import is_subset
 
     for ex in exporter.get("exports") or []:
         if kind in ex and is_subset(subject, ex[kind]):

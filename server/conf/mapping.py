@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.conf.errors import ConfigError
-from server.conf import operator as operator_conf
-from server.conf import support
-from server.conf.values import Token, parse_duration, plain
+from skiff.server.conf.errors import ConfigError
+from skiff.server.conf import operator as operator_conf
+from skiff.server.conf import support
+from skiff.server.conf.values import Token, parse_duration, plain
 
 MAX_INT32 = 2**31 - 1
 
@@ -190,7 +190,7 @@ class _Mapper:
                 elif k == "authorization":
                     self.authorization(tok)
                 elif k == "accounts":
-                    from server.conf.accounts import parse_accounts
+                    from skiff.server.conf.accounts import parse_accounts
 
                     s["accounts"] = parse_accounts(self, tok)
                 elif k in ("http", "https"):
@@ -212,7 +212,7 @@ class _Mapper:
                 elif k == "jetstream":
                     self.jetstream(tok)
                 elif k in ("websocket", "ws"):
-                    from server.conf.websocket import parse_websocket
+                    from skiff.server.conf.websocket import parse_websocket
 
                     s["websocket"] = parse_websocket(self, tok)
                 elif k in ("logfile", "log_file"):
@@ -292,7 +292,7 @@ class _Mapper:
             except _Bad:
                 continue
         operator_conf.validate(self)
-        from server.conf import websocket as websocket_conf
+        from skiff.server.conf import websocket as websocket_conf
 
         websocket_conf.validate(self)
 
@@ -481,7 +481,7 @@ class _Mapper:
                 except _Bad:
                     continue
             if u.get("nkey"):
-                from server.core.nkey import is_public_key
+                from skiff.server.core.nkey import is_public_key
 
                 # nats-server parseUsers: an nkey user is its key, and only a user key.
                 if not is_public_key(u["nkey"], "U"):

@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from server.conf.values import Token, parse_duration
+from skiff.server.conf.values import Token, parse_duration
 
 if TYPE_CHECKING:  # pragma: no cover
-    from server.conf.mapping import _Mapper
+    from skiff.server.conf.mapping import _Mapper
 
 KEYS = ("operator", "operators", "roots", "root", "root_operators", "root_operator", "trusted", "trusted_keys",
         "resolver", "account_resolver", "accounts_resolver", "resolver_preload")
@@ -41,7 +41,7 @@ def parse(m: "_Mapper", k: str, tok: Token) -> None:
 
 
 def _operators(m: "_Mapper", tok: Token) -> None:
-    from server.core.jwt import JWTError, read_operator_jwt
+    from skiff.server.core.jwt import JWTError, read_operator_jwt
 
     v = tok.value
     files: list[str] = []
@@ -75,7 +75,7 @@ def _operators(m: "_Mapper", tok: Token) -> None:
 
 
 def _trusted_keys(m: "_Mapper", tok: Token) -> None:
-    from server.core.nkey import is_public_key
+    from skiff.server.core.nkey import is_public_key
 
     v = tok.value
     if isinstance(v, str):
@@ -97,7 +97,7 @@ def _trusted_keys(m: "_Mapper", tok: Token) -> None:
 
 
 def _preload(m: "_Mapper", tok: Token) -> None:
-    from server.core.jwt import JWTError, decode
+    from skiff.server.core.jwt import JWTError, decode
 
     if not isinstance(tok.value, dict):
         m.err(tok, "preload should be a map of account_public_key:account_jwt")

@@ -30,8 +30,8 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-from server.conf.errors import ConfigError
-from server.conf.scanner import (
+from skiff.server.conf.errors import ConfigError
+from skiff.server.conf.scanner import (
     BOOL,
     DATETIME,
     EOF,
@@ -44,7 +44,7 @@ from server.conf.scanner import (
     Scalar,
     Scanner,
 )
-from server.conf.values import BOOL_WORDS, Token, integer_value, plain
+from skiff.server.conf.values import BOOL_WORDS, Token, integer_value, plain
 
 MAX_INCLUDE_DEPTH = 32
 _ENV_KEY = "pk"  # nats-server parses an environment value as the text "pk=<value>"

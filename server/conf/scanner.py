@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.conf.errors import ConfigError
+from skiff.server.conf.errors import ConfigError
 
 EOF = ""
 NL = ("\n", "\r")

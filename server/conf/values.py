@@ -17,7 +17,7 @@ Durations in the file are strings in Go's ``time.ParseDuration`` syntax (``"2m"`
 """
 from __future__ import annotations
 
-from protocol.jsapi.timefmt import parse_go_duration
+from skiff.protocol.jsapi.timefmt import parse_go_duration
 
 from dataclasses import dataclass, field
 from typing import Any

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from server.conf import support
-from server.conf.values import Token, parse_duration, plain
+from skiff.server.conf import support
+from skiff.server.conf.values import Token, parse_duration, plain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from server.conf.mapping import _Mapper
+    from skiff.server.conf.mapping import _Mapper
 
 _ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin")
 

@@ -28,7 +28,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from protocol.subjects import is_subset
+from skiff.protocol.subjects import is_subset
 
 from .sublist import Sublist
 

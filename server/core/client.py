@@ -21,10 +21,10 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING
 
-from protocol import encoder
-from protocol.jsapi import gojson as go_json
-from protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
-from protocol.subjects import is_valid_client_pub_subject, is_valid_client_sub_subject
+from skiff.protocol import encoder
+from skiff.protocol.jsapi import gojson as go_json
+from skiff.protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
+from skiff.protocol.subjects import is_valid_client_pub_subject, is_valid_client_sub_subject
 
 from .subscription import Subscription
 from .permissions import Permissions

@@ -19,7 +19,7 @@ import os
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.timefmt import format_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sysacc import SystemAccount

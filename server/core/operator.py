@@ -34,7 +34,7 @@ import ipaddress
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol import encoder
+from skiff.protocol import encoder
 
 from .jwt import Claims, JWTError, decode
 from .permissions import Permissions

@@ -19,7 +19,7 @@ of such replies lives on the connection (``ClientConnection.replies``); this cla
 """
 from __future__ import annotations
 
-from protocol.subjects import subject_matches
+from skiff.protocol.subjects import subject_matches
 
 _CACHE_MAX = 1024
 # nats-server replyPermLimit: prune expired response permissions once this many replies were recorded.

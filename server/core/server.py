@@ -27,8 +27,8 @@ import ssl
 import sys
 from typing import Any, Callable
 
-from protocol import encoder
-from protocol.subjects import subject_matches
+from skiff.protocol import encoder
+from skiff.protocol.subjects import subject_matches
 
 from ..clock import Clock, LoopClock
 from ..log import get_logger
@@ -248,7 +248,7 @@ class Server:
         if opts.client_advertise:
             # nats-server setInfoHostPort / parseHostPort: the advertised host[:port] replaces the listen address
             # in INFO; a missing, 0 or -1 port is the listen port.
-            from server.conf.mapping import split_host_port
+            from skiff.server.conf.mapping import split_host_port
 
             host, sport = split_host_port(opts.client_advertise)
             if sport is None:

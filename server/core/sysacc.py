@@ -30,8 +30,8 @@ import gzip
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from protocol.jsapi.gojson import go_check_valid
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.gojson import go_check_valid
+from skiff.protocol.jsapi.timefmt import format_time
 
 from ..version import VERSION
 from .accounts import DEFAULT_SYSTEM_ACCOUNT
@@ -437,7 +437,7 @@ class SystemAccount:
                 return "no such client id"
             if c.protocol < 1 or not c.first_pong_sent:
                 return "client does not support Lame Duck Mode or is not ready to receive the notification"
-            from protocol import encoder
+            from skiff.protocol import encoder
 
             info = dict(self.server._info_base)
             info["ldm"] = True

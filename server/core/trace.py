@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from protocol.parser import Connect, Ping, Pong, Pub, Sub, Unsub
+from skiff.protocol.parser import Connect, Ping, Pong, Pub, Sub, Unsub
 
 from .. import log as logmod
 

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from protocol import websocket as wsp
+from skiff.protocol import websocket as wsp
 
 from .auth import Auth, AuthUser
 from .tls import TLSError, TLSLayer
@@ -89,7 +89,7 @@ class HandshakeRefused(Exception):
 
 def _go_host_port(tls: bool, hostport: str) -> tuple[str, str]:
     """wsGetHostAndPort: host (lower case) and port, the scheme's default port when there is none."""
-    from server.conf.mapping import split_host_port
+    from skiff.server.conf.mapping import split_host_port
 
     host, port = split_host_port(hostport)
     if port is None:

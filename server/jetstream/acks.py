@@ -28,8 +28,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from protocol.jsapi import gojson as go_json
-from protocol.jsapi.timefmt import DurationParseError, parse_go_duration
+from skiff.protocol.jsapi import gojson as go_json
+from skiff.protocol.jsapi.timefmt import DurationParseError, parse_go_duration
 
 from . import consumer_advisories as adv
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.timefmt import format_time
 
 from . import jsonout
 

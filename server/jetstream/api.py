@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from protocol import headers
-from protocol.errors import ApiError
-from protocol.jsapi.subjects import TYPE_PREFIX
+from skiff.protocol import headers
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.subjects import TYPE_PREFIX
 
 from ..version import API_LEVEL
 from . import advisories, jsonout

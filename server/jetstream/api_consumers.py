@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from protocol.jsapi.consumer_config import (
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.protocol.jsapi.consumer_config import (
     ConsumerConfig, ConsumerLimits, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
     check_consumer_name, check_consumer_update, check_workqueue_consumer, consumer_configs_equal, filter_subjects,
     parse_create_consumer_request, set_consumer_defaults, set_static_consumer_metadata,
 )
-from protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT
-from protocol.jsapi._subjects import subjects_collide
+from skiff.protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT
+from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from protocol.jsapi._subjects import is_valid_publish_subject
-from protocol.jsapi.stream_config import normalize_stream_config
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.protocol.jsapi._subjects import is_valid_publish_subject
+from skiff.protocol.jsapi.stream_config import normalize_stream_config
 
 from . import jsonout
 from .api import ApiRequest, ApiRouter
@@ -87,7 +87,7 @@ class SnapshotApi:
         js = self.js
         if rq.is_empty_request(req.body):
             return ApiError.of("JSBadRequestErr")
-        from protocol.jsapi.snapshot import JSApiStreamRestoreRequest
+        from skiff.protocol.jsapi.snapshot import JSApiStreamRestoreRequest
 
         from .restore import RestoreSession
 

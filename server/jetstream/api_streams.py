@@ -18,15 +18,15 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from protocol.jsapi._subjects import subjects_collide
-from protocol.jsapi.stream_config import (
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.protocol.jsapi._subjects import subjects_collide
+from skiff.protocol.jsapi.stream_config import (
     StreamConfig, check_stream_create, check_stream_update, configs_equal, normalize_stream_config,
     parse_stream_config_request, set_static_stream_metadata,
 )
-from protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
+from skiff.protocol.jsapi.timefmt import format_time
 
 from . import api_snapshot, jsonout
 from .api import ApiRequest, ApiRouter

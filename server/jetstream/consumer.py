@@ -32,11 +32,11 @@ import secrets
 from collections import deque
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects, is_durable, with_dynamic_consumer_metadata
-from protocol.jsapi.timefmt import format_time
-from protocol.subjects import has_wildcard, subject_matches
-from storage.consumer import FileConsumerStore
-from storage.records import ConsumerState, Pending, SequencePair
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects, is_durable, with_dynamic_consumer_metadata
+from skiff.protocol.jsapi.timefmt import format_time
+from skiff.protocol.subjects import has_wildcard, subject_matches
+from skiff.storage.consumer import FileConsumerStore
+from skiff.storage.records import ConsumerState, Pending, SequencePair
 
 from ..version import API_LEVEL, VERSION
 from . import consumer_advisories as adv
@@ -51,7 +51,7 @@ from .push import PushMixin
 from .redelivery import RedeliveryMixin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from storage.base import ConsumerStore
+    from skiff.storage.base import ConsumerStore
     from .stream_consumers import ConsumerSet
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.timefmt import format_time
 
 from .advisories import envelope, publish_advisory
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from storage.records import ConsumerState, SequencePair
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.storage.records import ConsumerState, SequencePair
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import ApiRequest

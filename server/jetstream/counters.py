@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import re
 
-from protocol import headers
-from protocol.errors import ApiError
+from skiff.protocol import headers
+from skiff.protocol.errors import ApiError
 
 INCR = "Nats-Incr"
 COUNTER_SOURCES = "Nats-Counter-Sources"

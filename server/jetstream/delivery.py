@@ -27,7 +27,7 @@ from . import consumer_advisories as adv
 from .pull import status_pending
 
 if TYPE_CHECKING:  # pragma: no cover
-    from storage.records import StoredMsg
+    from skiff.storage.records import StoredMsg
 
     from .consumer import Consumer
 

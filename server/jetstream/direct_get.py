@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.gojson import GoDecodeError
-from protocol.jsapi.requests import JSApiMsgGetRequest
-from protocol.jsapi.timefmt import format_time
-from storage.errors import TooManyResultsError
+from skiff.protocol.jsapi.gojson import GoDecodeError
+from skiff.protocol.jsapi.requests import JSApiMsgGetRequest
+from skiff.protocol.jsapi.timefmt import format_time
+from skiff.storage.errors import TooManyResultsError
 
 from .api import _api_level_too_high
 

@@ -48,8 +48,8 @@ import asyncio
 import os
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from storage.errors import StoreWriteError
+from skiff.protocol.errors import ApiError
+from skiff.storage.errors import StoreWriteError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream

@@ -26,11 +26,11 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi.stream_config import StreamConfig, StreamLimits
-from protocol.jsapi._subjects import any_collide
-from protocol.jsapi.timefmt import format_time
-from storage.layout import StoreRoot
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.stream_config import StreamConfig, StreamLimits
+from skiff.protocol.jsapi._subjects import any_collide
+from skiff.protocol.jsapi.timefmt import format_time
+from skiff.storage.layout import StoreRoot
 
 from ..version import API_LEVEL
 from . import advisories, persist

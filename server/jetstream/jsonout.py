@@ -15,7 +15,7 @@ import json
 from json.encoder import encode_basestring  # the C string encoder json.dumps(ensure_ascii=False) uses
 from typing import Any
 
-from protocol.jsapi.timefmt import GoTime, format_time
+from skiff.protocol.jsapi.timefmt import GoTime, format_time
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from protocol.jsapi.consumer_config import ConsumerConfig, set_static_consumer_metadata
-from protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig, set_static_consumer_metadata
+from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from . import consumer_advisories as adv
 from .api import api_level_error

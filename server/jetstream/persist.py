@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from protocol.jsapi.stream_config import StreamConfig
-from storage.base import StreamStore
-from storage.config import StoreConfig
-from storage.filestore import FileStreamStore
-from storage.layout import StoreRoot
-from storage.memstore import MemoryStreamStore
+from skiff.protocol.jsapi.stream_config import StreamConfig
+from skiff.storage.base import StreamStore
+from skiff.storage.config import StoreConfig
+from skiff.storage.filestore import FileStreamStore
+from skiff.storage.layout import StoreRoot
+from skiff.storage.memstore import MemoryStreamStore
 
 META_VERSION = 1
 DELETED_DIR = ".deleted"  # in the account directory, next to streams/ (a "." name is never an account or stream)

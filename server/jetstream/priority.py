@@ -44,9 +44,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from protocol.errors import ApiError
-from protocol.jsapi import requests as rq
-from protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi import requests as rq
+from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from . import consumer_advisories as adv
 from .advisories import nuid

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol import headers
-from protocol.errors import ApiError
-from protocol.jsapi.gojson import go_quote
-from protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
-from protocol.subjects import is_valid_literal_subject
+from skiff.protocol import headers
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.gojson import go_quote
+from skiff.protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
+from skiff.protocol.subjects import is_valid_literal_subject
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.requests import parse_pull_request
-from protocol.jsapi.timefmt import format_go_duration
+from skiff.protocol.jsapi.requests import parse_pull_request
+from skiff.protocol.jsapi.timefmt import format_go_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
@@ -323,7 +323,7 @@ class PullMixin:
 
 
 def _api_level_too_high(hdr: bytes) -> bool:
-    from protocol import headers
+    from skiff.protocol import headers
 
     from ..version import API_LEVEL
 

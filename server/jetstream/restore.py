@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ApiError
-from protocol.jsapi.consumer_config import ConsumerConfig
-from protocol.jsapi.gojson import go_quote
-from storage.records import ConsumerState, Pending, SequencePair
-from storage.s2stream import S2Decoder, S2Error
-from storage.snaparchive import ArchiveError, ArchiveReader, Entry
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig
+from skiff.protocol.jsapi.gojson import go_quote
+from skiff.storage.records import ConsumerState, Pending, SequencePair
+from skiff.storage.s2stream import S2Decoder, S2Error
+from skiff.storage.snaparchive import ArchiveError, ArchiveReader, Entry
 
 from . import advisories, jsonout, persist
 from .consumer import Consumer
@@ -42,7 +42,7 @@ from .publish_checks import message_ttl
 from .stream_consumers import consumer_set, open_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from protocol.jsapi.stream_config import StreamConfig
+    from skiff.protocol.jsapi.stream_config import StreamConfig
 
     from .engine import JetStream
     from .stream import Stream

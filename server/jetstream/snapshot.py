@@ -27,8 +27,8 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Iterator
 
-from storage.s2stream import S2Writer
-from storage.snaparchive import MAGIC, encode_end, encode_entry
+from skiff.storage.s2stream import S2Writer
+from skiff.storage.snaparchive import MAGIC, encode_end, encode_entry
 
 from . import advisories
 

@@ -34,13 +34,13 @@ from functools import partial
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from protocol import headers
-from protocol.errors import ApiError
-from protocol.jsapi.stream_config import StreamConfig, with_dynamic_metadata
-from protocol.jsapi.timefmt import SECOND, format_go_duration, format_time
-from protocol.subjects import is_valid_literal_subject, subject_matches
-from storage.base import StreamStore
-from storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
+from skiff.protocol import headers
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.stream_config import StreamConfig, with_dynamic_metadata
+from skiff.protocol.jsapi.timefmt import SECOND, format_go_duration, format_time
+from skiff.protocol.subjects import is_valid_literal_subject, subject_matches
+from skiff.storage.base import StreamStore
+from skiff.storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
 
 from ..version import API_LEVEL, VERSION
 from . import counters, jsonout

@@ -28,9 +28,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.consumer_config import ConsumerConfig
-from storage import meta
-from storage.consumer import MemoryConsumerStore, remove_leftovers
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig
+from skiff.storage import meta
+from skiff.storage.consumer import MemoryConsumerStore, remove_leftovers
 
 from .consumer import Consumer
 

@@ -32,8 +32,8 @@ from email.utils import formatdate
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from server.conf.digest import _go_float
-from server.log import get_logger
+from skiff.server.conf.digest import _go_float
+from skiff.server.log import get_logger
 
 # The server's own logger, so that monitoring errors follow -l, --log_json and the [ERR] format like every other line
 # (stdlib logging went straight to stderr).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from protocol.jsapi.timefmt import format_go_duration, format_time
+from skiff.protocol.jsapi.timefmt import format_go_duration, format_time
 
 from ..version import GO_FIELD, PROTO, VERSION
 
@@ -328,7 +328,7 @@ class MonitorProvider:
         subs = [(a.name, x) for a in accounts for x in a.sublist.all_subscriptions()]
         test = params.get("test")
         if test:
-            from protocol.subjects import subject_matches
+            from skiff.protocol.subjects import subject_matches
 
             subs = [(n, x) for n, x in subs if subject_matches(x.subject, test)]
         offset = max(_int(params, "offset", 0), 0)

@@ -43,7 +43,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 
-from protocol.jsapi.timefmt import parse_time
+from skiff.protocol.jsapi.timefmt import parse_time
 
 from .client import Connection, NatsError
 

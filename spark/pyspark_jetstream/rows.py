@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from protocol import headers as hdrs
+from skiff.protocol import headers as hdrs
 
 __all__ = ["COLUMNS", "ARROW_TYPES", "arrow_schema", "to_record_batch", "parse_header_map"]
 

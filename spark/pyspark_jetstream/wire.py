@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from protocol.encoder import CRLF, PING, PONG, enc
+from skiff.protocol.encoder import CRLF, PING, PONG, enc
 
 __all__ = [
     "Info", "Msg", "Ping", "Pong", "Ok", "Err", "ServerParser", "WireError",

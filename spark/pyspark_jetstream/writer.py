@@ -47,7 +47,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
-from protocol import headers as hdrs
+from skiff.protocol import headers as hdrs
 
 from .jetstream import Publisher
 from .options import WriteOptions

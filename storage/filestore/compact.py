@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from storage import meta
-from storage.filestore.block import HEAD, KIND_BLOCK, KIND_FLOOR, KIND_MSG, KIND_TOMBSTONE, encode_control
-from storage.filestore.index import Block
-from storage.seqindex import LIVE
+from skiff.storage import meta
+from skiff.storage.filestore.block import HEAD, KIND_BLOCK, KIND_FLOOR, KIND_MSG, KIND_TOMBSTONE, encode_control
+from skiff.storage.filestore.index import Block
+from skiff.storage.seqindex import LIVE
 
 if TYPE_CHECKING:
-    from storage.filestore.store import FileStreamStore
+    from skiff.storage.filestore.store import FileStreamStore
 
 log = structlog.get_logger("skiff.storage")
 

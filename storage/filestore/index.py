@@ -25,8 +25,8 @@ import sys
 from array import array
 from typing import Any, Callable
 
-from storage import meta
-from storage.seqindex import Chunk, code_ints
+from skiff.storage import meta
+from skiff.storage.seqindex import Chunk, code_ints
 
 SUMMARY_VERSION = 2  # 2: subjects as one string, stats as a flat array (1: lists; still read)
 LOCAL_DELETED = 0xFFFFFFFF  # local subject index of a removed slot in a summary

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from storage.config import NANOS
-from storage.engine import FILL_GAP_MAX
-from storage.seqindex import DELETED, LIVE, SubjState, code_bytes
-from storage.filestore.block import (
+from skiff.storage.config import NANOS
+from skiff.storage.engine import FILL_GAP_MAX
+from skiff.storage.seqindex import DELETED, LIVE, SubjState, code_bytes
+from skiff.storage.filestore.block import (
     KIND_BLOCK,
     KIND_ERASED,
     KIND_FLOOR,
@@ -51,11 +51,11 @@ from storage.filestore.block import (
     Bad,
     scan,
 )
-from storage.filestore.index import LOCAL_DELETED, Block, decode_summary
-from storage.filestore.state import MAX_LOST, StreamFileState, read_state
+from skiff.storage.filestore.index import LOCAL_DELETED, Block, decode_summary
+from skiff.storage.filestore.state import MAX_LOST, StreamFileState, read_state
 
 if TYPE_CHECKING:
-    from storage.filestore.store import FileStreamStore
+    from skiff.storage.filestore.store import FileStreamStore
 
 log = structlog.get_logger("skiff.storage")
 

@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import structlog
 
-from storage import meta
+from skiff.storage import meta
 
 log = structlog.get_logger("skiff.storage")
 

@@ -46,12 +46,12 @@ from typing import Callable
 
 import structlog
 
-from storage import meta
-from storage.base import Clock, ConsumerStore
-from storage.config import StoreConfig
-from storage.engine import Chunk, IndexedStore, SubjState
-from storage.errors import InvalidPathError, StoreWriteError
-from storage.filestore.block import (
+from skiff.storage import meta
+from skiff.storage.base import Clock, ConsumerStore
+from skiff.storage.config import StoreConfig
+from skiff.storage.engine import Chunk, IndexedStore, SubjState
+from skiff.storage.errors import InvalidPathError, StoreWriteError
+from skiff.storage.filestore.block import (
     HEAD,
     HEAD_SIZE,
     KIND_BLOCK,
@@ -65,11 +65,11 @@ from storage.filestore.block import (
     encode_erased,
     parse_msg,
 )
-from storage.filestore.compact import compact_block, worth_compacting
-from storage.filestore.index import Block, encode_summary
-from storage.filestore.recovery import Recovery
-from storage.filestore.state import MAX_LOST, StreamFileState, write_state
-from storage.records import StoredMsg
+from skiff.storage.filestore.compact import compact_block, worth_compacting
+from skiff.storage.filestore.index import Block, encode_summary
+from skiff.storage.filestore.recovery import Recovery
+from skiff.storage.filestore.state import MAX_LOST, StreamFileState, write_state
+from skiff.storage.records import StoredMsg
 
 log = structlog.get_logger("skiff.storage")
 
@@ -651,7 +651,7 @@ class FileStreamStore(IndexedStore):
         return meta.read_meta(os.path.join(self.dir, meta.META_FILE))
 
     def consumer_store(self, name: str, ack_policy: str = "explicit", max_deliver: int = -1) -> ConsumerStore:
-        from storage.consumer import FileConsumerStore
+        from skiff.storage.consumer import FileConsumerStore
 
         d = Path(self.dir) / CONSUMER_DIR / check_name(name, "consumer name")
         return FileConsumerStore(d, ack_policy, max_deliver, durable=self.config.sync_always)

@@ -56,7 +56,7 @@ def test_operator_config_errors_match_nats_server(text, message, tmp_path):
     f = tmp_path / "op.conf"
     f.write_text("port: 4222\n" + text.replace("DIR", str(tmp_path / "jwt")) + "\n")
     theirs = _check([nats_server_binary()], str(f), start=True)
-    ours = _check([sys.executable, "-m", "server"], str(f), start=True)
+    ours = _check([sys.executable, "-m", "skiff.server"], str(f), start=True)
     ours_msg, theirs_msg = message if isinstance(message, tuple) else (message, message)
     assert theirs.returncode != 0 and theirs_msg in theirs.stderr, theirs.stderr
     assert ours.returncode != 0 and ours_msg in ours.stderr, ours.stderr
@@ -66,5 +66,5 @@ def test_valid_operator_config_passes_both(tmp_path):
     f = tmp_path / "op.conf"
     f.write_text(f"port: 4222\noperator: {OP_JWT}\n{PRELOAD}\n")
     assert _check([nats_server_binary()], str(f)).returncode == 0
-    ours = _check([sys.executable, "-m", "server"], str(f))
+    ours = _check([sys.executable, "-m", "skiff.server"], str(f))
     assert ours.returncode == 0, ours.stderr

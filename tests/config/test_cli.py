@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from server import cli
-from server.cli import CommandError, UsageError, parse_args, parse_flags
-from server.conf import ConfigError
+from skiff.server import cli
+from skiff.server.cli import CommandError, UsageError, parse_args, parse_flags
+from skiff.server.conf import ConfigError
 from tests.harness import ROOT, nats_server_binary
 
 CERTS = ROOT / "conf" / "certs"
@@ -160,7 +160,7 @@ def test_every_nats_server_flag_in_its_usage_is_known():
 
 
 def _run(kind: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "server"]
+    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "skiff.server"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, cwd=cwd or ROOT, env=env)
 
@@ -265,7 +265,7 @@ def test_signal_errors():
 
 
 def test_python_dash_m_server_starts_and_stops(tmp_path):
-    """`python -m server` with flags reaches the runner: the port answers INFO."""
+    """`python -m skiff.server` with flags reaches the runner: the port answers INFO."""
     from tests.harness import ServerProcess
 
     srv = ServerProcess(kind="skiff", jetstream=False).start()
@@ -334,7 +334,7 @@ def test_bad_store_dir_is_fatal(tmp_path):
 
 
 def _start(kind: str, *args: str, stderr=subprocess.PIPE, cwd=None) -> subprocess.Popen:
-    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "server"]
+    cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "skiff.server"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
                             cwd=cwd or ROOT)
@@ -395,7 +395,7 @@ def test_ports_file(target, tmp_path):
     try:
         text = _read_until(proc, "Server is ready")
         port = int(re.search(r"Listening for client connections on 127\.0\.0\.1:(\d+)", text).group(1))
-        exe = "nats-server" if target == "nats-server" else "skiff"  # `python -m server` is called skiff
+        exe = "nats-server" if target == "nats-server" else "skiff"  # `python -m skiff.server` is called skiff
         path = tmp_path / f"{exe}_{proc.pid}.ports"
         import time
 

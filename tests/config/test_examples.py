@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from server.conf import parse_file
-from server.options import options_from_config
+from skiff.server.conf import parse_file
+from skiff.server.options import options_from_config
 from tests.harness import ROOT, ServerProcess, nats_server_binary
 
 EXAMPLES = sorted((ROOT / "conf").glob("**/*.conf"))  # conf/operator/ too
@@ -24,7 +24,7 @@ def test_example_is_valid_for_both_with_the_same_digest(path: Path):
     theirs = subprocess.run([nats_server_binary(), "-c", str(path.relative_to(ROOT)), "-t"], cwd=ROOT,
                             capture_output=True, text=True, timeout=30)
     assert theirs.returncode == 0, theirs.stderr
-    ours = subprocess.run([sys.executable, "-m", "server", "-c", str(path.relative_to(ROOT)), "-t"], cwd=ROOT,
+    ours = subprocess.run([sys.executable, "-m", "skiff.server", "-c", str(path.relative_to(ROOT)), "-t"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert ours.returncode == 0, ours.stderr
     # nats-server prints the sha256 of the parsed file: equal digests mean equal parse trees.
@@ -69,7 +69,7 @@ def test_store_dir_flag_and_file_is_a_duplicate_for_both(tmp_path):
     conf.write_text("jetstream { store_dir: \"./a\" }\n")
     args = ["-a", "127.0.0.1", "-p", "-1", "-c", str(conf), "-sd", str(tmp_path / "b")]
     theirs = subprocess.run([nats_server_binary(), *args], capture_output=True, text=True, timeout=30)
-    ours = subprocess.run([sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=60,
+    ours = subprocess.run([sys.executable, "-m", "skiff.server", *args], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert theirs.returncode == ours.returncode == 1
     assert "Duplicate 'store_dir' configuration" in theirs.stderr and "Duplicate 'store_dir' configuration" in ours.stderr

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.conf import ConfigError
-from server.options import ServerOptions, options_from_config, options_from_string, reload_options
+from skiff.server.conf import ConfigError
+from skiff.server.options import ServerOptions, options_from_config, options_from_string, reload_options
 from tests.harness import free_port, nats_server_binary
 
 CERTS = Path(__file__).resolve().parents[2] / "conf" / "certs"

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from server.conf import ConfigError, parse, parse_duration, parse_file, parse_file_tokens, parse_tokens
-from server.conf.values import format_duration
+from skiff.server.conf import ConfigError, parse, parse_duration, parse_file, parse_file_tokens, parse_tokens
+from skiff.server.conf.values import format_duration
 
 # (text, expected mapping)
 VALID = [

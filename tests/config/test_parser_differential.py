@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from server.conf import ConfigError, parse
+from skiff.server.conf import ConfigError, parse
 from tests.harness import nats_server_binary
 
 ATOMS = ["1", "-1", "42", "1k", "1KB", "2mib", "10ms", "1.5", "-0.5", "127.0.0.1:4222", "1.2.3", "true", "off",

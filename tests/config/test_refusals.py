@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from server.cli import CommandError, parse_args
-from server.conf import ConfigError
-from server.conf import support
-from server.options import options_from_config
+from skiff.server.cli import CommandError, parse_args
+from skiff.server.conf import ConfigError
+from skiff.server.conf import support
+from skiff.server.options import options_from_config
 from tests.harness import ROOT, nats_server_binary
 
 CERTS = ROOT / "conf" / "certs"
@@ -112,7 +112,7 @@ def test_every_table_key_is_refused_or_warned():
 
 
 def _options(text: str):
-    from server.options import options_from_string
+    from skiff.server.options import options_from_string
 
     return options_from_string(text)
 
@@ -179,12 +179,12 @@ def test_keys_no_client_can_see_are_warned_about(line, key, tmp_path):
 
 def test_start_up_refusal_exits_1_and_warning_is_printed(tmp_path):
     f = _write(tmp_path, "cluster { port: 6222 }")
-    p = subprocess.run([sys.executable, "-m", "server", "-c", str(f)], capture_output=True, text=True, timeout=30,
+    p = subprocess.run([sys.executable, "-m", "skiff.server", "-c", str(f)], capture_output=True, text=True, timeout=30,
                        cwd=ROOT)
     assert p.returncode == 1
     assert f'{f}:2:1: "cluster" is not implemented by Skiff' in p.stderr
     # -t (check the file) refuses too: Skiff cannot run this file
-    p = subprocess.run([sys.executable, "-m", "server", "-c", str(f), "-t"], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "skiff.server", "-c", str(f), "-t"], capture_output=True, text=True,
                        timeout=30, cwd=ROOT)
     assert p.returncode == 1 and '"cluster" is not implemented by Skiff' in p.stderr
 
@@ -194,7 +194,7 @@ def test_warning_is_printed_at_start(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "server", "-c", str(f), "-a", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "skiff.server", "-c", str(f), "-a", "127.0.0.1", "-p", str(port)],
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = proc.stderr.readline()
@@ -242,7 +242,7 @@ def test_routes_without_cluster_is_nats_servers_error():
 
 
 def test_refused_flag_exits_1():
-    p = subprocess.run([sys.executable, "-m", "server", "--cluster_name", "c1"], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "skiff.server", "--cluster_name", "c1"], capture_output=True, text=True,
                        timeout=30, cwd=ROOT)
     assert p.returncode == 1
     assert 'skiff: "--cluster_name" is not implemented by Skiff' in p.stderr

@@ -132,7 +132,7 @@ async def test_closing_a_connection_with_many_subscriptions_does_not_stall_the_c
 async def test_subscription_changes_do_not_walk_every_push_consumer(target):
     # Push consumers watch their deliver subjects; every SUB/UNSUB used to test itself against all of them
     # (0.4 ms per SUB with 1,000 push consumers: a 16 KB read of SUBs held the loop for 300 ms).
-    from server.core.server import Server
+    from skiff.server.core.server import Server
 
     srv = Server(port=0)
     seen: list[tuple[str, bool]] = []

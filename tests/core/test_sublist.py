@@ -1,7 +1,7 @@
 """The subject index: wildcard matching, queue groups merged by name, cache invalidation, pruning."""
-from protocol.subjects import is_subset, is_valid_subject, subject_matches, subjects_overlap
-from server.core.sublist import Sublist
-from server.core.subscription import Subscription
+from skiff.protocol.subjects import is_subset, is_valid_subject, subject_matches, subjects_overlap
+from skiff.server.core.sublist import Sublist
+from skiff.server.core.subscription import Subscription
 
 
 def sub(subject, queue="", sid="1"):

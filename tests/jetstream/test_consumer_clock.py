@@ -9,8 +9,8 @@ import json
 import nats
 import pytest
 
-from server.clock import ManualClock
-from server.core.server import Server
+from skiff.server.clock import ManualClock
+from skiff.server.core.server import Server
 from tests.jetstream.test_consumer_support import MS, SECOND, ack_info, status
 
 pytestmark = pytest.mark.skiff_only
@@ -248,7 +248,7 @@ async def test_state_survives_restart_embedded(tmp_path, target):
 async def test_idle_consumers_do_no_work_per_published_message(env, target, monkeypatch):
     """The scale invariant: consumers without a waiting pull request, without push interest or at max_ack_pending
     are not in their stream's ready set, so publishing never calls into them."""
-    from server.jetstream.consumer import Consumer
+    from skiff.server.jetstream.consumer import Consumer
 
     for i in range(50):
         await env.consumer("S", f"idle{i}", ack_policy="explicit")
@@ -286,7 +286,7 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     filters = []
     orig = store.load_next_msg
     monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
-    from server.jetstream.consumer import Consumer
+    from skiff.server.jetstream.consumer import Consumer
 
     matched = []
     orig_matches = Consumer.matches
@@ -300,7 +300,7 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
 async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch):
     """A push consumer at max_ack_pending delivers one message per ack and stops there without asking for the
     next one (delivery.py _run)."""
-    from server.jetstream.consumer import Consumer
+    from skiff.server.jetstream.consumer import Consumer
 
     sub = await env.nc.subscribe("dlv")
     for i in range(4):

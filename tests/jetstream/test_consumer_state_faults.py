@@ -13,9 +13,9 @@ import json
 import nats
 import pytest
 
-from server.core.server import Server
-from storage.consumer import FileConsumerStore
-from storage.records import SequencePair
+from skiff.server.core.server import Server
+from skiff.storage.consumer import FileConsumerStore
+from skiff.storage.records import SequencePair
 
 pytestmark = pytest.mark.skiff_only
 

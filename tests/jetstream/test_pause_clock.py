@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.jsapi.timefmt import format_time
+from skiff.protocol.jsapi.timefmt import format_time
 from tests.jetstream.test_consumer_support import SECOND
 from tests.jetstream.test_priority_support import (
     ClockEnv, Puller, data, delivered, events, next_event, no_event, statuses, validate_event,

@@ -121,8 +121,8 @@ class ClockEnv:
 
     @classmethod
     async def start(cls, store_dir: str) -> "ClockEnv":
-        from server.clock import ManualClock
-        from server.core.server import Server
+        from skiff.server.clock import ManualClock
+        from skiff.server.core.server import Server
 
         clock = ManualClock()
         srv = Server(clock=clock, jetstream=True, store_dir=store_dir)

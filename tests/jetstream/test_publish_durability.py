@@ -15,7 +15,7 @@ import time
 import nats
 import pytest
 
-from server.core.server import Server
+from skiff.server.core.server import Server
 
 pytestmark = pytest.mark.skiff_only
 

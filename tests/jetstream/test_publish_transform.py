@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.jsapi._transform import validate_mapping
+from skiff.protocol.jsapi._transform import validate_mapping
 
 from tests.jetstream.conftest import collect
 

@@ -14,8 +14,8 @@ import time
 import nats
 import pytest
 
-from server.clock import ManualClock
-from server.core.server import Server
+from skiff.server.clock import ManualClock
+from skiff.server.core.server import Server
 
 SECOND = 1_000_000_000
 

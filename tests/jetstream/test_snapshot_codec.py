@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from storage.s2stream import S2Decoder, S2Error, S2Writer, crc32c, decode_block, mask_crc
-from storage.snaparchive import MAGIC, ArchiveError, ArchiveReader, encode_end, encode_entry
+from skiff.storage.s2stream import S2Decoder, S2Error, S2Writer, crc32c, decode_block, mask_crc
+from skiff.storage.snaparchive import MAGIC, ArchiveError, ArchiveReader, encode_end, encode_entry
 
 
 def _bitwise_crc32c(data: bytes) -> int:

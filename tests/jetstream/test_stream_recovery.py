@@ -173,7 +173,7 @@ async def test_bit_flip_under_an_intact_index_shows_in_stream_info(server, targe
     the loss (``lost``, ``num_deleted``) and the log names the block and the sequence."""
     import asyncio
 
-    from storage.filestore.block import HEAD, KIND_MSG
+    from skiff.storage.filestore.block import HEAD, KIND_MSG
 
     nc = await nats.connect(server.url)
     await _api(nc, "STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]})

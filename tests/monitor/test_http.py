@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from server.monitor.http import HTTPError, MonitorServer, go_json_compact, go_json_indent
+from skiff.server.monitor.http import HTTPError, MonitorServer, go_json_compact, go_json_indent
 
 
 class FakeProvider:

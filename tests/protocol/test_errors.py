@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import BY_ERR_CODE, ERRORS, ApiError
+from skiff.protocol.errors import BY_ERR_CODE, ERRORS, ApiError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from protocol.errors import ApiError
-from protocol.jsapi.consumer_config import (
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.consumer_config import (
     ConsumerConfig, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
     check_consumer_update, check_workqueue_consumer, parse_create_consumer_request, set_consumer_defaults,
     set_static_consumer_metadata, with_dynamic_consumer_metadata,
 )
-from protocol.jsapi.stream_config import StreamConfig, normalize_stream_config
+from skiff.protocol.jsapi.stream_config import StreamConfig, normalize_stream_config
 
 STREAM_FOR_CONSUMERS = {"name": "S", "subjects": ["s.>"]}
 MD = {"_nats.level": "5", "_nats.req.level": "0", "_nats.ver": "2.15.1"}

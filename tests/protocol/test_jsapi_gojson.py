@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.jsapi.gojson import go_quote, go_syntax_error
-from protocol.jsapi.stream_config import check_stream_create, normalize_stream_config, parse_stream_config_request
-from protocol.errors import ApiError
+from skiff.protocol.jsapi.gojson import go_quote, go_syntax_error
+from skiff.protocol.jsapi.stream_config import check_stream_create, normalize_stream_config, parse_stream_config_request
+from skiff.protocol.errors import ApiError
 
 U = 'invalid JSON: json: unknown field '
 T = "invalid JSON: json: cannot unmarshal "
@@ -173,7 +173,7 @@ UNMARSHAL_CASES: list[tuple[bytes, str]] = [
 
 @pytest.mark.parametrize("body,description", UNMARSHAL_CASES, ids=[repr(c[0])[:60] for c in UNMARSHAL_CASES])
 def test_unmarshal_errors_match_go(body, description):
-    from protocol.jsapi.requests import JSApiConsumerUnpinRequest, parse_request
+    from skiff.protocol.jsapi.requests import JSApiConsumerUnpinRequest, parse_request
 
     r = parse_request(JSApiConsumerUnpinRequest, body, strict=False, unmarshal=True)
     got = r.description.removeprefix("invalid JSON: ") if isinstance(r, ApiError) else "OK"
@@ -182,7 +182,7 @@ def test_unmarshal_errors_match_go(body, description):
 
 def test_pull_request_errors_name_no_struct():
     """consumer.go unmarshals a pull request through a pointer to a pointer: Go prints no struct name."""
-    from protocol.jsapi.requests import parse_pull_request
+    from skiff.protocol.jsapi.requests import parse_pull_request
 
     assert parse_pull_request(b'{"expires":"1s"}') == (
         "json: cannot unmarshal string into Go struct field .expires of type time.Duration")

@@ -8,13 +8,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from protocol.errors import ApiError
-from protocol.jsapi.consumer_config import ConsumerConfig, set_consumer_defaults, with_dynamic_consumer_metadata
-from protocol.jsapi.requests import (
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.consumer_config import ConsumerConfig, set_consumer_defaults, with_dynamic_consumer_metadata
+from skiff.protocol.jsapi.requests import (
     JSApiConsumerGetNextRequest, JSApiConsumerPauseRequest, JSApiConsumerUnpinRequest, JSApiMsgGetRequest,
     JSApiStreamInfoRequest, JSApiStreamPurgeRequest, is_empty_request, parse_pull_request, parse_request,
 )
-from protocol.jsapi.stream_config import StreamConfig, normalize_stream_config, with_dynamic_metadata
+from skiff.protocol.jsapi.stream_config import StreamConfig, normalize_stream_config, with_dynamic_metadata
 from tests.protocol.test_jsapi_stream_config import FULL_REQ
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "jetstream" / "api" / "v1"

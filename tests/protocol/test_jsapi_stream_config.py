@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from protocol.errors import ApiError
-from protocol.jsapi.stream_config import (
+from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.stream_config import (
     StreamConfig, StreamLimits, check_stream_create, check_stream_update, configs_equal, normalize_stream_config,
     parse_stream_config_request, set_static_stream_metadata, with_dynamic_metadata,
 )

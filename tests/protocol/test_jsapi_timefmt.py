@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.jsapi.timefmt import (
+from skiff.protocol.jsapi.timefmt import (
     ZERO_TIME_NS, DurationParseError, GoTime, TimeParseError, format_go_duration, format_time, parse_go_duration,
     parse_time,
 )

@@ -1,7 +1,7 @@
 """The sans-IO parser: every operation, every input split at every byte, and malformed input (nats-server parser.go)."""
 import pytest
 
-from protocol.parser import (
+from skiff.protocol.parser import (
     ERR_MAX_CONTROL_LINE,
     ERR_MAX_PAYLOAD,
     ERR_UNKNOWN_OP,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 
-from protocol.jsapi._subjects import (
+from skiff.protocol.jsapi._subjects import (
     CollisionIndex, any_collide, first_filter_overlap, first_overlap, is_valid_subject, subject_is_subset_match,
     subjects_collide,
 )
@@ -152,7 +152,7 @@ def test_five_thousand_filters_are_fast():
 
 
 def test_is_valid_subject_fast_path_matches_token_loop():
-    from protocol.jsapi._subjects import _is_valid_subject_tokens
+    from skiff.protocol.jsapi._subjects import _is_valid_subject_tokens
 
     rng = random.Random(3)
     alphabet = ["a", "bc", "*", ">", "", " ", "\t", "x y", "*x", ">>", ".", "\f"]

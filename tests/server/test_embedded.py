@@ -4,8 +4,8 @@ import asyncio
 import nats
 import pytest
 
-from server.clock import ManualClock
-from server.core.server import Server
+from skiff.server.clock import ManualClock
+from skiff.server.core.server import Server
 
 pytestmark = pytest.mark.skiff_only
 

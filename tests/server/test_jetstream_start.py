@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from server.core.server import Server
+from skiff.server.core.server import Server
 
 TOOK = re.compile(r"\[INF\] Took (\d+(\.\d+)?(ns|µs|ms|s)|\d+m[\d.]+s) to start JetStream$")
 

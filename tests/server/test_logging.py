@@ -128,7 +128,7 @@ def test_log_file_reopen_on_sigusr1(server_factory, tmp_path):
     log = tmp_path / "server.log"
     srv = server_factory("-l", str(log), jetstream=False)
     _wait_for(log, "Server is ready")
-    os.rename(log, tmp_path / "server.log.1")  # what logrotate does
+    os.rename(log, tmp_path / "skiff.server.log.1")  # what logrotate does
     srv.proc.send_signal(signal.SIGUSR1)
     text = _wait_for(log, "File log re-opened")
     assert "Server is ready" not in text
@@ -161,8 +161,8 @@ def test_json_logs(server_factory, tmp_path):
 
 @pytest.mark.skiff_only  # makes the monitor's provider fail on purpose
 async def test_monitor_errors_go_through_the_server_log(tmp_path):
-    from server import log as logmod
-    from server.monitor.http import MonitorServer
+    from skiff.server import log as logmod
+    from skiff.server.monitor.http import MonitorServer
 
     class Broken:
         def varz(self, params):

@@ -13,8 +13,8 @@ import gc
 
 import pytest
 
-from server.core.client import ClientConnection
-from server.core.server import Server
+from skiff.server.core.client import ClientConnection
+from skiff.server.core.server import Server
 
 pytestmark = pytest.mark.skiff_only
 

@@ -36,7 +36,7 @@ def test_harness_leaves_a_chosen_cache_alone(monkeypatch, tmp_path):
 
 
 # Modules a server start must not import: each is needed only by a request that may never come.
-NOT_AT_START = ("server.jetstream.snapshot", "server.jetstream.restore", "storage.s2stream", "storage.snaparchive",
+NOT_AT_START = ("skiff.server.jetstream.snapshot", "skiff.server.jetstream.restore", "skiff.storage.s2stream", "skiff.storage.snaparchive",
                 "cramjam")
 
 
@@ -56,8 +56,8 @@ async def test_restart_serves_first_and_wakes_subjects_in_slices(tmp_path, monke
 
     import nats
 
-    from server.core.server import Server
-    from server.jetstream import engine
+    from skiff.server.core.server import Server
+    from skiff.server.jetstream import engine
 
     n = 4000
     async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
@@ -88,7 +88,7 @@ async def test_restart_serves_first_and_wakes_subjects_in_slices(tmp_path, monke
 
 
 def test_collector_back_on_once_serving():
-    """python -m server loads and recovers with the collector off (server/__main__.py); the runner must turn it on
+    """python -m skiff.server loads and recovers with the collector off (server/__main__.py); the runner must turn it on
     again once the server is up, or a long-running server would never collect a reference cycle."""
     script = (
         "import gc, os, signal, threading, time\n"

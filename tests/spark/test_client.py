@@ -182,7 +182,7 @@ class EarlyEndingServer:
     async def _client(self, reader, writer) -> None:
         import json
 
-        from protocol import encoder, parser
+        from skiff.protocol import encoder, parser
 
         p = parser.Parser()
         subs: dict[str, bytes] = {}

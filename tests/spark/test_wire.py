@@ -71,7 +71,7 @@ def test_encoders():
 
 
 def test_ack_subject_and_direct_get_headers():
-    from protocol.jsapi.timefmt import parse_time
+    from skiff.protocol.jsapi.timefmt import parse_time
     from pyspark_jetstream.jetstream import _time_ns, ack_metadata, split_direct_headers, status_of
 
     assert ack_metadata("$JS.ACK.S.C.1.5.2.1700000000000000000.7") == (5, 1700000000000000000, 7)

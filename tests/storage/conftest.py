@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage import FileStreamStore, MemoryStreamStore, StoreConfig
+from skiff.storage import FileStreamStore, MemoryStreamStore, StoreConfig
 
 
 class FakeClock:

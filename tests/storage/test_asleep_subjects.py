@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage import FileStreamStore, StoreConfig
+from skiff.storage import FileStreamStore, StoreConfig
 
 
 def _fill(d, block_size=4096):

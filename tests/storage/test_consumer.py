@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from skiff.storage import (
     ConsumerState,
     FileConsumerStore,
     FileStreamStore,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage import (
+from skiff.storage import (
     MaxBytesError,
     MaxMsgsError,
     MaxMsgsPerSubjectError,
@@ -551,7 +551,7 @@ def test_random_operations_against_a_model(make_store, clock):
                 assert st.first_seq == min(model)
             for f in filters:
                 start = rnd.randint(0, last + 1)
-                from storage.subjects import match
+                from skiff.storage.subjects import match
 
                 exp = sorted(q for q, v in model.items() if q >= start and match(v, f))
                 assert s.num_pending(start, f) == len(exp), (step, f, start)
@@ -601,7 +601,7 @@ def test_purge_keep_all_subjects_is_a_compact(make_store):
 
 
 def test_too_long_subject_is_refused_without_side_effects(make_store):
-    from storage import StoreError
+    from skiff.storage import StoreError
 
     s = make_store()
     with pytest.raises(StoreError):

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from storage import CorruptMetadataError, InvalidPathError, StoreConfig, StoreRoot
-from storage.meta import read_meta, write_meta
+from skiff.storage import CorruptMetadataError, InvalidPathError, StoreConfig, StoreRoot
+from skiff.storage.meta import read_meta, write_meta
 
 
 def test_meta_roundtrip_and_atomic_replace(tmp_path):

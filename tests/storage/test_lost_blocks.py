@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from storage import FileStreamStore, StoreConfig
-from storage.filestore.state import STATE_FILE
+from skiff.storage import FileStreamStore, StoreConfig
+from skiff.storage.filestore.state import STATE_FILE
 
 CFG = StoreConfig(block_size=8192)
 
@@ -161,7 +161,7 @@ def test_empty_newest_block_created_just_before_a_crash_loses_nothing(tmp_path):
 
 
 def _flip_in_record(path: Path, seq: int) -> None:
-    from storage.filestore.block import HEAD, KIND_MSG
+    from skiff.storage.filestore.block import HEAD, KIND_MSG
 
     data = path.read_bytes()
     pos = 0

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import FileStreamStore, StoreConfig, StoreWriteError
-from storage.filestore.block import HEAD
+from skiff.storage import FileStreamStore, StoreConfig, StoreWriteError
+from skiff.storage.filestore.block import HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -378,7 +378,7 @@ def test_kill_9_loses_nothing_that_was_flushed(tmp_path):
     d = tmp_path / "s"
     code = textwrap.dedent(f"""
         import sys
-        from storage import FileStreamStore, StoreConfig
+        from skiff.storage import FileStreamStore, StoreConfig
         s = FileStreamStore({str(d)!r}, StoreConfig(block_size=16384))
         i = 0
         while True:
@@ -664,7 +664,7 @@ def test_version_1_summaries_are_still_used(tmp_path):
     """Summaries written before v2 (subjects as a list, stats as [[n, first, last], ...]) load without a scan."""
     from array import array
 
-    from storage import meta
+    from skiff.storage import meta
 
     ref = _with_summaries(tmp_path)
     for p in Path(tmp_path, "s", "msgs").glob("*.idx"):

@@ -1,0 +1,1 @@
+"""skiff.testing: the test author's kit (pytest plugin, faults, inspection)."""
