@@ -144,7 +144,9 @@ class JetStream:
         path = None if cfg.storage == "memory" else str(self.root.stream_dir(cfg.name))
         return Stream(self, cfg, created, store, path)
 
-    def add_stream(self, cfg: StreamConfig) -> Stream:
+    def add_stream(self, cfg: StreamConfig, subscribe_first: int | None = None) -> Stream:
+        """Create and start a stream.  With ``subscribe_first``, subjects beyond that many are left in
+        ``stream.unsubscribed`` for the caller to subscribe in slices (Stream.start)."""
         created = self.server.clock.time_ns()
         if not persist.safe_name(cfg.name):
             raise ApiError.of("JSStreamInvalidConfigF", err="stream name is required and can not contain '.', '*', '>', '\\', '/'")
@@ -166,7 +168,7 @@ class JetStream:
                                     "loaded at start: its messages are kept", stream=cfg.name,
                                     messages=st.messages, first_seq=st.first_seq, last_seq=st.last_seq)
         self.streams[cfg.name] = stream
-        stream.start()
+        stream.unsubscribed = stream.start(subscribe_first)
         advisories.stream_action(self.server, cfg.name, advisories.ACTION_CREATE)
         return stream
 

@@ -81,6 +81,7 @@ class Stream:
         self.on_deleted: list[Callable[[], None]] = []
         self.on_stopped: list[Callable[[], None]] = []
         self._subs: list = []
+        self.unsubscribed: list[str] = []  # subjects a sliced create has yet to subscribe (api_streams.py)
         self._direct_subs: list = []
         self._expiry_timer = None
         self._expiry_at = 0
@@ -107,12 +108,24 @@ class Stream:
         self._rp_headers_only = bool(rp is not None and rp.headers_only)
 
     # ------------------------------------------------------------------ life cycle
-    def start(self) -> None:
-        srv = self.server
-        for subject in self.config.subjects or []:
-            self._subs.append(srv.subscribe_internal(subject, self._inbound, server_msgs=True))
+    def start(self, subscribe_first: int | None = None) -> list[str]:
+        """Subscribe to the stream's subjects and arm its timers.  With ``subscribe_first`` only that many subjects
+        are subscribed now; the rest are returned for :meth:`subscribe_subjects` (a 5,000-subject create is cut
+        into slices on the loop: api_streams.py)."""
+        subjects = list(self.config.subjects or [])
+        if subscribe_first is not None and len(subjects) > subscribe_first:
+            subjects, rest = subjects[:subscribe_first], subjects[subscribe_first:]
+        else:
+            rest = []
+        self.subscribe_subjects(subjects)
         self._update_direct()
         self._arm_expiry()
+        return rest
+
+    def subscribe_subjects(self, subjects: list[str]) -> None:
+        srv, inbound, subs = self.server, self._inbound, self._subs
+        for subject in subjects:
+            subs.append(srv.subscribe_internal(subject, inbound, server_msgs=True))
 
     def _update_direct(self) -> None:
         from .direct_get import subscribe_direct
