@@ -239,7 +239,7 @@ class MonitorProvider:
         }
 
     def _conn_info(self, c, now: int, subs: bool, detail: bool, auth: bool = False) -> dict:
-        pending = c.transport.get_write_buffer_size() if c.transport is not None else 0
+        pending = c.pending_bytes()
         d = {
             "cid": c.cid,
             "kind": "Client",
