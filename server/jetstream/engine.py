@@ -35,6 +35,7 @@ from skiff.storage.layout import StoreRoot
 from ..version import API_LEVEL
 from . import advisories, persist
 from .api import ApiRouter
+from .batching import roll_back_torn_batch
 from .durability import Durability
 from .stream import Stream
 
@@ -287,6 +288,13 @@ class JetStream:
                                       error=f"{type(e).__name__}: {e}")
                 continue
             self.streams[name] = stream
+            try:
+                torn = roll_back_torn_batch(stream)
+                if torn:
+                    self.server.log_warning("JetStream removed a partially written atomic batch (never acknowledged)",
+                                            stream=name, seqs=f"{torn[-1]}-{torn[0]}")
+            except Exception as e:
+                self.server.log_error("JetStream torn batch check failed", stream=name, error=repr(e))
             try:
                 stream.rebuild_dedupe()
             except Exception as e:  # dedupe is best effort; the messages are what matters

@@ -44,6 +44,7 @@ from skiff.storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedE
 
 from ..version import API_LEVEL, VERSION
 from . import counters, jsonout
+from .batching import Batching
 from .dedupe import DedupeWindow
 from .transform import new_transform
 from .publish_checks import (
@@ -87,6 +88,7 @@ class Stream:
         self._expiry_at = 0
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
+        self.batching = Batching(self)
         store.on_remove = self._store_removed
 
     def _apply_flags(self) -> None:
@@ -145,6 +147,7 @@ class Stream:
         for sub in self._subs + self._direct_subs:
             self.server.unsubscribe_internal(sub)
         self._subs, self._direct_subs = [], []
+        self.batching.clear()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
@@ -168,6 +171,8 @@ class Stream:
             self._subs = [self.server.subscribe_internal(s, self._inbound, server_msgs=True)
                           for s in config.subjects or []]
         self._update_direct()
+        if not config.allow_atomic:
+            self.batching.clear()  # stream.update deleteAtomicBatches
         self.dedupe.set_window(config.duplicate_window)
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
@@ -246,7 +251,9 @@ class Stream:
                 mms = self._max_msg_size
                 if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
                     return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
-                return self._nak(reply, can_respond, ApiError.of(batch))
+                if batch != "JSAtomicPublishDisabledErr" or not self.config.allow_atomic:
+                    return self._nak(reply, can_respond, ApiError.of(batch))
+                return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
         msg_id = rollup = ""
         incr = None
         if hdr:
@@ -283,6 +290,13 @@ class Stream:
         if err is not None:
             return self._nak(reply, can_respond, err)
 
+        return self.store_checked(subject, reply, hdr, msg, msg_id, rollup, ack_tail, can_respond)
+
+    def store_checked(self, subject: str, reply: str, hdr: bytes, msg: bytes, msg_id: str, rollup: str,
+                      ack_tail: bytes, can_respond: bool) -> int:
+        """The store half of :meth:`process`, for a message whose checks passed (an atomic batch's commit
+        checks all its messages first, then stores each through here: batching.py)."""
+        js = self.js
         store = self.store
         now = self.clock.time_ns()
         if self._interest_retention and not (self.consumers and self.interest is not None and self.interest(subject)):

@@ -1,0 +1,150 @@
+"""kill -9 while atomic batches commit: after the restart every batch is there whole or not at all, and every
+acknowledged batch is there (both servers).  And a commit cut short on disk is rolled back at recovery (Skiff)."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+
+import nats
+import pytest
+
+from tests.jetstream.test_batch_atomic import bh
+
+PUBLISHERS = 4
+BATCH = 25
+KILL_AFTER = 40  # acknowledged batches
+
+
+async def _api(nc, suffix, body=b""):
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    return json.loads((await nc.request("$JS.API." + suffix, body, timeout=5)).data)
+
+
+async def _storm(server, acked: dict[str, tuple[int, int]]) -> None:
+    conns = [await nats.connect(server.url, allow_reconnect=False) for _ in range(PUBLISHERS)]
+    stop = asyncio.Event()
+
+    async def publisher(nc, pid: int) -> None:
+        n = 0
+        while not stop.is_set():
+            bid = f"p{pid}-{n}"
+            n += 1
+            try:
+                for i in range(1, BATCH):  # staged without replies, then the commit as a request
+                    await nc.publish(f"k.{pid}", b"%s/%d" % (bid.encode(), i) + b"." * 200, headers=bh(bid, i))
+                msg = await nc.request(f"k.{pid}", b"%s/%d" % (bid.encode(), BATCH), headers=bh(bid, BATCH, "1"),
+                                       timeout=3)
+            except Exception:
+                return
+            ack = json.loads(msg.data)
+            if "error" not in ack:
+                acked[bid] = (ack["seq"], ack["count"])
+
+    async def killer() -> None:
+        while len(acked) < KILL_AFTER:
+            await asyncio.sleep(0.002)
+        server.kill()
+        stop.set()
+
+    tasks = [asyncio.create_task(publisher(nc, p)) for p, nc in enumerate(conns)]
+    await asyncio.wait_for(killer(), 60)
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for nc in conns:
+        try:
+            await nc.close()
+        except Exception:
+            pass
+
+
+async def _all_msgs(nc, name: str, last: int) -> list[dict]:
+    out: list[dict] = []
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    seq = 1
+    while seq <= last:
+        await nc.publish(f"$JS.API.DIRECT.GET.{name}", json.dumps({"seq": seq, "batch": 1000}).encode(), reply=inbox)
+        while True:
+            m = await sub.next_msg(timeout=5)
+            if not m.data and m.headers and m.headers.get("Status"):
+                break  # end of this direct-get batch (204 / 404)
+            out.append({"seq": int(m.headers["Nats-Sequence"]), "id": m.headers.get("Nats-Batch-Id"),
+                        "bseq": int(m.headers.get("Nats-Batch-Sequence", 0)),
+                        "commit": m.headers.get("Nats-Batch-Commit")})
+            seq = out[-1]["seq"] + 1
+        if not out or out[-1]["seq"] >= last:
+            break
+    await sub.unsubscribe()
+    return out
+
+
+async def test_kill9_during_batch_commits_leaves_whole_batches(server):
+    nc = await nats.connect(server.url)
+    r = await _api(nc, "STREAM.CREATE.K", {"name": "K", "subjects": ["k.>"], "allow_atomic": True,
+                                           "allow_direct": True})
+    assert "error" not in r, r
+    await nc.close()
+
+    acked: dict[str, tuple[int, int]] = {}
+    await _storm(server, acked)
+    assert len(acked) >= KILL_AFTER
+
+    server.start()
+    nc = await nats.connect(server.url)
+    st = (await _api(nc, "STREAM.INFO.K"))["state"]
+    msgs = await _all_msgs(nc, "K", st["last_seq"])
+    assert len(msgs) == st["messages"]
+    by_batch: dict[str, list[dict]] = {}
+    for m in msgs:
+        assert m["id"], m  # only batch messages were published
+        by_batch.setdefault(m["id"], []).append(m)
+    for bid, ms in by_batch.items():
+        # Whole: sequences 1..BATCH, consecutive in the stream, the last one the commit.
+        assert [m["bseq"] for m in ms] == list(range(1, BATCH + 1)), (bid, [m["bseq"] for m in ms])
+        assert ms[-1]["seq"] - ms[0]["seq"] == BATCH - 1
+        assert ms[-1]["commit"] == "1" and all(m["commit"] is None for m in ms[:-1])
+    for bid, (seq, count) in acked.items():
+        assert count == BATCH and bid in by_batch, bid
+        assert by_batch[bid][-1]["seq"] == seq
+    await nc.close()
+
+
+@pytest.mark.skiff_only
+async def test_a_commit_cut_short_on_disk_is_rolled_back(server, target):
+    """What a kill -9 in the middle of a commit's write leaves (the batch's first messages on disk, not its commit
+    message), made by appending to the stream's files while the server is down: the restart removes them."""
+    from skiff.storage.filestore.store import FileStreamStore
+
+    nc = await nats.connect(server.url)
+    r = await _api(nc, "STREAM.CREATE.T", {"name": "T", "subjects": ["t.>"], "allow_atomic": True})
+    assert "error" not in r, r
+    for i in range(1, 3):
+        assert (await nc.request("t.a", b"ok", headers=bh("whole", i), timeout=2)).data == b""
+    ack = json.loads((await nc.request("t.a", b"ok", headers=bh("whole", 3, "1"), timeout=2)).data)
+    assert ack["seq"] == 3
+    assert json.loads((await nc.request("t.b", b"plain", timeout=2)).data)["seq"] == 4
+    await nc.close()
+    server.stop()
+
+    sdir = os.path.join(server.store_dir, "jetstream", "$G", "streams", "T")
+    fs = FileStreamStore(sdir)
+    hdr = lambda i: ("NATS/1.0\r\nNats-Batch-Id: torn\r\nNats-Batch-Sequence: %d\r\n\r\n" % i).encode()  # noqa: E731
+    for i in range(1, 4):
+        fs.store_msg("t.a", hdr(i), b"torn")
+    fs.flush()
+    fs.stop()
+
+    server.start()
+    nc = await nats.connect(server.url)
+    st = (await _api(nc, "STREAM.INFO.T"))["state"]
+    assert st["messages"] == 4 and st["first_seq"] == 1, st
+    last = await _api(nc, "STREAM.MSG.GET.T", {"last_by_subj": "t.a"})
+    assert last["message"]["seq"] == 3 and base64.b64decode(last["message"]["data"]) == b"ok"
+    assert "partially written atomic batch" in server.log()
+    # The stream goes on: a new batch commits after the removed sequences.
+    await nc.request("t.a", b"n", headers=bh("next", 1), timeout=2)
+    ack = json.loads((await nc.request("t.a", b"n", headers=bh("next", 2, "1"), timeout=2)).data)
+    assert ack["count"] == 2 and ack["seq"] == 9
+    await nc.close()
