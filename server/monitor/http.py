@@ -1,4 +1,4 @@
-"""The monitoring HTTP endpoint (``-m PORT``): a small HTTP/1.1 server on asyncio streams.
+"""The monitoring HTTP endpoint (``-m PORT``): HTTP/1.x on asyncio streams, requests read with h11.
 
 Theory of operation
 -------------------
@@ -19,8 +19,11 @@ which is compact; ``Content-Type: application/json`` and ``Access-Control-Allow-
 ``404 page not found`` in text/plain; a provider that raises ``ValueError`` (bad ``limit=``, ``sort=``...) gives
 ``400`` with the message as text, as nats-server does; any other exception gives ``500`` and is logged, and the
 server goes on.  ``HEAD`` gets headers only; any method is served like ``GET`` (nats-server does not check it).
-HTTP/1.1 requests must carry ``Host`` (Go's net/http rejects them with 400).  Connections are kept alive unless the
-client says ``Connection: close`` or speaks HTTP/1.0.  ``/metrics`` (Prometheus text format) is Skiff's own; the
+A request Go's net/http cannot read gets its answer: the reason in the status line and as the body, then a close
+(``400 Bad Request: missing required Host header``, ``505 HTTP Version Not Supported: ...``, ``431`` past 1 MB of
+headers).  Bodies are read and dropped (chunked too); one announced over 256 KiB is not waited for and the
+connection closes after the answer, as Go does.  Connections are kept alive unless the client says
+``Connection: close`` or speaks HTTP/1.0 without ``Connection: keep-alive``.  ``/metrics`` (Prometheus text format) is Skiff's own; the
 ``callback=`` JSONP parameter is ignored, as nats-server 2.15 does.
 """
 from __future__ import annotations
@@ -32,6 +35,8 @@ from email.utils import formatdate
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+import h11
+
 from skiff.server.conf.digest import _go_float
 from skiff.server.log import get_logger
 
@@ -39,8 +44,9 @@ from skiff.server.log import get_logger
 # (stdlib logging went straight to stderr).
 log = get_logger("skiff.monitor")
 
-MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = 1024 * 1024
+MAX_HEADER_BYTES = 1024 * 1024 + 4096  # Go's http.DefaultMaxHeaderBytes plus the 4096 its reader allows over it
+MAX_DISCARD_BODY = 256 * 1024  # net/http maxPostHandlerReadBytes
+VERSION_NOT_SUPPORTED = "505 HTTP Version Not Supported: unsupported protocol version"
 HEADER_TIMEOUT = 30.0  # seconds to send a complete request head
 IDLE_TIMEOUT = 120.0  # seconds a kept-alive connection may stay silent
 
@@ -50,8 +56,8 @@ HTML_TYPE = "text/html; charset=utf-8"
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
-           413: "Request Entity Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-           501: "Not Implemented", 503: "Service Unavailable"}
+           413: "Request Entity Too Large", 418: "I'm a teapot", 431: "Request Header Fields Too Large",
+           500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
 
 # path -> provider method; documents nats-server always has
 REQUIRED = {"/varz": "varz", "/connz": "connz", "/subsz": "subsz", "/subscriptionsz": "subsz", "/jsz": "jsz",
@@ -78,6 +84,36 @@ class _BadRequest(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def _new_parser(data: bytes = b"") -> "h11.Connection":
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+    if data:
+        conn.receive_data(data)
+    return conn
+
+
+def _next_cycle(conn: "h11.Connection") -> "h11.Connection":
+    """A parser for the next request on a kept-alive connection, holding the bytes already read (pipelining).  A
+    fresh one each time: h11 would refuse a second HTTP/1.0 request, which Go serves with ``keep-alive``."""
+    data, _closed = conn.trailing_data
+    return _new_parser(bytes(data))
+
+
+def _go_error(e: "h11.RemoteProtocolError", conn: "h11.Connection") -> "_BadRequest":
+    """What Go's net/http answers for the request h11 refused (server.go readRequest's errors, checked against
+    nats-server 2.15.1): headers too large 431, a major version other than 1 is 505, HTTP/1.1 without Host
+    has its own text, anything else 400."""
+    if e.error_status_hint == 431:
+        return _BadRequest(431, "431 Request Header Fields Too Large")
+    data, _ = conn.trailing_data
+    line = bytes(data).split(b"\r\n", 1)[0]
+    parts = line.split(b" ")
+    if len(parts) == 3 and parts[2].startswith(b"HTTP/") and not parts[2].startswith(b"HTTP/1."):
+        return _BadRequest(505, VERSION_NOT_SUPPORTED)
+    if "Host" in str(e):
+        return _BadRequest(400, "400 Bad Request: missing required Host header")
+    return _BadRequest(400, "400 Bad Request")
 
 
 def go_json_indent(value: Any, indent: str = "  ", level: int = 0) -> str:
@@ -194,32 +230,7 @@ class MonitorServer:
         if task is not None:
             self._conns.add(task)
         try:
-            first = True
-            while True:
-                try:
-                    head = await asyncio.wait_for(
-                        reader.readuntil(b"\r\n\r\n"), HEADER_TIMEOUT if first else IDLE_TIMEOUT
-                    )
-                except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
-                    return
-                except asyncio.LimitOverrunError:
-                    await self._write(writer, "HTTP/1.1", _text(431, "431 Request Header Fields Too Large"), False,
-                                      False)
-                    return
-                first = False
-                try:
-                    method, target, version, headers = self._parse_head(head)
-                    await self._skip_body(reader, headers)
-                except _BadRequest as e:
-                    await self._write(writer, "HTTP/1.1", _text(e.status, e.message), False, False)
-                    return
-                keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-                if version == "HTTP/1.0" and "keep-alive" in headers.get("connection", "").lower():
-                    keep_alive = True
-                response = await self._respond(target)
-                await self._write(writer, version, response, keep_alive, method == "HEAD")
-                if not keep_alive:
-                    return
+            await self._requests(reader, writer)
         except asyncio.CancelledError:
             pass
         except Exception:  # never let one connection take the monitor down
@@ -232,47 +243,96 @@ class MonitorServer:
             except Exception:
                 pass
 
-    @staticmethod
-    def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
-        try:
-            text = head.decode("latin-1")
-        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-            raise _BadRequest(400, "400 Bad Request") from None
-        lines = text.split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[0].isalpha() or not parts[2].startswith("HTTP/1."):
-            raise _BadRequest(400, "400 Bad Request")
-        method, target, version = parts
-        if version not in ("HTTP/1.0", "HTTP/1.1"):
-            raise _BadRequest(400, "400 Bad Request")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise _BadRequest(400, "400 Bad Request: malformed MIME header line")
-            headers[name.lower()] = value.strip()
-        if version == "HTTP/1.1" and "host" not in headers:
-            raise _BadRequest(400, "400 Bad Request: missing required Host header")
-        return method.upper(), target, version, headers
+    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Requests are read with h11 (the sans-IO HTTP/1.1 parser); responses are written here, because Go answers
+        in the request's own version (``HTTP/1.0 200 OK``) where h11 always writes HTTP/1.1."""
+        conn = _new_parser()
+        first = True
+        while True:
+            try:
+                request = await self._next_event(conn, reader, HEADER_TIMEOUT if first else IDLE_TIMEOUT)
+            except _BadRequest as e:
+                await self._write_error(writer, e)
+                return
+            if request is None or isinstance(request, h11.ConnectionClosed):
+                return
+            first = False
+            if not request.http_version.startswith(b"1."):  # h11 reads any x.y; Go serves only major version 1
+                await self._write_error(writer, _BadRequest(505, VERSION_NOT_SUPPORTED))
+                return
+            version = "HTTP/" + request.http_version.decode()
+            headers = {k.decode().lower(): v.decode("latin-1") for k, v in request.headers}
+            connection = headers.get("connection", "").lower()
+            keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+            # Go's server reads at most 256 KiB of a body its handler ignored and closes the connection rather than
+            # read more (net/http maxPostHandlerReadBytes): a body announced larger is not waited for.
+            length = int(headers.get("content-length", "0") or 0)
+            skip_body = length > MAX_DISCARD_BODY
+            if skip_body:
+                keep_alive = False
+            else:
+                try:
+                    await self._discard_body(conn, reader)
+                except _BadRequest as e:
+                    await self._write_error(writer, e)
+                    return
+                except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+                    return
+            response = await self._respond(request.target.decode("latin-1"))
+            await self._write(writer, version, response, keep_alive, request.method == b"HEAD")
+            if not keep_alive:
+                return
+            conn = _next_cycle(conn)
 
     @staticmethod
-    async def _skip_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> None:
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            raise _BadRequest(501, "501 Not Implemented: chunked request bodies")
-        length_text = headers.get("content-length", "0") or "0"
-        try:
-            length = int(length_text)
-        except ValueError:
-            raise _BadRequest(400, "400 Bad Request: bad Content-Length") from None
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise _BadRequest(413, "413 Request Entity Too Large")
-        if length:
+    async def _next_event(conn: "h11.Connection", reader: asyncio.StreamReader, timeout: float):
+        """The next request head, None when the client went away or stayed silent too long."""
+        while True:
             try:
-                await asyncio.wait_for(reader.readexactly(length), HEADER_TIMEOUT)
-            except (asyncio.IncompleteReadError, asyncio.TimeoutError):
-                raise _BadRequest(400, "400 Bad Request: incomplete body") from None
+                event = conn.next_event()
+            except h11.RemoteProtocolError as e:
+                raise _go_error(e, conn) from None
+            if event is h11.NEED_DATA:
+                try:
+                    data = await asyncio.wait_for(reader.read(65536), timeout)
+                except (asyncio.TimeoutError, ConnectionError):
+                    return None
+                conn.receive_data(data)
+                if not data:
+                    return None
+                continue
+            return event
+
+    @staticmethod
+    async def _discard_body(conn: "h11.Connection", reader: asyncio.StreamReader) -> None:
+        read = 0
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as e:
+                raise _go_error(e, conn) from None
+            if event is h11.NEED_DATA:
+                data = await asyncio.wait_for(reader.read(65536), HEADER_TIMEOUT)
+                if not data:
+                    raise ConnectionError("closed in the body")
+                conn.receive_data(data)
+            elif isinstance(event, h11.Data):
+                read += len(event.data)
+                if read > MAX_DISCARD_BODY:
+                    raise _BadRequest(400, "400 Bad Request")
+            elif isinstance(event, h11.EndOfMessage):
+                return
+
+    @staticmethod
+    async def _write_error(writer: asyncio.StreamWriter, e: "_BadRequest") -> None:
+        """Go's net/http answer to a request it cannot read: the text in the status line and as the body, no
+        Content-Length, and the connection closed (server.go ``c.serve``)."""
+        try:
+            writer.write(f"HTTP/1.1 {e.message}\r\nContent-Type: {TEXT_TYPE}\r\nConnection: close\r\n\r\n"
+                         f"{e.message}".encode("latin-1"))
+            await writer.drain()
+        except ConnectionError:
+            pass
 
     async def _write(self, writer: asyncio.StreamWriter, version: str, r: _Response, keep_alive: bool,
                      head_only: bool) -> None:
