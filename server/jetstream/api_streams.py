@@ -47,7 +47,7 @@ NOT_SUPPORTED_PUBLISH = ApiError.of(
 def unsupported(cfg: StreamConfig) -> ApiError | None:
     if cfg.mirror is not None or cfg.sources:
         return NOT_SUPPORTED
-    if cfg.allow_msg_schedules or cfg.allow_batched:
+    if cfg.allow_msg_schedules:
         return NOT_SUPPORTED_PUBLISH
     return None
 

@@ -1,4 +1,5 @@
 """Atomic batch publish (ADR-50; nats-server stream.go processJetStreamAtomicBatchMsg, jetstream_batching.go).
+Fast batches (``allow_batched``) are in batching_fast.py; :class:`Batching` holds both kinds for a stream.
 
 Theory of operation
 -------------------
@@ -116,8 +117,15 @@ class Batching:
     """The open atomic batches of one stream."""
 
     def __init__(self, stream: "Stream") -> None:
+        from .batching_fast import FastBatches
+
         self.stream = stream
         self.atomic: dict[str, AtomicBatch] = {}
+        self.fast = FastBatches(self)
+
+    def process_fast(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
+        """A fast batch message (batching_fast.py)."""
+        return self.fast.process(subject, reply, hdr, msg, can_respond)
 
     # ------------------------------------------------------------------ bookkeeping
     def _drop(self, b: AtomicBatch) -> None:
@@ -130,10 +138,14 @@ class Batching:
             b.timer = None
         b.msgs = []
 
-    def clear(self) -> None:
-        """The stream stops, is deleted, or turned allow_atomic off: open batches are dropped (deleteAtomicBatches)."""
-        for b in list(self.atomic.values()):
-            self._drop(b)
+    def clear(self, atomic: bool = True, fast: bool = True) -> None:
+        """The stream stops, is deleted, or turned a batch flag off: open batches are dropped
+        (deleteAtomicBatches, deleteFastBatches)."""
+        if atomic:
+            for b in list(self.atomic.values()):
+                self._drop(b)
+        if fast:
+            self.fast.clear()
 
     def _arm(self, b: AtomicBatch) -> None:
         if b.timer is not None:

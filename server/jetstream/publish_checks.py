@@ -13,11 +13,12 @@ the first failure:
     -> Nats-Msg-Id duplicate (duplicate ack, not an error) -> Nats-Expected-Last-Msg-Id (10070)
     -> Nats-Rollup (10111 "rollup not permitted" / "rollup value invalid")
 
-Message schedules, atomic batches (``Nats-Batch-Id``) and fast batches (a reply subject ending in ``.$FI``) are
-not implemented, and a stream cannot enable them (``allow_msg_schedules`` / ``allow_atomic`` / ``allow_batched``
-are refused at create with 10052): such a publish gets the error nats-server gives a stream without the feature,
-never a plain store.  :func:`batch_refusal` runs before these checks, as nats-server routes batches apart
-(stream.go internalLoop: getFastBatch, getBatchId).
+Message schedules are not implemented, and a stream cannot enable them (``allow_msg_schedules`` is refused at
+create with 10052): such a publish gets the error nats-server gives a stream without the feature, never a plain
+store.  Atomic batches (``Nats-Batch-Id``) and fast batches (a reply subject ending in ``.$FI``) are routed apart
+before these checks, as nats-server does (stream.go internalLoop: getFastBatch, getBatchId): :func:`batch_refusal`
+names the "disabled" error for a stream without ``allow_atomic`` / ``allow_batched``, and batching.py /
+batching_fast.py handle the rest.
 
 Size checks, TTL validity (10165) and the store's own limits come after, in :mod:`.stream`.
 
@@ -111,7 +112,7 @@ def batch_refusal(reply: str, hdr: bytes) -> str | None:
 
     A reply subject ending in ``.$FI`` is a fast batch whatever the rest of it says (getFastBatch returns an error
     for a malformed one, and the stream still answers 10205 first); a non-empty ``Nats-Batch-Id`` is an atomic
-    batch.  Skiff implements neither (docs/parity.md)."""
+    batch (refused unless the stream enables it)."""
     if len(reply) > 4 and reply.endswith(FAST_BATCH_SUFFIX):
         return "JSBatchPublishDisabledErr"
     if hdr and headers.get(hdr, BATCH_ID):

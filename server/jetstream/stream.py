@@ -48,7 +48,7 @@ from .batching import Batching
 from .dedupe import DedupeWindow
 from .transform import new_transform
 from .publish_checks import (
-    FAST_BATCH_SUFFIX, MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Duplicate, batch_refusal, check_headers,
+    FAST_BATCH_SUFFIX, MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Checked, Duplicate, batch_refusal, check_headers,
     is_subject_delete_marker, message_ttl,
 )
 
@@ -171,8 +171,7 @@ class Stream:
             self._subs = [self.server.subscribe_internal(s, self._inbound, server_msgs=True)
                           for s in config.subjects or []]
         self._update_direct()
-        if not config.allow_atomic:
-            self.batching.clear()  # stream.update deleteAtomicBatches
+        self.batching.clear(atomic=not config.allow_atomic, fast=not config.allow_batched)  # stream.update
         self.dedupe.set_window(config.duplicate_window)
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
@@ -251,46 +250,55 @@ class Stream:
                 mms = self._max_msg_size
                 if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
                     return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
-                if batch != "JSAtomicPublishDisabledErr" or not self.config.allow_atomic:
-                    return self._nak(reply, can_respond, ApiError.of(batch))
-                return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
+                if batch == "JSBatchPublishDisabledErr":
+                    if self.config.allow_batched:
+                        return self.batching.process_fast(subject, reply, hdr, msg, can_respond)
+                elif self.config.allow_atomic:
+                    return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
+                return self._nak(reply, can_respond, ApiError.of(batch))
+        res = self.check(subject, hdr, msg)
+        if res.__class__ is tuple:
+            return self.store_checked(subject, reply, *res, can_respond)
+        if isinstance(res, Duplicate):
+            if can_respond:
+                self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
+            return 0
+        return self._nak(reply, can_respond, res)
+
+    def check(self, subject: str, hdr: bytes, msg: bytes) -> "tuple | Duplicate | ApiError":
+        """The checks half of :meth:`process`: ``(hdr, msg, msg_id, rollup, ack_tail)`` for the store (counters
+        rewrite the message), a :class:`Duplicate`, or the error for the PubAck."""
         msg_id = rollup = ""
         incr = None
         if hdr:
             incr = counters.check_incr(hdr, msg, self._counter)
             if isinstance(incr, ApiError):
-                return self._nak(reply, can_respond, incr)
+                return incr
             res = check_headers(self, subject, hdr)
-            if isinstance(res, ApiError):
-                return self._nak(reply, can_respond, res)
-            if isinstance(res, Duplicate):
-                if can_respond:
-                    self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
-                return 0
+            if res.__class__ is not Checked:
+                return res
             msg_id, rollup = res
         ack_tail = b"}"
         if self._counter:
             if incr is None:
-                return self._nak(reply, can_respond, ApiError.of("JSMessageIncrMissingErr"))
+                return ApiError.of("JSMessageIncrMissingErr")
             res = counters.apply(self.store, subject, hdr, incr)
             if isinstance(res, ApiError):
-                return self._nak(reply, can_respond, res)
+                return res
             hdr, msg, value = res
             maxp = self.server.options.max_payload
             if len(hdr) > maxp or len(msg) > maxp - len(hdr):
-                return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+                return ApiError.of("JSStreamMessageExceedsMaximumErr")
             ack_tail = b',"val":"' + value.encode() + b'"}'
         mms = self._max_msg_size
         if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
-            return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+            return ApiError.of("JSStreamMessageExceedsMaximumErr")
         if len(hdr) > MAX_HEADER_SIZE:
-            return self._nak(reply, can_respond, ApiError.of("JSStreamHeaderExceedsMaximumErr"))
-        js = self.js
-        err = js.check_resources(self, len(subject) + len(hdr) + len(msg))
+            return ApiError.of("JSStreamHeaderExceedsMaximumErr")
+        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
         if err is not None:
-            return self._nak(reply, can_respond, err)
-
-        return self.store_checked(subject, reply, hdr, msg, msg_id, rollup, ack_tail, can_respond)
+            return err
+        return (hdr, msg, msg_id, rollup, ack_tail)
 
     def store_checked(self, subject: str, reply: str, hdr: bytes, msg: bytes, msg_id: str, rollup: str,
                       ack_tail: bytes, can_respond: bool) -> int:

@@ -1,6 +1,6 @@
-"""An abandoned atomic batch times out on the server's clock (embedded Skiff, ManualClock): 10 s without a message
-drops it silently (advisory reason ``timeout``), and every message resets the timer (jetstream_batching.go
-setupCleanupTimer / resetCleanupTimer, stream.go streamDefaultMaxBatchTimeout)."""
+"""Abandoned batches time out on the server's clock (embedded Skiff, ManualClock): 10 s without a message drops an
+atomic batch silently (advisory reason ``timeout``) and a fast batch without a word; every message resets the timer
+(jetstream_batching.go setupCleanupTimer / resetCleanupTimer, stream.go streamDefaultMaxBatchTimeout)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skiff_only
 @pytest.fixture
 async def env(tmp_path):
     e = await ClockEnv.start(str(tmp_path))
-    r = await e.api("STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "allow_atomic": True})
+    r = await e.api("STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "allow_atomic": True,
+                                        "allow_batched": True})
     assert "error" not in r, r
     yield e
     await e.stop()
@@ -55,3 +56,23 @@ async def test_timed_out_batches_free_their_slots(env, target):
     await env.advance(10)
     assert await _send(env, bh("late", 1)) == b""
     assert json.loads(await _send(env, bh("late", 2, "1")))["count"] == 2
+
+
+async def test_abandoned_fast_batch_times_out(env, target):
+    sub = await env.nc.subscribe("_FI.>")
+
+    async def send(seq: int, op: int) -> dict:
+        await env.nc.publish("s.a", b"x", reply=f"_FI.f.10.fail.{seq}.{op}.$FI")
+        return json.loads((await sub.next_msg(timeout=1)).data)
+
+    assert await send(1, 0) == {"type": "ack", "seq": 0, "msgs": 10}
+    await env.advance(9.999)
+    await env.nc.publish("s.a", b"x", reply="_FI.f.10.fail.2.1.$FI")  # in time: stored, no ack due yet
+    await env.nc.flush()
+    await env.advance(9.999)
+    assert (await send(2, 4)) == {"type": "ack", "seq": 0, "msgs": 10}  # a ping also keeps it open
+    await env.advance(9.999)
+    assert await send(2, 4) == {"type": "ack", "seq": 0, "msgs": 10}
+    await env.advance(10)
+    assert (await send(3, 2))["error"]["err_code"] == 10208  # gone: "batch publish ID unknown"
+    assert (await env.api("STREAM.INFO.S"))["state"]["messages"] == 2

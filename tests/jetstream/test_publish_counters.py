@@ -41,7 +41,7 @@ async def test_incr_on_stream_without_counters(jsc):
 
 
 @pytest.mark.skiff_only
-@pytest.mark.parametrize("flag", ["allow_batched", "allow_msg_schedules"])
+@pytest.mark.parametrize("flag", ["allow_msg_schedules"])
 async def test_unsupported_publish_features_are_refused(jsc, target, flag):
     """Deliberate difference: Skiff refuses what it would otherwise store as plain messages."""
     name = jsc.name()
