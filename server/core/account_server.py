@@ -35,8 +35,9 @@ class AccountServer:
         return self._server.route(origin, subject, reply, hdr_len, data, msg_subject, sublist)
 
     def subscribe_internal(self, subject: str, callback: Callable, queue: str = "", server_msgs: bool = False,
-                           account: Any = None):
-        return self._server.subscribe_internal(subject, callback, queue, server_msgs, account or self.js_account)
+                           account: Any = None, msg_subject: bool = False):
+        return self._server.subscribe_internal(subject, callback, queue, server_msgs, account or self.js_account,
+                                               msg_subject)
 
     def watch_interest(self, subject: str, cb: Callable[[str, bool], None]) -> Callable[[], None]:
         return self._server.watch_interest(subject, cb, sublist=self.sublist)

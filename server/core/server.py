@@ -397,7 +397,7 @@ class Server:
         return stop
 
     def subscribe_internal(self, subject: str, callback: Callable, queue: str = "",
-                           server_msgs: bool = False, account: Any = None) -> Subscription:
+                           server_msgs: bool = False, account: Any = None, msg_subject: bool = False) -> Subscription:
         """An internal subscription: ``callback(sub, subject, reply, hdr_len, data, origin)`` runs in-line when a
         message is routed to ``subject``.  ``origin`` is the publishing ClientConnection, or None for a message the
         server published, which reaches the callback only with ``server_msgs`` (see Subscription).  It lives in
@@ -405,6 +405,7 @@ class Server:
         self._internal_sid += 1
         sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback, server_msgs)
         sub.sublist = account.sublist if account is not None else self.sublist
+        sub.msg_subject = msg_subject
         self.add_subscription(sub)
         return sub
 
@@ -489,7 +490,7 @@ class Server:
             conn = sub.conn
             if conn is None:
                 if origin is not None or sub.server_msgs:
-                    sub.callback(sub, subject, reply, hdr_len, data, origin)
+                    sub.callback(sub, msubj if sub.msg_subject else subject, reply, hdr_len, data, origin)
                     delivered = True
                 continue
             if conn is origin and not conn.echo:

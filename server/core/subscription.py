@@ -15,10 +15,14 @@ class Subscription:
     requests alone, so that a reply subject a client chose can never make the server call its own API with the
     server's rights (the confused deputy: nats-server jetstream_api.go drops API requests without the client info
     header that only client publishes carry).
+
+    ``msg_subject`` (internal subscriptions only): the callback gets the message's own subject where the frame would
+    carry one that differs from the routed subject (a consumer delivery to a deliver subject), as a client's MSG
+    line does; a mirror or source needs the origin message's subject.
     """
 
     __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed",
-                 "server_msgs", "sublist")
+                 "server_msgs", "sublist", "msg_subject")
 
     def __init__(
         self,
@@ -39,6 +43,7 @@ class Subscription:
         self.callback = callback
         self.closed = False
         self.server_msgs = server_msgs
+        self.msg_subject = False
         self.sublist = None  # internal subscriptions: the Sublist (account) they live in
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid

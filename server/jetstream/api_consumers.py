@@ -303,7 +303,8 @@ class ConsumerApi:
         stream = self.js.streams.get(req.tokens[2])
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
-        names = sorted(stream.consumers)
+        # Mirror/source consumers (direct) are not listed (nats-server getPublicConsumers).
+        names = sorted(n for n, c in stream.consumers.items() if not c.config.direct)
         offset = min(offset, len(names))
         return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
                 "consumers": names[offset:offset + NAMES_LIMIT]}
@@ -315,7 +316,7 @@ class ConsumerApi:
         stream = self.js.streams.get(req.tokens[2])
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
-        obs = sorted(stream.consumers.values(), key=lambda c: c.name)
+        obs = sorted((c for c in stream.consumers.values() if not c.config.direct), key=lambda c: c.name)
         offset = min(offset, len(obs))
         infos = [c.info(dynamic_meta=False) for c in obs[offset:offset + LIST_LIMIT]]
         return {"total": len(obs), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}

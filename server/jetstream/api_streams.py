@@ -37,15 +37,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
-# Deliberate difference: Skiff does not copy messages between streams.  Accepting the config and doing nothing would
-# look like data loss, so the request fails with a config error that says why.
-NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF", err="stream mirrors and sources are not supported by Skiff")
+# Deliberate difference: durable sourcing (a source's or mirror's ``consumer``, ADR-60 / 2.14) is not implemented;
+# accepting it would source through a consumer the user did not ask for, so the request fails and says why.
+NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF",
+                            err="durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff")
 NOT_SUPPORTED_PUBLISH = ApiError.of(
     "JSStreamInvalidConfigF", err="atomic and batch publish and message schedules are not supported by Skiff")
 
 
 def unsupported(cfg: StreamConfig) -> ApiError | None:
-    if cfg.mirror is not None or cfg.sources:
+    if (cfg.mirror is not None and cfg.mirror.consumer is not None) or any(
+            s.consumer is not None for s in cfg.sources or []):
         return NOT_SUPPORTED
     if cfg.allow_msg_schedules:
         return NOT_SUPPORTED_PUBLISH
@@ -97,6 +99,13 @@ def stream_info(js: "JetStream", stream: "Stream", *, dynamic_meta: bool = True,
             ci["name"] = cname
         ci["leader"] = js.server.server_name
         out["cluster"] = ci
+    sourcing = stream.sourcing
+    if sourcing is not None:  # StreamInfo: ... cluster, mirror, sources, alternates, ts
+        mi = sourcing.mirror_info()
+        if mi is not None:
+            out["mirror"] = mi
+        if sourcing.sources:
+            out["sources"] = sourcing.sources_info()
     out["ts"] = format_time(js.server.clock.time_ns())
     return out
 

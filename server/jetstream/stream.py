@@ -86,6 +86,7 @@ class Stream:
         self._direct_subs: list = []
         self._expiry_timer = None
         self._expiry_at = 0
+        self.sourcing = None  # mirror / sources (sourcing.py), while configured
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
         self.batching = Batching(self)
@@ -122,12 +123,20 @@ class Stream:
         self.subscribe_subjects(subjects)
         self._update_direct()
         self._arm_expiry()
+        self._start_sourcing()
         return rest
 
     def subscribe_subjects(self, subjects: list[str]) -> None:
         srv, inbound, subs = self.server, self._inbound, self._subs
         for subject in subjects:
             subs.append(srv.subscribe_internal(subject, inbound, server_msgs=True))
+
+    def _start_sourcing(self) -> None:
+        if self.sourcing is None and (self.config.mirror is not None or self.config.sources):
+            from .sourcing import Sourcing
+
+            self.sourcing = Sourcing(self)
+            self.sourcing.start()
 
     def _update_direct(self) -> None:
         from .direct_get import subscribe_direct
@@ -148,6 +157,9 @@ class Stream:
             self.server.unsubscribe_internal(sub)
         self._subs, self._direct_subs = [], []
         self.batching.clear()
+        if self.sourcing is not None:
+            self.sourcing.stop(delete_consumers=delete)
+            self.sourcing = None
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
@@ -178,6 +190,12 @@ class Stream:
         self.store.update_config(self.js.store_config(config))  # may evict at once (new limits)
         self.js.durability.dirty(self)
         self._arm_expiry(force=True)
+        if self.sourcing is not None:
+            self.sourcing.update(old, config)
+            if self.sourcing.idle:
+                self.sourcing.stop()
+                self.sourcing = None
+        self._start_sourcing()
 
     def _ack_prefix(self) -> bytes:
         domain = self.server.options.jetstream_domain
@@ -216,7 +234,9 @@ class Stream:
             out["deleted"] = list(st.deleted)
         if st.lost is not None and (st.lost.msgs or st.lost.bytes):
             out["lost"] = {"msgs": list(st.lost.msgs) or None, "bytes": st.lost.bytes}
-        out["consumer_count"] = len(self.consumers)
+        # Mirror/source consumers (``direct``) are not the stream's public consumers (nats-server
+        # numPublicConsumers); $JS.API.INFO still counts them, as nats-server does.
+        out["consumer_count"] = sum(1 for c in self.consumers.values() if not c.config.direct)
         return out
 
     # ------------------------------------------------------------------ publishing
@@ -358,6 +378,33 @@ class Stream:
         for cb in self.on_new_message:
             cb(seq, subject)
         return seq
+
+    def store_mirrored(self, subject: str, hdr: bytes, msg: bytes, seq: int, ts: int) -> bool:
+        """Store a mirrored message at the origin's sequence and time (processJetStreamMsg with ``lseq`` and
+        ``ts`` from the mirror); gaps were skipped by the caller.  False when it could not be stored."""
+        if self.closed:
+            return False
+        store = self.store
+        if store.msgs == 0 and store.first_seq == 0 and seq > 1:
+            store.compact(seq)  # a fresh mirror starting past 1 (opt_start_seq / filtered): begin there
+        ttl = 0
+        if hdr and self.config.allow_msg_ttl:
+            t = message_ttl(hdr)
+            ttl = t if isinstance(t, int) else 0
+        try:
+            store.store_raw(seq, subject, hdr, msg, ts, ttl)
+        except StoreClosedError:
+            return False
+        except StoreError as e:
+            self.server.log_warning("JetStream error processing inbound mirror message", stream=self.name,
+                                    error=str(e))
+            return False
+        self.js.durability.stored(self, seq, "")
+        if self._max_age or ttl:
+            self._arm_expiry(force=True)
+        for cb in self.on_new_message:
+            cb(seq, subject)
+        return True
 
     def _republish(self, to: str, subject: str, seq: int, ts: int, last: int, hdr: bytes, msg: bytes) -> None:
         """nats-server's republish: the stored message plus Nats-Stream/-Subject/-Sequence/-Time-Stamp/

@@ -375,14 +375,17 @@ async def test_body_errors(jsc, suffix, body, description):
 
 
 @pytest.mark.skiff_only
-async def test_mirrors_and_sources_are_refused(jsc, target):
-    """A deliberate difference: Skiff does not copy between streams, so it says so instead of doing nothing."""
+async def test_durable_sourcing_is_refused(jsc, target):
+    """A deliberate difference: durable sourcing (a mirror's or source's ``consumer``, 2.14) is not implemented, so
+    Skiff says so instead of sourcing through a consumer of its own (docs/parity.md)."""
     origin, name = jsc.name(), jsc.name()
     await jsc.create(origin, storage="memory")
-    for cfg in ({"mirror": {"name": origin}}, {"sources": [{"name": origin}]}):
+    durable = {"name": "D", "deliver_subject": "dlv.x"}
+    for cfg in ({"mirror": {"name": origin, "consumer": durable}},
+                {"sources": [{"name": origin, "consumer": durable}]}):
         r = await jsc.api(f"STREAM.CREATE.{name}", {"name": name, "storage": "memory", **cfg})
-        assert r["error"] == {"code": 500, "err_code": 10052,
-                              "description": "stream mirrors and sources are not supported by Skiff"}
+        assert r["error"] == {"code": 500, "err_code": 10052, "description":
+                              "durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff"}
 
 
 async def test_api_audit_advisory(jsc):
