@@ -184,9 +184,6 @@ class Batching:
         def nak(name: str, **kw: Any) -> int:
             return stream._nak(reply, can_respond, ApiError.of(name, **kw))
 
-        err = stream.js.check_resources(stream, len(subject) + len(hdr) + len(msg))
-        if err is not None:
-            return stream._nak(reply, can_respond, err)
         batch_id = get(hdr, BATCH_ID) or ""
         if len(batch_id) > MAX_BATCH_ID:
             return nak("JSAtomicPublishInvalidBatchIDErr")

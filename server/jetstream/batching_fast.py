@@ -171,9 +171,6 @@ class FastBatches:
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
         stream = self.stream
         nak = stream._nak
-        err = stream.js.check_resources(stream, len(subject) + len(hdr) + len(msg))
-        if err is not None:
-            return nak(reply, can_respond, err)
         fb = parse_reply(reply)
         if fb is None:
             return nak(reply, can_respond, ApiError.of("JSBatchPublishInvalidPatternErr"))

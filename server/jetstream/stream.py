@@ -266,7 +266,11 @@ class Stream:
         if reply[-4:] == FAST_BATCH_SUFFIX or (hdr and b"Nats-Batch-Id:" in hdr):
             batch = batch_refusal(reply, hdr)
             if batch is not None:
-                # nats-server processJetStream{Atomic,Fast}BatchMsg: sealed, then the size, then "disabled".
+                # nats-server processJetStream{Atomic,Fast}BatchMsg: sealed, the server and account limits, the
+                # size, then "disabled".
+                err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
+                if err is not None:
+                    return self._nak(reply, can_respond, err)
                 mms = self._max_msg_size
                 if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
                     return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))

@@ -5,12 +5,14 @@ Replies were taken from nats-server 2.15.1 (stream.go processJetStreamAtomicBatc
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
-import nats
+import jsonschema
 import pytest
 
+from tests.conftest import load_schema
 from tests.jetstream.conftest import collect
 
 INCOMPLETE = (10176, "atomic publish batch is incomplete")
@@ -28,6 +30,15 @@ def bh(batch: str, seq: int | str, commit: str | None = None, **extra: str) -> d
         h["Nats-Batch-Commit"] = commit
     h.update({k.replace("_", "-"): v for k, v in extra.items()})
     return h
+
+
+def abandoned_event(data: bytes) -> dict:
+    """A stream_batch_abandoned advisory, checked against its schema (which does not list the reason
+    "unsupported" that nats-server sends for Nats-Required-Api-Level: that field is checked by the tests)."""
+    ev = json.loads(data)
+    checked = dict(ev, reason="incomplete") if ev.get("reason") == "unsupported" else ev
+    jsonschema.validate(checked, load_schema(ev["type"]))
+    return ev
 
 
 def _err(reply: bytes) -> tuple[int, str] | None:
@@ -238,7 +249,7 @@ async def test_batch_size_limit(jsc):
     adv = await jsc.nc.subscribe(f"$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{name}")
     assert _err(await send(jsc, s, bh("big", 1001, "1"))) == TOO_LARGE
     (ev,) = await collect(adv, 1, timeout=2)
-    ev = json.loads(ev.data)
+    ev = abandoned_event(ev.data)
     assert (ev["type"], ev["stream"], ev["batch"], ev["reason"]) == \
         ("io.nats.jetstream.advisory.v1.stream_batch_abandoned", name, "big", "large")
     assert await stored(jsc, name) == 0
@@ -255,9 +266,19 @@ async def test_incomplete_batch_advisory(jsc):
     assert await send(jsc, f"{name}.a", bh("inc", 1)) == b""
     assert _err(await send(jsc, f"{name}.a", bh("inc", 5))) == INCOMPLETE
     (ev,) = await collect(adv, 1, timeout=2)
-    ev = json.loads(ev.data)
-    assert set(ev) >= {"type", "id", "timestamp", "stream", "batch", "reason"}
+    ev = abandoned_event(ev.data)
     assert (ev["stream"], ev["batch"], ev["reason"]) == (name, "inc", "incomplete")
+    # Nats-Required-Api-Level above the server's: "unsupported".
+    assert await send(jsc, f"{name}.a", bh("lvl", 1)) == b""
+    assert _err(await send(jsc, f"{name}.a", bh("lvl", 2, "1", Nats_Required_Api_Level="99")))[0] == 10185
+    (ev,) = await collect(adv, 1, timeout=2)
+    ev = abandoned_event(ev.data)
+    assert (ev["batch"], ev["reason"]) == ("lvl", "unsupported")
+    # Errors found at commit (here a bad commit value) or before a batch exists send none.
+    assert await send(jsc, f"{name}.a", bh("bc", 1)) == b""
+    assert _err(await send(jsc, f"{name}.a", bh("bc", 2, "x"))) == BAD_COMMIT
+    assert _err(await send(jsc, f"{name}.a", bh("none", 2))) == INCOMPLETE
+    assert await collect(adv, timeout=0.2) == []
 
 
 async def test_turning_allow_atomic_off_drops_open_batches(jsc):
@@ -284,3 +305,26 @@ async def test_consumers_see_the_batch_only_after_the_commit(jsc):
     assert await collect(sub, timeout=0.2) == []
     await send(jsc, f"{name}.a", bh("v", 4, "1"), b"4")
     assert [m.data for m in await collect(sub, 4, timeout=2)] == [b"1", b"2", b"3", b"4"]
+
+
+@pytest.mark.parametrize("flags, batch", [({}, "atomic"), ({}, "fast"), ({"allow_atomic": True}, "atomic")])
+async def test_server_store_limit_comes_before_the_batch_checks(server_factory, flags, batch):
+    """processJetStream{Atomic,Fast}BatchMsg: sealed, then the server's store limit (10023), then the rest."""
+    import nats
+
+    server = server_factory(config="jetstream { max_memory_store: 2KB, max_file_store: 1MB }\n")
+    nc = await nats.connect(server.url)
+    r = json.loads((await nc.request("$JS.API.STREAM.CREATE.L", json.dumps(
+        {"name": "L", "subjects": ["l.>"], "storage": "memory", **flags}).encode(), timeout=3)).data)
+    assert "error" not in r, r
+    for _ in range(2):  # the second is stored too: the limit is checked against what is already used
+        assert "error" not in json.loads((await nc.request("l.a", b"x" * 1500, timeout=3)).data)
+    await asyncio.sleep(0.06)  # Skiff refreshes the store usage at most every 50 ms (engine.check_resources)
+    if batch == "atomic":
+        reply = (await nc.request("l.a", b"x", headers=bh("b", 1), timeout=3)).data
+    else:
+        sub = await nc.subscribe("_FI.>")
+        await nc.publish("l.a", b"x", reply="_FI.b.10.fail.1.0.$FI")
+        reply = (await sub.next_msg(timeout=3)).data
+    assert _err(reply) == (10023, "insufficient resources")
+    await nc.close()

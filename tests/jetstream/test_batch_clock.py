@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.jetstream.conftest import collect
-from tests.jetstream.test_batch_atomic import INCOMPLETE, bh
+from tests.jetstream.test_batch_atomic import INCOMPLETE, abandoned_event, bh
 from tests.jetstream.test_priority_support import ClockEnv
 
 pytestmark = pytest.mark.skiff_only
@@ -42,7 +42,7 @@ async def test_abandoned_batch_times_out(env, target):
     assert await collect(adv, timeout=0.05) == []
     await env.advance(0.001)
     (ev,) = await collect(adv, 1, timeout=1)
-    ev = json.loads(ev.data)
+    ev = abandoned_event(ev.data)
     assert (ev["type"], ev["stream"], ev["batch"], ev["reason"]) == \
         ("io.nats.jetstream.advisory.v1.stream_batch_abandoned", "S", "t", "timeout")
     assert _err(await _send(env, bh("t", 3, "1"))) == INCOMPLETE
