@@ -41,8 +41,7 @@ PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 # accepting it would source through a consumer the user did not ask for, so the request fails and says why.
 NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF",
                             err="durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff")
-NOT_SUPPORTED_PUBLISH = ApiError.of(
-    "JSStreamInvalidConfigF", err="atomic and batch publish and message schedules are not supported by Skiff")
+NOT_SUPPORTED_PUBLISH = ApiError.of("JSStreamInvalidConfigF", err="message schedules are not supported by Skiff")
 
 
 def unsupported(cfg: StreamConfig) -> ApiError | None:

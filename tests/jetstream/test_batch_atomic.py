@@ -328,3 +328,24 @@ async def test_server_store_limit_comes_before_the_batch_checks(server_factory, 
         reply = (await sub.next_msg(timeout=3)).data
     assert _err(reply) == (10023, "insufficient resources")
     await nc.close()
+
+
+async def test_nats_py_client(jsc):
+    """What nats.py's own atomic-batch tests do (nats.py tests: test_atomic_batch_publish, _eob_commit,
+    test_stream_allow_batch_publish_round_trip), through nats-py 2.16's JetStream API: the config flags round-trip
+    and the commit's PubAck parses into batch_id / batch_size."""
+    js = jsc.nc.jetstream()
+    name = jsc.name()
+    await js.add_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True, allow_batched=True)
+    info = await js.stream_info(name)
+    assert info.config.allow_atomic is True and info.config.allow_batched is True
+    hs = await jsc.nc.request(f"{name}.a", b"one", headers=bh("batch-1", 1), timeout=2)
+    assert hs.data == b""  # the first message as a request: feature support is confirmed by an empty reply
+    await jsc.nc.publish(f"{name}.b", b"two", headers=bh("batch-1", 2))
+    ack = await js.publish(f"{name}.c", b"three", headers=bh("batch-1", 3, "1"))
+    assert (ack.stream, ack.seq, ack.batch_id, ack.batch_size) == (name, 3, "batch-1", 3)
+    assert (await jsc.nc.request(f"{name}.a", b"one", headers=bh("batch-eob", 1), timeout=2)).data == b""
+    await jsc.nc.publish(f"{name}.b", b"two", headers=bh("batch-eob", 2))
+    ack = await js.publish(f"{name}.commit", b"", headers=bh("batch-eob", 3, "eob"))
+    assert (ack.seq, ack.batch_id, ack.batch_size) == (5, "batch-eob", 2)
+    assert (await js.stream_info(name)).state.messages == 5
