@@ -6,6 +6,9 @@ import asyncio
 import base64
 import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import nats
 import pytest
@@ -147,4 +150,59 @@ async def test_a_commit_cut_short_on_disk_is_rolled_back(server, target):
     await nc.request("t.a", b"n", headers=bh("next", 1), timeout=2)
     ack = json.loads((await nc.request("t.a", b"n", headers=bh("next", 2, "1"), timeout=2)).data)
     assert ack["count"] == 2 and ack["seq"] == 9
+    await nc.close()
+
+
+# A Skiff process that dies (os._exit, no clean-up: what kill -9 leaves) in the middle of writing an atomic batch's
+# commit: the file store's write is swapped for one that writes half of the flush and exits.
+_TEARING_SERVER = textwrap.dedent("""
+    import asyncio, json, os, sys
+    import nats
+    from skiff.server.core.server import Server
+
+    async def main():
+        srv = Server(jetstream=True, store_dir=sys.argv[1])
+        await srv.start()
+        nc = await nats.connect(srv.client_url)
+        r = await nc.request("$JS.API.STREAM.CREATE.T", json.dumps(
+            {"name": "T", "subjects": ["t.>"], "allow_atomic": True}).encode(), timeout=3)
+        assert "error" not in json.loads(r.data), r.data
+        for i in range(3):
+            await nc.request("t.before", b"acked %d" % i, timeout=3)
+        store = srv.jetstream.streams["T"].store
+
+        def tearing_write(fd, data, off):
+            if b"Nats-Batch-Commit" in bytes(data):
+                os.pwrite(fd, bytes(data[:len(data) // 2]), off)
+                os._exit(9)
+            return os.pwrite(fd, data, off)
+
+        store._write = tearing_write
+        for i in range(1, 20):
+            await nc.publish("t.batch", b"m" * 100, headers={"Nats-Batch-Id": "torn", "Nats-Batch-Sequence": str(i)})
+        await nc.request("t.batch", b"m", headers={"Nats-Batch-Id": "torn", "Nats-Batch-Sequence": "20",
+                                                   "Nats-Batch-Commit": "1"}, timeout=3)
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.skiff_only
+async def test_death_in_the_middle_of_a_commit_write(server_factory, target, tmp_path):
+    from tests.harness import server_env
+
+    store_dir = str(tmp_path / "store")
+    script = tmp_path / "tearing_server.py"
+    script.write_text(_TEARING_SERVER)
+    proc = subprocess.run([sys.executable, str(script), store_dir], env=server_env(), capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 9, proc.stderr.decode()[-3000:]
+
+    server = server_factory(store_dir=store_dir)
+    nc = await nats.connect(server.url)
+    st = (await _api(nc, "STREAM.INFO.T"))["state"]
+    assert st["messages"] == 3 and st["first_seq"] == 1, st  # the three acknowledged messages, no part of the batch
+    last = await _api(nc, "STREAM.MSG.GET.T", {"last_by_subj": "t.before"})
+    assert base64.b64decode(last["message"]["data"]) == b"acked 2"
+    assert (await _api(nc, "STREAM.MSG.GET.T", {"last_by_subj": "t.batch"}))["error"]["err_code"] == 10037
     await nc.close()
