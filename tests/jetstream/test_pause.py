@@ -177,6 +177,14 @@ async def test_resume_by_request_does_not_kick_delivery(jsc):
     sub = await nc.subscribe(inbox)
     await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b'{"batch": 1, "expires": 5000000000}', reply=inbox)
     await nc.flush()
+    # nats-server queues pull requests to the consumer's own goroutine: resume only once the request waits there,
+    # else a resume that overtakes it lets the request deliver at once (seen in 3 of 5 runs).
+    for _ in range(100):
+        if (await jsc.api(f"CONSUMER.INFO.{s}.C"))["num_waiting"] == 1:
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the pull request never showed as waiting")
     r = await jsc.api(f"CONSUMER.PAUSE.{s}.C", b"")
     assert r["paused"] is False
     await asyncio.sleep(0.5)
