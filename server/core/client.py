@@ -295,13 +295,15 @@ class ClientConnection(asyncio.Protocol):
         through the checks (auth, headers, pedantic subject, permissions, verbose +OK, trace)."""
         if self.authorized and self.headers and not (
             self.verbose or self.pedantic or self.perms is not None or self.server.options.trace
+            or self.server.recorder is not None  # skiff.testing.recorder sees PUBs through _pub
         ):
             self.on_pub = partial(self.server.route, self)
         else:
             self.on_pub = self._pub
 
     def on_op(self, op) -> None:
-        if self.server.options.trace:
+        srv = self.server
+        if srv.options.trace or srv.recorder is not None:
             self._trace(op)
         if not self.authorized and type(op) is not Connect:
             # With auth required the first operation must be CONNECT (nats-server parser authErr).
@@ -390,8 +392,11 @@ class ClientConnection(asyncio.Protocol):
         out.clear()
         if self.closed and self.transport.is_closing():
             return
-        if self.server.options.trace:
+        srv = self.server
+        if srv.options.trace:
             trace_out(self, data)  # -V: "->> [MSG foo 1 5]", "->> [OK]", ... (server/core/trace.py)
+        if srv.recorder is not None:  # skiff.testing.recorder, armed by a test (None: off, this check only)
+            srv.recorder.client_received(self, data)
         tls = self.tls
         if tls is not None and tls.established:
             data = tls.wrap(data)
@@ -529,7 +534,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _pub(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
         """A PUB/HPUB with every check; the parser has already counted it."""
-        if self.server.options.trace:
+        srv = self.server
+        if srv.options.trace or srv.recorder is not None:
             self._trace(Pub(subject, reply, hdr_len, data))
         if not self.authorized:
             return self._auth_violation()
@@ -612,8 +618,11 @@ class ClientConnection(asyncio.Protocol):
         self.close(reason)
 
     def _trace(self, op) -> None:
-        # -V: nats-server's "<<- [PUB foo 5]" lines (server/core/trace.py).
-        trace_in(self, op)
+        # -V: nats-server's "<<- [PUB foo 5]" lines (server/core/trace.py); and skiff.testing.recorder when armed.
+        if self.server.options.trace:
+            trace_in(self, op)
+        if self.server.recorder is not None:
+            self.server.recorder.client_sent(self, op)
 
     # ------------------------------------------------------------------ timers
     def _ping_tick(self) -> None:

@@ -48,6 +48,9 @@ def _server_id() -> str:
 
 
 class Server:
+    # skiff.testing.recorder.Recorder while one is armed: connections check this one attribute (client.py).
+    recorder = None
+
     def __init__(self, options: Any = None, *, clock: Clock | None = None, **overrides: Any) -> None:
         from ..options import ServerOptions
 
