@@ -21,7 +21,8 @@ batch adds is flow control on the reply subject.  The server answers with JSON m
   goes on; with ``fail`` it ends there.  A failure of the very first message gets a plain error PubAck instead.
 - The final PubAck: ``{"stream","seq":<last stored>,"batch":<id>,"count":<last batch seq>}``.
 
-A ``Nats-Msg-Id`` duplicate is skipped silently.  A ping (op 4, seq = the highest the client sent) reports a gap if
+A ``Nats-Msg-Id`` duplicate is skipped silently.  On a ``no_ack`` stream only the errors before a batch exists and
+the first ``seq 0`` ack are left out; everything else is sent (nats-server sends it unconditionally).  A ping (op 4, seq = the highest the client sent) reports a gap if
 the server saw less, else resends the current ack.
 
 Skiff stores each message before the next one is read, so a message is "persisted" as soon as it is stored
@@ -163,7 +164,7 @@ class FastBatches:
         """fastBatchCommit with everything already stored: the final PubAck, and the batch is done."""
         self._drop(b)
         stream = self.stream
-        if reply and not stream._no_ack:
+        if reply:  # sent on no_ack streams too, as nats-server does (only the errors before a batch obey no_ack)
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
             self._send(reply, stream.ack_payload(b.sseq, tail))
 
@@ -243,7 +244,7 @@ class FastBatches:
             if not b.gap_ok and b.lseq == 1:
                 # The batch's first message failed: the same answer as a plain publish.
                 self._drop(b)
-                if can_respond:
+                if reply:
                     if dup:
                         tail = (b',"duplicate": true,"batch":' + jsonout.dumps(b.id).encode()
                                 + b',"count":%d}' % fb.seq)
@@ -266,7 +267,7 @@ class FastBatches:
             # The PubAck of the commit is the store's own, queued behind the write (durability.py).
             self._drop(b)
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
-            return stream.store_checked(subject, reply, hdr, msg, msg_id, rollup, tail, can_respond)
+            return stream.store_checked(subject, reply, hdr, msg, msg_id, rollup, tail, bool(reply))
         seq = stream.store_checked(subject, reply, hdr, msg, msg_id, rollup, ack_tail, False)
         if seq:
             b.sseq = seq

@@ -349,3 +349,14 @@ async def test_nats_py_client(jsc):
     ack = await js.publish(f"{name}.commit", b"", headers=bh("batch-eob", 3, "eob"))
     assert (ack.seq, ack.batch_id, ack.batch_size) == (5, "batch-eob", 2)
     assert (await js.stream_info(name)).state.messages == 5
+
+
+async def test_no_ack_stream_answers_nothing(jsc):
+    name = await atomic_stream(jsc, no_ack=True, storage="memory")
+    inbox = f"_NA{name}"
+    sub = await jsc.nc.subscribe(f"{inbox}.>")
+    await jsc.nc.publish(f"{name}.a", b"x", reply=f"{inbox}.1", headers=bh("a1", 1))
+    await jsc.nc.publish(f"{name}.a", b"x", reply=f"{inbox}.2", headers=bh("a1", 2, "1"))
+    await jsc.nc.publish(f"{name}.a", b"x", reply=f"{inbox}.3", headers=bh("a2", 2))
+    assert await collect(sub, timeout=0.3) == []
+    assert await stored(jsc, name) == 2

@@ -267,3 +267,22 @@ async def test_too_many_open_fast_batches(jsc):
         if "error" in body:
             errors.append((m.subject.split(".")[1], body["error"]))
     assert errors == [("o1000", {"code": 429, "err_code": 10211, "description": "batch publish too many inflight"})]
+
+
+async def test_no_ack_stream(jsc):
+    """On a no_ack stream nats-server leaves out only the first ``seq 0`` ack and the errors before a batch exists;
+    flow acks, gaps, per-message errors and the final PubAck are still sent."""
+    f = await Fast.make(jsc, no_ack=True, storage="memory")
+    await f.send("b1", 1, 0, flow=1)
+    await f.send("b1", 2, 1, flow=1)
+    await f.send("b1", 3, 2, flow=1)
+    assert await f.replies(3) == [("1.0", ack(1, 1)), ("2.1", ack(2, 1)), ("3.2", done(3, "b1", 3))]
+    await f.send("b2", 1, 0)
+    await f.send("b2", 3, 1)
+    await f.send("b3", 1, 2, headers={"Nats-Expected-Stream": "x"})
+    await f.send("b4", 2, 1)  # unknown batch: no answer on a no_ack stream
+    assert await f.replies(3) == [
+        ("3.1", gap(2, 3)), ("3.1", done(4, "b2", 1)),
+        ("1.2", {"error": {"code": 400, "err_code": 10060, "description": "expected stream does not match"},
+                 "seq": 0}),
+    ]
