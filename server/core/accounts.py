@@ -185,11 +185,13 @@ class Accounts:
         prefix = im.get("prefix") or ""
         srv = self.server
 
-        def forward(sub, subj, reply, hdr_len, data, origin) -> None:
+        def forward(sub, subj, reply, hdr_len, data, origin, msg_subject=None) -> None:
             local = map_subject(subject, to, subj) if to else (f"{prefix}.{subj}" if prefix else subj)
-            self._republish(importer, origin, local, reply, hdr_len, data)
+            # A consumer delivery keeps its message's own subject across the import, as in nats-server (a
+            # push consumer or a mirror in the importing account sees the stored subject, not the deliver subject).
+            self._republish(importer, origin, local, reply, hdr_len, data, msg_subject)
 
-        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter)
+        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True)
 
     def _service_import(self, importer: Account, im: dict) -> None:
         src = im["service"]
@@ -241,12 +243,13 @@ class Accounts:
         arm()
         return new_reply
 
-    def _republish(self, acc: Account, origin, subject: str, reply: str, hdr_len: int, data: bytes) -> bool:
+    def _republish(self, acc: Account, origin, subject: str, reply: str, hdr_len: int, data: bytes,
+                   msg_subject: str | None = None) -> bool:
         if self._depth >= MAX_IMPORT_DEPTH:
             return False
         self._depth += 1
         try:
-            return self.server.route(origin, subject, reply, hdr_len, data, sublist=acc.sublist)
+            return self.server.route(origin, subject, reply, hdr_len, data, msg_subject, sublist=acc.sublist)
         finally:
             self._depth -= 1
 

@@ -493,7 +493,10 @@ class Server:
             conn = sub.conn
             if conn is None:
                 if origin is not None or sub.server_msgs:
-                    sub.callback(sub, msubj if sub.msg_subject else subject, reply, hdr_len, data, origin)
+                    if sub.msg_subject:  # wants the frame's subject too (a delivery's stored subject)
+                        sub.callback(sub, subject, reply, hdr_len, data, origin, msg_subject)
+                    else:
+                        sub.callback(sub, subject, reply, hdr_len, data, origin)
                     delivered = True
                 continue
             if conn is origin and not conn.echo:

@@ -16,9 +16,10 @@ class Subscription:
     server's rights (the confused deputy: nats-server jetstream_api.go drops API requests without the client info
     header that only client publishes carry).
 
-    ``msg_subject`` (internal subscriptions only): the callback gets the message's own subject where the frame would
-    carry one that differs from the routed subject (a consumer delivery to a deliver subject), as a client's MSG
-    line does; a mirror or source needs the origin message's subject.
+    ``msg_subject`` (internal subscriptions only): the callback gets a seventh argument, the subject a client's MSG
+    line would carry when it differs from the routed one (a consumer delivery to a deliver subject: the stored
+    message's subject), else None; a mirror or source needs the origin message's subject, and a stream import must
+    pass it on.
     """
 
     __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed",

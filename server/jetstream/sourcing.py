@@ -62,7 +62,8 @@ RETRY_THRESHOLD = 2.0                   # sourceConsumerRetryThreshold (s)
 RETRY_BACKOFF, RETRY_MAXIMUM = 5.0, 120.0
 CREATE_WAIT = 30.0                      # srcConsumerWaitTime (s)
 ACK_WAIT_22H = 22 * 3600 * SECOND
-_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # nats-server's base62 digits
+EARLY_MAX = 10_000  # deliveries held while the create reply is on its way
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # nats-server's base62 digits
 
 
 def get_hash(name: str, size: int = 8) -> str:
@@ -164,6 +165,7 @@ class SourceInfo:
         self.lreq = -1e18  # monotonic time of the last create request
         self.sip = False  # a create request is in flight
         self.sub = None  # the deliver subject subscription
+        self.early: list = []  # deliveries that came before the create reply
         self.reply_sub = None
         self.timer = None  # a scheduled setup
         self.wait_timer = None
@@ -317,6 +319,7 @@ class Sourcing:
                 t.cancel()
                 setattr(si, attr, None)
         si.sip = False
+        si.early = []
 
     def _current(self, si: SourceInfo) -> bool:
         return not self.closed and (si is self.mirror or self.sources.get(si.iname) is si)
@@ -389,6 +392,10 @@ class Sourcing:
                   "inactive_threshold": int(HEALTH_CHECK_INTERVAL * SECOND), "metadata": md})
         si.err = None
         si.sip = True
+        # Subscribed before asking: the origin may deliver before its create reply comes back (always, when an
+        # import already gives the deliver subject interest); what arrives meanwhile waits in si.early.
+        si.early = []
+        si.sub = self.server.subscribe_internal(deliver, self._deliveries(si), server_msgs=True, msg_subject=True)
         self._send_create(si, c, 5)
 
     def _create_subject(self, si: SourceInfo, c: dict) -> str:
@@ -479,11 +486,20 @@ class Sourcing:
         si.cname = ccr.get("name", "")
         si.dseq = 0
         si.last = self.clock.time_ns()
-        deliver = ccr["config"].get("deliver_subject") or c["deliver_subject"]
-        si.sub = self.server.subscribe_internal(deliver, self._deliveries(si), server_msgs=True, msg_subject=True)
+        early, si.early = si.early, []
+        for args in early:
+            if not self._current(si) or si.sub is None:
+                break
+            self._on_msg(si, *args)
 
     def _deliveries(self, si: SourceInfo):
-        return lambda sub, subj, r, hl, data, origin: self._on_msg(si, subj, r, hl, data)
+        def deliver(sub, subject, reply, hdr_len, data, origin, msg_subject=None) -> None:
+            if si.sip:
+                if len(si.early) < EARLY_MAX:  # past that: a gap, which re-creates the consumer at the right place
+                    si.early.append((msg_subject or subject, reply, hdr_len, bytes(data)))
+                return
+            self._on_msg(si, msg_subject or subject, reply, hdr_len, data)
+        return deliver
 
     def _delete_consumer(self, si: SourceInfo) -> None:
         """tryDeleteMirrorConsumer: ask the origin to drop the consumer now rather than after inactive_threshold."""
