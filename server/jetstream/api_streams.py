@@ -41,15 +41,12 @@ PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 # accepting it would source through a consumer the user did not ask for, so the request fails and says why.
 NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF",
                             err="durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff")
-NOT_SUPPORTED_PUBLISH = ApiError.of("JSStreamInvalidConfigF", err="message schedules are not supported by Skiff")
 
 
 def unsupported(cfg: StreamConfig) -> ApiError | None:
     if (cfg.mirror is not None and cfg.mirror.consumer is not None) or any(
             s.consumer is not None for s in cfg.sources or []):
         return NOT_SUPPORTED
-    if cfg.allow_msg_schedules:
-        return NOT_SUPPORTED_PUBLISH
     return None
 
 

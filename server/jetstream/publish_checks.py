@@ -13,9 +13,10 @@ the first failure:
     -> Nats-Msg-Id duplicate (duplicate ack, not an error) -> Nats-Expected-Last-Msg-Id (10070)
     -> Nats-Rollup (10111 "rollup not permitted" / "rollup value invalid")
 
-Message schedules are not implemented, and a stream cannot enable them (``allow_msg_schedules`` is refused at
-create with 10052): such a publish gets the error nats-server gives a stream without the feature, never a plain
-store.  Atomic batches (``Nats-Batch-Id``) and fast batches (a reply subject ending in ``.$FI``) are routed apart
+Message schedules: on a stream with ``allow_msg_schedules`` :func:`.schedules.check_publish` validates the
+schedule headers and adds ``Nats-Rollup: sub`` to a schedule (returned in :attr:`Checked.hdr`); on any other stream
+:func:`schedule_refusal` gives nats-server's "disabled" answers.  Messages a schedule fires are stored with
+``sourced=True`` and skip these checks, as in nats-server.  Atomic batches (``Nats-Batch-Id``) and fast batches (a reply subject ending in ``.$FI``) are routed apart
 before these checks, as nats-server does (stream.go internalLoop: getFastBatch, getBatchId): :func:`batch_refusal`
 names the "disabled" error for a stream without ``allow_atomic`` / ``allow_batched``, and batching.py /
 batching_fast.py handle the rest.
@@ -34,6 +35,8 @@ from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.gojson import go_quote
 from skiff.protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
 from skiff.protocol.subjects import is_valid_literal_subject
+
+from .schedules import check_publish
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
@@ -63,6 +66,7 @@ ROLLUP_ALL = "all"
 class Checked(NamedTuple):
     msg_id: str
     rollup: str  # "", "sub" or "all"
+    hdr: bytes | None = None  # the header to store when the checks changed it (a schedule's Nats-Rollup)
 
 
 class Duplicate(NamedTuple):
@@ -134,8 +138,8 @@ def _valid_time_zone(name: str) -> bool:
 
 
 def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
-    """nats-server's message-schedule checks (stream.go processJetStreamMsgWithBatch) on a stream without
-    allow_msg_schedules, the only kind Skiff has: any schedule, valid or not, is 10188."""
+    """nats-server's message-schedule checks (stream.go processJetStreamMsg) on a stream without
+    allow_msg_schedules: any schedule, valid or not, is 10188."""
     get = headers.get
     tz = get(hdr, SCHEDULE_TIME_ZONE)
     if tz is not None and (tz == "" or not _valid_time_zone(tz)):
@@ -155,7 +159,7 @@ def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
     return None
 
 
-def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Duplicate | ApiError:
+def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = False) -> Checked | Duplicate | ApiError:
     cfg = stream.config
     get = headers.get
 
@@ -185,10 +189,18 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Dupli
         if want != stream.last_seq:
             return ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq)
 
-    if b"Nats-Schedul" in hdr:  # one substring test keeps plain publishes fast
-        err = schedule_refusal(subject, hdr)
-        if err is not None:
-            return err
+    new_hdr = None
+    if b"Nats-Schedul" in hdr and not sourced:  # one substring test keeps plain publishes fast
+        if cfg.allow_msg_schedules:
+            res = check_publish(stream, subject, hdr, stream.clock.time_ns())
+            if isinstance(res, ApiError):
+                return res
+            if res is not hdr:
+                hdr = new_hdr = res
+        else:
+            err = schedule_refusal(subject, hdr)
+            if err is not None:
+                return err
 
     msg_id = get(hdr, MSG_ID) or ""
     if msg_id:
@@ -209,4 +221,4 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes) -> Checked | Dupli
         if rollup not in (ROLLUP_SUB, ROLLUP_ALL):
             return ApiError.of("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
         kind = rollup
-    return Checked(msg_id, kind)
+    return Checked(msg_id, kind, new_hdr)

@@ -46,6 +46,7 @@ from ..version import API_LEVEL, VERSION
 from . import counters, jsonout
 from .batching import Batching
 from .dedupe import DedupeWindow
+from .schedules import purge_scheduler
 from .transform import new_transform
 from .publish_checks import (
     FAST_BATCH_SUFFIX, MSG_ID, MSG_TTL, ROLLUP_ALL, ROLLUP_SUB, Checked, Duplicate, batch_refusal, check_headers,
@@ -87,6 +88,7 @@ class Stream:
         self._expiry_timer = None
         self._expiry_at = 0
         self.sourcing = None  # mirror / sources (sourcing.py), while configured
+        self.scheduling = None  # message schedules (schedules.py), with allow_msg_schedules
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
         self.batching = Batching(self)
@@ -124,6 +126,7 @@ class Stream:
         self._update_direct()
         self._arm_expiry()
         self._start_sourcing()
+        self._start_scheduling()
         return rest
 
     def subscribe_subjects(self, subjects: list[str]) -> None:
@@ -137,6 +140,13 @@ class Stream:
 
             self.sourcing = Sourcing(self)
             self.sourcing.start()
+
+    def _start_scheduling(self) -> None:
+        if self.scheduling is None and self.config.allow_msg_schedules:
+            from .schedules import MsgScheduling
+
+            self.scheduling = MsgScheduling(self)
+            self.scheduling.recover()
 
     def _update_direct(self) -> None:
         from .direct_get import subscribe_direct
@@ -163,6 +173,8 @@ class Stream:
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
+        if self.scheduling is not None:
+            self.scheduling.stop()
         if delete:
             for cb in list(self.on_deleted):
                 cb()
@@ -196,6 +208,7 @@ class Stream:
                 self.sourcing.stop()
                 self.sourcing = None
         self._start_sourcing()
+        self._start_scheduling()  # schedules can be enabled by an update, never disabled
 
     def _ack_prefix(self) -> bytes:
         domain = self.server.options.jetstream_domain
@@ -254,8 +267,9 @@ class Stream:
             self.server.log_error("JetStream stream failed to process a message", stream=self.name,
                                   subject=subject, error=repr(e))
 
-    def process(self, subject: str, reply: str, hdr: bytes, msg: bytes) -> int:
-        """Store one published message; returns its sequence, or 0 when it was not stored."""
+    def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, sourced: bool = False) -> int:
+        """Store one published message; returns its sequence, or 0 when it was not stored.  ``sourced``: a
+        message the server made (a fired schedule) skips the schedule header checks, as in nats-server."""
         if self.closed:
             return 0
         if self._itr is not None:  # subject_transform applies before anything else
@@ -280,7 +294,7 @@ class Stream:
                 elif self.config.allow_atomic:
                     return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
                 return self._nak(reply, can_respond, ApiError.of(batch))
-        res = self.check(subject, hdr, msg)
+        res = self.check(subject, hdr, msg, sourced)
         if res.__class__ is tuple:
             return self.store_checked(subject, reply, *res, can_respond)
         if isinstance(res, Duplicate):
@@ -289,7 +303,7 @@ class Stream:
             return 0
         return self._nak(reply, can_respond, res)
 
-    def check(self, subject: str, hdr: bytes, msg: bytes) -> "tuple | Duplicate | ApiError":
+    def check(self, subject: str, hdr: bytes, msg: bytes, sourced: bool = False) -> "tuple | Duplicate | ApiError":
         """The checks half of :meth:`process`: ``(hdr, msg, msg_id, rollup, ack_tail)`` for the store (counters
         rewrite the message), a :class:`Duplicate`, or the error for the PubAck."""
         msg_id = rollup = ""
@@ -298,10 +312,12 @@ class Stream:
             incr = counters.check_incr(hdr, msg, self._counter)
             if isinstance(incr, ApiError):
                 return incr
-            res = check_headers(self, subject, hdr)
+            res = check_headers(self, subject, hdr, sourced)
             if res.__class__ is not Checked:
                 return res
-            msg_id, rollup = res
+            msg_id, rollup, new_hdr = res
+            if new_hdr is not None:
+                hdr = new_hdr
         ack_tail = b"}"
         if self._counter:
             if incr is None:
@@ -338,6 +354,8 @@ class Stream:
             self.dedupe.store(msg_id, seq, now)
             if rollup and self._allow_rollup:
                 self._rollup(subject, rollup, 0)
+            if hdr and self._allow_rollup and b"Nats-Schedule-Next:" in hdr:
+                purge_scheduler(self, hdr)
             js.durability.stored(self, seq, reply if can_respond else "", ack_tail)
             return seq
 
@@ -371,8 +389,12 @@ class Stream:
         self.last_msg_id = msg_id
         if msg_id:
             self.dedupe.store(msg_id, seq, now)
+        if self.scheduling is not None:
+            self.scheduling.stored(seq, subject, hdr, now)
         if rollup and self._allow_rollup:
             self._rollup(subject, rollup, 1)
+        if hdr and self._allow_rollup and b"Nats-Schedule-Next:" in hdr:
+            purge_scheduler(self, hdr)  # processJetStreamMsgWithRollup: a fired @at removes its schedule
         if rp_subject:
             self._republish(rp_subject, subject, seq, now, rp_last, hdr, msg)
         js.durability.stored(self, seq, reply if can_respond else "", ack_tail)

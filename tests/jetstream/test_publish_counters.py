@@ -38,12 +38,3 @@ async def test_incr_on_stream_without_counters(jsc):
     await jsc.create(name, storage="memory")
     ack = await jsc.pub(f"{name}.c", b"", {"Nats-Incr": "1"})
     assert ack["error"] == {"code": 400, "err_code": 10168, "description": "message counters is disabled"}
-
-
-@pytest.mark.skiff_only
-@pytest.mark.parametrize("flag", ["allow_msg_schedules"])
-async def test_unsupported_publish_features_are_refused(jsc, target, flag):
-    """Deliberate difference: Skiff refuses what it would otherwise store as plain messages."""
-    name = jsc.name()
-    r = await jsc.api(f"STREAM.CREATE.{name}", {"name": name, "storage": "memory", flag: True})
-    assert r["error"]["err_code"] == 10052 and "not supported by Skiff" in r["error"]["description"]
