@@ -87,6 +87,35 @@ class Staged(NamedTuple):
     msg: bytes
 
 
+class IdleTimer:
+    """A batch's inactivity timer: one clock timer, re-armed only when it fires before the batch has been idle
+    for ``timeout`` (a message just records the time; re-creating a loop timer per message cost a quarter of a
+    fast batch's per-message time)."""
+
+    __slots__ = ("clock", "timeout", "last", "handle", "on_idle")
+
+    def __init__(self, clock: Any, timeout: float, on_idle: Any) -> None:
+        self.clock, self.timeout, self.on_idle = clock, timeout, on_idle
+        self.last = clock.monotonic()
+        self.handle: Any = clock.call_later(timeout, self._fire)
+
+    def touch(self) -> None:
+        self.last = self.clock.monotonic()
+
+    def _fire(self) -> None:
+        rest = self.last + self.timeout - self.clock.monotonic()
+        if rest > 1e-6:
+            self.handle = self.clock.call_later(rest, self._fire)
+            return
+        self.handle = None
+        self.on_idle()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 class AtomicBatch:
     __slots__ = ("id", "msgs", "timer")
 
@@ -148,9 +177,10 @@ class Batching:
             self.fast.clear()
 
     def _arm(self, b: AtomicBatch) -> None:
-        if b.timer is not None:
-            b.timer.cancel()
-        b.timer = self.stream.clock.call_later(BATCH_TIMEOUT, self._timed_out, b)
+        if b.timer is None:
+            b.timer = IdleTimer(self.stream.clock, BATCH_TIMEOUT, lambda: self._timed_out(b))
+        else:
+            b.timer.touch()
 
     def _timed_out(self, b: AtomicBatch) -> None:
         b.timer = None

@@ -33,16 +33,14 @@ without a message drops a batch silently (no advisory, as nats-server).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 
 from . import jsonout
+from .batching import Batching, IdleTimer, _api_level_too_high
 from .publish_checks import Duplicate
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .batching import Batching
 
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
 GAP_OK = "ok"
@@ -131,9 +129,14 @@ class FastBatches:
             self._drop(b)
 
     def _arm(self, b: FastBatch) -> None:
-        if b.timer is not None:
-            b.timer.cancel()
-        b.timer = self.stream.clock.call_later(BATCH_TIMEOUT, self._drop, b)
+        if b.timer is None:
+            b.timer = IdleTimer(self.stream.clock, BATCH_TIMEOUT, lambda: self._idle(b))
+        else:
+            b.timer.touch()
+
+    def _idle(self, b: FastBatch) -> None:
+        b.timer = None
+        self._drop(b)
 
     def _send(self, reply: str, payload: bytes) -> None:
         if reply:
@@ -192,8 +195,6 @@ class FastBatches:
 
         level = headers.get(hdr, REQUIRED_API_LEVEL) if hdr else None
         if level:
-            from .batching import _api_level_too_high
-
             if _api_level_too_high(level):
                 self._drop(b)
                 return nak(reply, can_respond, ApiError.of("JSRequiredApiLevelErr"))
