@@ -83,6 +83,12 @@ TLS Options:
         --tlsverify                  Enable TLS, verify client certificates
         --tlscacert <file>           Client certificate CA for verification
 
+Test control ({PROG} only; docs/testing.md "Control from other languages"):
+        --control                    Serve the $SKIFF.> request API (clock, inspection, recorder, faults)
+        --control_token <token>      Requests must carry it (header Skiff-Control-Token); required with auth.
+                                     The environment variable SKIFF_CONTROL_TOKEN sets it too
+        --clock <real|manual>        manual: time moves only when $SKIFF.CLOCK.ADVANCE or SET says (needs --control)
+
 Refused by {PROG}, which does not implement them (start-up fails with an error naming the flag):
     -s, --syslog, -r, --remote_syslog, --routes, --cluster, --cluster_listen, --cluster_name, --profile
 Accepted, without effect unless --cluster is given (as in nats-server):
@@ -171,6 +177,9 @@ _flag(INT, "max_traced_msg_len")
 _flag(BOOL, "jetstream", "js")
 _flag(STR, "store_dir", "sd")
 _flag(BOOL, "log_json")
+_flag(BOOL, "control")
+_flag(STR, "control_token")
+_flag(STR, "clock")
 
 # canonical flag -> ServerOptions field, for the flags that map one to one
 FIELD_OF = {
@@ -195,6 +204,9 @@ FIELD_OF = {
     "jetstream": "jetstream",
     "store_dir": "store_dir",
     "log_json": "log_json",
+    "control": "control",
+    "control_token": "control_token",
+    "clock": "clock",
     "profile": "prof_port",
 }
 # Flags that change nothing without --cluster, in nats-server too; --cluster is refused (support.FLAGS).
@@ -371,6 +383,20 @@ def options_from_flags(flags: Flags) -> ServerOptions:
     opts = _finish(settings)
     if opts.https_port and opts.tls is None:
         raise CommandError("Can't start monitoring: TLS cert and key required for HTTPS")
+    return _control_options(opts)
+
+
+def _control_options(opts: ServerOptions) -> ServerOptions:
+    """--control / --control_token / --clock (Skiff only): a value that cannot work is refused, never ignored."""
+    if opts.clock not in ("real", "manual"):
+        raise CommandError(f'invalid value "{opts.clock}" for flag -clock: real or manual')
+    if opts.clock == "manual" and not opts.control:
+        raise CommandError("--clock=manual needs --control: nothing else could move the clock")
+    if opts.control_token and not opts.control:
+        raise CommandError("--control_token without --control")
+    token = opts.control_token or (os.environ.get("SKIFF_CONTROL_TOKEN", "") if opts.control else "")
+    if token != opts.control_token:
+        opts = opts.model_copy(update={"control_token": token})
     return opts
 
 

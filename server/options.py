@@ -173,6 +173,11 @@ class ServerOptions(_Model):
     log_file: str = ""
     log_size_limit: int = 0
     log_json: bool = False  # Skiff extension: structured JSON log lines
+    # -- Skiff's test control (flags only, never config keys: the same file must run on nats-server;
+    #    skiff/testing/control.py, docs/testing.md "Control from other languages")
+    control: bool = False  # --control: the $SKIFF.> request API
+    control_token: str = ""  # --control_token (or SKIFF_CONTROL_TOKEN): required in requests when set
+    clock: str = "real"  # --clock=manual: time moves only through $SKIFF.CLOCK.ADVANCE / SET
     max_traced_msg_len: int = 0
     pid_file: str = ""
     # -- authentication

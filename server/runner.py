@@ -82,8 +82,13 @@ async def _main(options: ServerOptions) -> int:
     temp_store = options.jetstream and not options.store_dir
     if temp_store:
         options = options.model_copy(update={"store_dir": startup.temp_store_base(options)})
+    clock = None
+    if options.clock == "manual":  # --clock=manual: moved only by $SKIFF.CLOCK requests (skiff/testing/control.py)
+        from .clock import ManualClock
+
+        clock = ManualClock()
     try:
-        server = Server(options)
+        server = Server(options, clock=clock)
     except AccountError as e:  # an accounts configuration nats-server refuses too
         logmod.fatal(f"Error configuring accounts: {e}")
         return 1
@@ -104,6 +109,13 @@ async def _main(options: ServerOptions) -> int:
                                                     startup.listen_error(options.host, options.port, e))
         except Exception as e:  # configuration problems found at start (TLS files)
             fatal = f"Error starting server: {e}"
+        if fatal is None and options.control:
+            from skiff.testing.control import Control, ControlError
+
+            try:
+                server.control = Control(server, token=options.control_token).start()
+            except ControlError as e:
+                fatal = f"Error starting server: {e}"
     if fatal is not None:
         logmod.fatal(fatal)
         try:
