@@ -95,6 +95,14 @@ async def _main(options: ServerOptions) -> int:
     for level, line in startup.banner_lines(server):
         getattr(log, level)(line)
     fatal = _preflight(options)
+    control = None
+    if fatal is None and options.control:  # --control: skiff/testing/control.py, refused before anything listens
+        from skiff.testing.control import Control
+
+        control = Control(server, token=options.control_token)
+        refusal = control.refusal()
+        if refusal:
+            fatal = f"Error starting server: {refusal}"
     if fatal is None:
         try:
             await server.start()
@@ -109,13 +117,8 @@ async def _main(options: ServerOptions) -> int:
                                                     startup.listen_error(options.host, options.port, e))
         except Exception as e:  # configuration problems found at start (TLS files)
             fatal = f"Error starting server: {e}"
-        if fatal is None and options.control:
-            from skiff.testing.control import Control, ControlError
-
-            try:
-                server.control = Control(server, token=options.control_token).start()
-            except ControlError as e:
-                fatal = f"Error starting server: {e}"
+        if fatal is None and control is not None:
+            server.control = control.start()
     if fatal is not None:
         logmod.fatal(fatal)
         try:

@@ -122,11 +122,17 @@ class Control:
         self._deferred = {"CLOCK.ADVANCE": self._clock_advance, "CLOCK.SET": self._clock_set}
 
     # ------------------------------------------------------------------ life cycle
+    def refusal(self) -> str | None:
+        """Why this control API may not run on this server, or None (checked before anything listens)."""
+        if self.server.auth.required and not self.token:
+            return "--control with authentication configured needs --control_token (or SKIFF_CONTROL_TOKEN)"
+        return None
+
     def start(self) -> "Control":
         srv = self.server
-        if srv.auth.required and not self.token:
-            raise ControlError("--control with authentication configured needs --control_token "
-                               "(or SKIFF_CONTROL_TOKEN)")
+        refusal = self.refusal()
+        if refusal:
+            raise ControlError(refusal)
         for acc in list(srv.accounts.by_name.values()):
             self._subs.append(srv.subscribe_internal(PREFIX + ">", self._request, account=acc))
         srv.log.info("Skiff control API on $SKIFF.>", clock="manual" if self.manual else "real",
