@@ -6,8 +6,10 @@ Modes: ``pub`` (publish only), ``pubsub`` (1 publisher + 1 subscriber, two conne
 --window x 40 messages ahead of the subscriber), ``reqrep`` (one client, back-to-back requests, latency),
 ``jspub`` (JetStream publish, waiting for each ack), ``jsapub`` (publish_async, at most --window acks
 outstanding), ``fetch`` (pull consumer, fetch --batch + ack each, over a prefilled stream), ``kvput`` / ``kvget``
-(random keys of a bucket set up beforehand).  nats-py cannot saturate a server: these figures say what a Python
-application gets, and the ratio says whether the server is what holds it back.
+(random keys of a bucket set up beforehand), ``fastbatch`` (one ADR-50 fast batch, flow --window, following the
+server's flow-control acks), ``atomicbatch`` (atomic batches of --batch messages, the commit a request).
+nats-py cannot saturate a server: these figures say what a Python application gets, and the ratio says whether
+the server is what holds it back.
 Run as a plain script (not a package module) so its start-up cost is the same as any nats-py program.
 """
 from __future__ import annotations
@@ -211,7 +213,77 @@ async def kvget(nc, a, data):
     return await kv(nc, a, data, False)
 
 
-MODES = {f.__name__: f for f in (pub, pubsub, reqrep, jspub, jsapub, fetch, kvput, kvget)}
+async def batch_stream(js, name: str, **flags) -> None:
+    try:
+        await js.delete_stream(name)
+    except nats.js.errors.NotFoundError:
+        pass
+    await js.add_stream(name=name, subjects=[f"{name}.>"], storage="file", **flags)
+
+
+async def fastbatch(nc, a, data):
+    """One fast batch (ADR-50, allow_batched) for --duration: publish as the flow-control acks allow (at most
+    two ack intervals ahead), then commit and wait for the PubAck."""
+    js = nc.jetstream(timeout=30)
+    await batch_stream(js, a.stream, allow_batched=True)
+    subject, prefix = f"{a.stream}.x", nc.new_inbox()
+    acked, every = [0], [1]
+    advanced = asyncio.Event()
+    final: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def on_reply(msg):
+        body = json.loads(msg.data)
+        if body.get("type") == "ack":
+            acked[0], every[0] = max(acked[0], body["seq"]), body["msgs"]
+            advanced.set()
+        elif "type" not in body and not final.done():
+            final.set_result(body)
+
+    await nc.subscribe(f"{prefix}.>", cb=on_reply)
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        n += 1
+        op = 0 if n == 1 else 1
+        await nc.publish(subject, data, reply=f"{prefix}.b.{a.window}.fail.{n}.{op}.$FI")
+        while n - acked[0] >= 2 * every[0]:
+            advanced.clear()
+            await asyncio.wait_for(advanced.wait(), 30)
+        if n % 100 == 0 and time.perf_counter() >= deadline:
+            break
+    n += 1
+    await nc.publish(subject, data, reply=f"{prefix}.b.{a.window}.fail.{n}.2.$FI")
+    ack = await asyncio.wait_for(final, 30)
+    el = time.perf_counter() - t0
+    assert ack.get("count") == n, ack
+    return {"msgs": n, "elapsed": el, "rate": n / el}
+
+
+async def atomicbatch(nc, a, data):
+    """Atomic batches (ADR-50, allow_atomic) of --batch messages: all but the last published, the commit a
+    request; batches back to back for --duration."""
+    js = nc.jetstream(timeout=30)
+    await batch_stream(js, a.stream, allow_atomic=True)
+    subject = f"{a.stream}.x"
+    n, b, t0 = 0, 0, time.perf_counter()
+    deadline = t0 + a.duration
+    while True:
+        b += 1
+        bid = f"b{b}"
+        for i in range(1, a.batch):
+            await nc.publish(subject, data, headers={"Nats-Batch-Id": bid, "Nats-Batch-Sequence": str(i)})
+        reply = await nc.request(subject, data, timeout=30, headers={
+            "Nats-Batch-Id": bid, "Nats-Batch-Sequence": str(a.batch), "Nats-Batch-Commit": "1"})
+        ack = json.loads(reply.data)
+        assert ack.get("count") == a.batch, ack
+        n += a.batch
+        if time.perf_counter() >= deadline:
+            break
+    el = time.perf_counter() - t0
+    return {"msgs": n, "elapsed": el, "rate": n / el}
+
+
+MODES = {f.__name__: f for f in (pub, pubsub, reqrep, jspub, jsapub, fetch, kvput, kvget, fastbatch, atomicbatch)}
 
 
 def main() -> int:
