@@ -160,15 +160,17 @@ def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
 
 
 def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = False) -> Checked | Duplicate | ApiError:
+    """``sourced`` (nats-server processJetStreamMsg ``sourced``): a message a source brought in (its
+    Nats-Expected-* headers removed) or a fired schedule is stored as it was: no TTL-enabled, schedule or roll-up
+    permission check."""
     cfg = stream.config
     get = headers.get
-
     sname = get(hdr, EXPECTED_STREAM)
     if sname and sname != cfg.name:
         return ApiError.of("JSStreamNotMatchErr")
 
     ttl = message_ttl(hdr)
-    if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl:
+    if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl and not sourced:
         return ApiError.of("JSMessageTTLDisabledErr")
 
     raw = get(hdr, EXPECTED_LAST_SUBJ_SEQ)
@@ -216,7 +218,7 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
     kind = ""
     if rollup:
         rollup = rollup.lower()
-        if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+        if not (cfg.allow_rollup_hdrs and not cfg.deny_purge) and not sourced:
             return ApiError.of("JSStreamRollupFailedF", err="rollup not permitted")
         if rollup not in (ROLLUP_SUB, ROLLUP_ALL):
             return ApiError.of("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")

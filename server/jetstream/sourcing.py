@@ -648,10 +648,7 @@ class Sourcing:
         hdr = add_header(hdr, STREAM_SOURCE, value)
         subject = self._transform(si, subject)
         stream = self.stream
-        if stream.process(subject, "", hdr, msg) == 0 and not stream.closed:
-            msg_id = headers.get(hdr, "Nats-Msg-Id")
-            if msg_id and stream.dedupe.check(msg_id):
-                return  # a duplicate is skipped, as nats-server does (errMsgIdDuplicate)
+        if stream.process(subject, "", hdr, msg, sourced=True) == 0 and not stream.closed:
             si.sseq, si.dseq = osseq, odseq
             self._cancel(si)
             self._schedule(si, sseq)

@@ -269,7 +269,8 @@ class Stream:
 
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, sourced: bool = False) -> int:
         """Store one published message; returns its sequence, or 0 when it was not stored.  ``sourced``: a
-        message the server made (a fired schedule) skips the schedule header checks, as in nats-server."""
+        message the server made (a fired schedule) or a source brought in (sourcing.py) skips the checks nats-server
+        skips for it (publish_checks.check_headers)."""
         if self.closed:
             return 0
         if self._itr is not None:  # subject_transform applies before anything else
@@ -296,7 +297,7 @@ class Stream:
                 return self._nak(reply, can_respond, ApiError.of(batch))
         res = self.check(subject, hdr, msg, sourced)
         if res.__class__ is tuple:
-            return self.store_checked(subject, reply, *res, can_respond)
+            return self.store_checked(subject, reply, *res, can_respond, sourced)
         if isinstance(res, Duplicate):
             if can_respond:
                 self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
@@ -341,7 +342,7 @@ class Stream:
         return (hdr, msg, msg_id, rollup, ack_tail)
 
     def store_checked(self, subject: str, reply: str, hdr: bytes, msg: bytes, msg_id: str, rollup: str,
-                      ack_tail: bytes, can_respond: bool) -> int:
+                      ack_tail: bytes, can_respond: bool, sourced: bool = False) -> int:
         """The store half of :meth:`process`, for a message whose checks passed (an atomic batch's commit
         checks all its messages first, then stores each through here: batching.py)."""
         js = self.js
@@ -363,7 +364,12 @@ class Stream:
         if hdr:
             ttl = message_ttl(hdr)
             if isinstance(ttl, ApiError):
-                return self._nak(reply, can_respond, ttl)
+                if sourced:
+                    ttl = 0
+                else:
+                    return self._nak(reply, can_respond, ttl)
+            if sourced and not self.config.allow_msg_ttl:
+                ttl = 0  # kept in the header, not applied
             sdm = self._sdm_ttl
             if ttl > 0 and sdm > 0 and ttl < sdm // SECOND:
                 # Markers must outlive the message they stand for: raise the TTL and rewrite the header.

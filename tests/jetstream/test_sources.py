@@ -161,3 +161,21 @@ async def test_sourcing_consumer_gone_is_recreated(jsc):
     assert time.monotonic() - t0 < 30
     last = info["state"]["last_seq"]
     assert [source_header(await get_msg(jsc, s, q))[1] for q in (last - 1, last)] == ["2", "3"]
+
+
+async def test_sourced_messages_stored_as_the_origin_had_them(jsc):
+    """A Nats-TTL (origin allows TTLs, the sourcing stream does not) and a Nats-Rollup (origin allows roll-ups,
+    the sourcing stream does not) are stored verbatim instead of failing the source (processJetStreamMsg with
+    ``sourced``): the source does not stall on them."""
+    o, s = jsc.name("O"), jsc.name("S")
+    await jsc.create(o, allow_msg_ttl=True, allow_rollup_hdrs=True)
+    await jsc.pub(f"{o}.a", b"ttl", headers={"Nats-TTL": "1h"})
+    await jsc.pub(f"{o}.b", b"r1")
+    await jsc.pub(f"{o}.b", b"rollup", headers={"Nats-Rollup": "sub"})
+    await jsc.pub(f"{o}.c", b"last")
+    await jsc.create(s, sources=[{"name": o}])
+    info = await wait_state(jsc, s, lambda i: i["state"]["last_seq"] == 3)
+    assert info["state"]["messages"] == 3  # the origin's roll-up had already removed r1
+    m = await get_msg(jsc, s, 1)
+    assert "Nats-TTL: 1h" in base64.b64decode(m["hdrs"]).decode()
+    assert (await get_msg(jsc, s, 3))["subject"] == f"{o}.c"
