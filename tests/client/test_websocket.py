@@ -189,6 +189,7 @@ async def pubsub_roundtrip(url: str, tcp_url: str, **kw) -> None:
     tcp = await nats.connect(tcp_url, allow_reconnect=False)
     try:
         sub = await nc.subscribe("ws.>")
+        await nc.flush()  # the SUB is in before anything is published (a run on a loaded machine timed out here)
         await nc.publish("ws.a", b"x" * 300, headers={"H": "v"})
         msg = await sub.next_msg(timeout=2)
         assert msg.subject == "ws.a" and msg.data == b"x" * 300 and msg.headers == {"H": "v"}
