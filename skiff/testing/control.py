@@ -32,7 +32,10 @@ RECORDER.READ           ``{"cid"?, "name"?, "direction"?, "op"?, "subject"?}`` -
 RECORDER.ACKS           ``{"cid"?, "name"?, "stream"?, "consumer"?, "kind"?}`` -> ``{"acks": [...]}``
 RECORDER.CLEAR          ``{}``
 FAULTS.DROP             ``{"cid"}`` or ``{"name"}``: cut the connection(s) at once, as a network failure would
-FAULTS.<METHOD>         any public method of skiff.testing.faults.Faults, when that module is installed
+FAULTS.<METHOD>         any public method of skiff.testing.faults.Faults (lower-cased name, the body as keyword
+                        arguments), when that module is installed; one that returns an undo (or a context
+                        manager) answers a ``handle``
+FAULTS.UNDO             ``{"handle"}``: undo that fault
 ======================= =====================================================================================
 
 Clock commands run on the next loop turn, outside the routing of the request, so the timers they fire (a
@@ -93,6 +96,8 @@ class Control:
         self.inspector = Inspector(server)
         self.recorder: Recorder | None = None
         self._faults: Any = None
+        self._undo: dict[int, Any] = {}  # FAULTS.UNDO handle -> what a fault method returned
+        self._handles = 0
         self._subs: list = []
         self._commands: dict[str, Callable[[dict], Any]] = {
             "CLOCK.NOW": self._clock_now,
@@ -117,6 +122,7 @@ class Control:
             "RECORDER.ACKS": self._recorder_acks,
             "RECORDER.CLEAR": self._recorder_clear,
             "FAULTS.DROP": self._drop,
+            "FAULTS.UNDO": self._faults_undo,
         }
         # Run on the next loop turn (see the module docstring), then answered.
         self._deferred = {"CLOCK.ADVANCE": self._clock_advance, "CLOCK.SET": self._clock_set}
@@ -297,17 +303,40 @@ class Control:
                 result = method(**body)
             except TypeError as e:
                 raise CommandError(400, f"bad arguments for {PREFIX}{cmd}: {e}") from None
+            except ValueError as e:  # the fault refused its arguments
+                raise CommandError(400, f"{PREFIX}{cmd}: {e}") from None
+            if hasattr(result, "undo") or hasattr(result, "__exit__"):
+                # A fault with an undo (or a context manager): keep it, so that FAULTS.UNDO can end it later.
+                self._handles += 1
+                self._undo[self._handles] = result
+                return {"result": repr(result), "handle": self._handles}
             return {"result": _plain(result)}
 
         return call
 
+    def _faults_undo(self, body: dict) -> dict:
+        handle = _arg(body, "handle", int)
+        fault = self._undo.pop(handle, None)
+        if fault is None:
+            raise CommandError(404, f"no fault with handle {handle}")
+        if hasattr(fault, "undo"):
+            fault.undo()
+        else:
+            fault.__exit__(None, None, None)
+        return {"undone": handle}
+
     def _faults_object(self):
+        """The server's Faults (``server.faults`` when it has one, else ``skiff.testing.faults.Faults(server)``
+        made once), or None while that module does not exist."""
         if self._faults is None:
-            try:
-                from .faults import Faults  # skiff.testing.faults, when present
-            except ImportError:
-                return None
-            self._faults = Faults(self.server)
+            faults = getattr(self.server, "faults", None)
+            if faults is None:
+                try:
+                    from .faults import Faults  # skiff.testing.faults, when present
+                except ImportError:
+                    return None
+                faults = Faults(self.server)
+            self._faults = faults
         return self._faults
 
 

@@ -155,3 +155,45 @@ def test_flags_that_cannot_work_are_refused(args, error, target):
     p = subprocess.run(command_for("skiff") + ["-p", "-1"] + args, capture_output=True, text=True, timeout=30,
                        env=server_env())
     assert p.returncode == 1 and error in p.stderr
+
+
+class _StandInFaults:
+    """What control.py forwards to: skiff.testing.faults.Faults's shape (public methods, an undo handle)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def refuse_connections(self, seconds=None):
+        self.calls.append(("refuse_connections", seconds))
+        faults = self
+
+        class Undo:
+            def undo(self):
+                faults.calls.append(("undo",))
+
+        return Undo()
+
+    def count(self):
+        return len(self.calls)
+
+
+async def test_faults_methods_are_forwarded_embedded(tmp_path):
+    from skiff.server.core.server import Server
+    from skiff.testing.control import Control
+
+    async with Server(port=0) as srv:
+        srv.faults = _StandInFaults()  # as a running server that has its Faults
+        control = Control(srv).start()
+        nc = await nats.connect(srv.client_url)
+        r = await call(nc, "FAULTS.REFUSE_CONNECTIONS", {"seconds": 2})
+        assert srv.faults.calls == [("refuse_connections", 2)] and r["handle"] == 1
+        assert (await call(nc, "FAULTS.COUNT"))["result"] == 1
+        assert (await call(nc, "FAULTS.UNDO", {"handle": 1}))["undone"] == 1
+        assert srv.faults.calls[-1] == ("undo",)
+        assert (await call(nc, "FAULTS.UNDO", {"handle": 1}))["error"]["code"] == 404
+        assert (await call(nc, "FAULTS.REFUSE_CONNECTIONS", {"bogus": 1}))["error"]["code"] == 400
+        assert (await call(nc, "FAULTS._COUNT"))["error"]["code"] == 404
+        control.stop()
+        with pytest.raises(NoRespondersError):
+            await nc.request("$SKIFF.CLOCK.NOW", b"", timeout=1)
+        await nc.close()
