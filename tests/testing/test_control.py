@@ -21,13 +21,6 @@ async def call(nc, cmd: str, body: dict | None = None, headers: dict | None = No
     return json.loads(msg.data)
 
 
-async def test_off_unless_asked(server, target):
-    nc = await nats.connect(server.url)
-    with pytest.raises(NoRespondersError):
-        await nc.request("$SKIFF.CLOCK.NOW", b"", timeout=2)
-    await nc.close()
-
-
 async def test_manual_clock_redelivers_and_inspection(server_factory, target):
     srv = server_factory("--control", "--clock=manual")
     nc = await nats.connect(srv.url, name="t")
