@@ -257,3 +257,42 @@ async def test_plain_message_on_the_schedule_subject_cancels_it(jsc):
     await asyncio.sleep(1.3)
     st = (await jsc.info(name, {"subjects_filter": ">"}))["state"]
     assert st["subjects"] == {f"{name}.sched": 2} and st["last_seq"] == 2
+
+
+# ------------------------------------------------------------------------------------------------ nats.py
+# The message schedule tests of nats.py (nats/tests/test_js.py test_stream_allow_msg_schedules and
+# nats-jetstream/tests/test_stream.py test_*schedule*), written with the installed nats-py's JetStream API.
+async def test_nats_py_stream_allow_msg_schedules(jsc):
+    js = jsc.nc.jetstream()
+    names = [jsc.name() for _ in range(3)]
+    await js.add_stream(name=names[0], subjects=[f"{names[0]}.>"], allow_msg_schedules=True)
+    assert (await js.stream_info(names[0])).config.allow_msg_schedules is True
+    await js.add_stream(name=names[1], subjects=[f"{names[1]}.>"], allow_msg_schedules=False)
+    assert (await js.stream_info(names[1])).config.allow_msg_schedules is not True
+    await js.add_stream(name=names[2], subjects=[f"{names[2]}.>"])
+    assert (await js.stream_info(names[2])).config.allow_msg_schedules is not True
+
+
+async def test_nats_py_publish_with_schedule_headers(jsc):
+    from nats.js.api import Header
+
+    js = jsc.nc.jetstream()
+    name = jsc.name()
+    await js.add_stream(name=name, subjects=[f"{name}.sched.>", f"{name}.target.>"], allow_msg_schedules=True)
+    ack = await js.publish(f"{name}.sched.every", b"",
+                           headers={Header.SCHEDULE: "@every 5s", Header.SCHEDULE_TARGET: f"{name}.target.every"})
+    msg = await js.get_msg(name, ack.seq)
+    assert msg.subject == f"{name}.sched.every" and not msg.data
+    assert msg.headers[Header.SCHEDULE] == "@every 5s"
+    assert msg.headers[Header.SCHEDULE_TARGET] == f"{name}.target.every"
+
+
+async def test_nats_py_schedule_target_required(jsc):
+    import nats.js.errors
+
+    js = jsc.nc.jetstream()
+    name = jsc.name()
+    await js.add_stream(name=name, subjects=[f"{name}.>"], allow_msg_schedules=True)
+    with pytest.raises(nats.js.errors.BadRequestError) as e:
+        await js.publish(f"{name}.sched.notarget", b"", headers={"Nats-Schedule": "@every 5s"})
+    assert e.value.err_code == TARGET_INVALID
