@@ -51,6 +51,7 @@ from .publish_checks import (
     EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SEQ, EXPECTED_LAST_SUBJ_SEQ, EXPECTED_LAST_SUBJ_SEQ_SUBJ, EXPECTED_STREAM,
     MSG_ID, ROLLUP, ROLLUP_ALL, ROLLUP_SUB, message_ttl, parse_int64, schedule_refusal,
 )
+from .schedules import check_publish
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
@@ -365,9 +366,15 @@ class Batching:
             elif get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ):
                 return ApiError.of("JSStreamExpectedLastSeqPerSubjectInvalid")
             if b"Nats-Schedul" in hdr:
-                err = schedule_refusal(subject, hdr)
-                if err is not None:
-                    return err
+                if cfg.allow_msg_schedules:  # jetstream_batching.go checkMsgHeadersPreClusteredProposal
+                    res = check_publish(stream, subject, hdr, stream.clock.time_ns())
+                    if isinstance(res, ApiError):
+                        return res
+                    hdr = res  # a schedule is stored with Nats-Rollup: sub
+                else:
+                    err = schedule_refusal(subject, hdr)
+                    if err is not None:
+                        return err
             rollup = get(hdr, ROLLUP)
             kind = ""
             if rollup:

@@ -296,3 +296,22 @@ async def test_nats_py_schedule_target_required(jsc):
     with pytest.raises(nats.js.errors.BadRequestError) as e:
         await js.publish(f"{name}.sched.notarget", b"", headers={"Nats-Schedule": "@every 5s"})
     assert e.value.err_code == TARGET_INVALID
+
+
+async def test_schedule_in_an_atomic_batch(jsc):
+    name = jsc.name()
+    await jsc.create(name, storage="memory", allow_msg_schedules=True, allow_atomic=True)
+    await jsc.nc.publish(f"{name}.sched", b"x", headers={
+        "Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "1", "Nats-Schedule": "@at 2040-01-01T00:00:00Z",
+        "Nats-Schedule-Target": f"{name}.t"})
+    ack = await jsc.pub(f"{name}.other", b"y", {"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "2",
+                                               "Nats-Batch-Commit": "1"})
+    assert ack == {"stream": name, "seq": 2, "batch": "b1", "count": 2}
+    _, hdr, _ = await get(jsc, name, 1)
+    assert hdr.endswith(b"Nats-Schedule-Target: " + name.encode() + b".t\r\nNats-Rollup: sub\r\n\r\n")
+    # A bad schedule fails the whole batch with its own error.
+    await jsc.nc.publish(f"{name}.sched", b"x", headers={
+        "Nats-Batch-Id": "b2", "Nats-Batch-Sequence": "1", "Nats-Schedule": "@every 1s"})
+    ack = await jsc.pub(f"{name}.other", b"y", {"Nats-Batch-Id": "b2", "Nats-Batch-Sequence": "2",
+                                               "Nats-Batch-Commit": "1"})
+    assert err_code(ack) == TARGET_INVALID and (await jsc.info(name))["state"]["last_seq"] == 2
