@@ -46,12 +46,15 @@ ST_TOO_MANY = b"NATS/1.0 413 Too Many Results\r\n\r\n"
 ST_API_LEVEL = b"NATS/1.0 412 Required Api Level\r\n\r\n"
 
 
-def subscribe_direct(stream: "Stream") -> list:
+def subscribe_direct(stream: "Stream", name: str = "") -> list:
+    """Answer direct gets for ``name`` (default: the stream's own; a mirror with ``mirror_direct`` also answers
+    for its origin, in the same queue group: nats-server subscribeToMirrorDirect)."""
     srv = stream.server
     g = DirectGet(stream)
+    name = name or stream.name
     return [
-        srv.subscribe_internal(DIRECT_GET.format(stream=stream.name), g.on_request, queue=QUEUE),
-        srv.subscribe_internal(DIRECT_GET_LAST.format(stream=stream.name), g.on_last_by_subject, queue=QUEUE),
+        srv.subscribe_internal(DIRECT_GET.format(stream=name), g.on_request, queue=QUEUE),
+        srv.subscribe_internal(DIRECT_GET_LAST.format(stream=name), g.on_last_by_subject, queue=QUEUE),
     ]
 
 

@@ -62,6 +62,7 @@ RETRY_THRESHOLD = 2.0                   # sourceConsumerRetryThreshold (s)
 RETRY_BACKOFF, RETRY_MAXIMUM = 5.0, 120.0
 CREATE_WAIT = 30.0                      # srcConsumerWaitTime (s)
 ACK_WAIT_22H = 22 * 3600 * SECOND
+DGET_CAUGHT_UP = 10  # dgetCaughtUpThresh
 EARLY_MAX = 10_000  # deliveries held while the create reply is on its way
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # nats-server's base62 digits
 
@@ -199,6 +200,7 @@ class Sourcing:
         self.mirror: SourceInfo | None = None
         self.sources: dict[str, SourceInfo] = {}
         self._health = None
+        self._mirror_direct: list = []  # direct get subscriptions for the origin's name (mirror_direct)
         self.closed = False
 
     # ------------------------------------------------------------------ life cycle
@@ -217,6 +219,7 @@ class Sourcing:
 
     def stop(self, delete_consumers: bool = False) -> None:
         self.closed = True
+        self._unsubscribe_mirror_direct()
         if self._health is not None:
             self._health.cancel()
             self._health = None
@@ -231,6 +234,7 @@ class Sourcing:
     def update(self, old, new) -> None:
         """A config update: the mirror removed (promotion, 2.12), sources added or removed."""
         if old.mirror is not None and new.mirror is None and self.mirror is not None:
+            self._unsubscribe_mirror_direct()
             self._delete_consumer(self.mirror)
             self._cancel(self.mirror)
             self.mirror = None
@@ -251,6 +255,11 @@ class Sourcing:
             self._starting_sequences(added)
             for si in added:
                 self._schedule(si, si.sseq + 1)
+
+    def _unsubscribe_mirror_direct(self) -> None:
+        for sub in self._mirror_direct:
+            self.server.unsubscribe_internal(sub)
+        self._mirror_direct = []
 
     @property
     def idle(self) -> bool:
@@ -611,6 +620,11 @@ class Sourcing:
         else:
             return self._retry(si)
         si.lag = pending - 1 if pending else 0
+        if pending < DGET_CAUGHT_UP and not self._mirror_direct and self.stream.config.mirror_direct:
+            # Mostly caught up: answer direct gets for the origin too (processInboundMirrorMsg dgetCaughtUpThresh).
+            from .direct_get import subscribe_direct
+
+            self._mirror_direct = subscribe_direct(self.stream, si.name)
         if hdr:
             hdr = strip_headers(hdr, prefixes=("Nats-Expected-", "Nats-Batch-"))
         subject = self._transform(si, subject)

@@ -142,3 +142,22 @@ async def test_mirror_config_not_updatable_but_removable(jsc):
     await asyncio.sleep(0.5)
     info = await jsc.info(m)
     assert info["state"]["messages"] == 4 and "mirror" not in info
+
+
+async def test_mirror_direct_answers_for_the_origin(jsc):
+    """An origin with allow_direct makes the mirror mirror_direct; once caught up the mirror answers direct gets for
+    the origin's name too (same queue group), so they still work when the origin is gone."""
+    o, m = jsc.name("O"), jsc.name("M")
+    await jsc.create(o, allow_direct=True)
+    for i in range(3):
+        await jsc.pub(f"{o}.{i}", b"d%d" % i)
+    r = await jsc.api(f"STREAM.CREATE.{m}", {"name": m, "mirror": {"name": o}})
+    assert "error" not in r, r
+    assert r["config"]["mirror_direct"] is True and r["config"]["allow_direct"] is False
+    await wait_state(jsc, m, lambda i: i["state"]["messages"] == 3)
+    r = await jsc.api(f"STREAM.DELETE.{o}")
+    assert r.get("success"), r
+    msg = await jsc.request(f"$JS.API.DIRECT.GET.{o}", {"seq": 2})
+    assert msg.headers["Nats-Stream"] == m and msg.headers["Nats-Sequence"] == "2" and msg.data == b"d1"
+    # The mirror's own name is not served (allow_direct is off on the mirror).
+    assert await jsc.no_reply(f"$JS.API.DIRECT.GET.{m}", {"seq": 2})
