@@ -83,15 +83,21 @@ def load_location(hdr: bytes) -> tzinfo | None | object:
         return _INVALID
 
 
-def next_message_schedule(hdr: bytes, ts: int, now: int) -> tuple[int, ApiError | None]:
-    """stream.go nextMessageSchedule: the next fire (0 for no schedule) or the error for the PubAck."""
+def next_message_schedule(hdr: bytes, ts: int, now: int) -> tuple[int | None, ApiError | None]:
+    """stream.go nextMessageSchedule: the next fire (None for no schedule) or the error for the PubAck."""
     loc = load_location(hdr)
     if loc is _INVALID:
-        return 0, ApiError.of("JSMessageSchedulesTimeZoneInvalidErr")
+        return None, ApiError.of("JSMessageSchedulesTimeZoneInvalidErr")
     nxt, _, ok = parse_msg_schedule(headers.get(hdr, SCHEDULE) or "", loc, ts, now)
     if not ok:
-        return 0, ApiError.of("JSMessageSchedulesPatternInvalidErr")
+        return None, ApiError.of("JSMessageSchedulesPatternInvalidErr")
     return nxt, None
+
+
+def unix_nano(ns: int) -> int:
+    """Go's Time.UnixNano(): int64 nanoseconds, wrapping outside 1678-2262.  The hash wheel holds this value, so an
+    ``@at 9999-...`` or a 290-year ``@every`` is due at once in nats-server; Skiff's scheduler keeps the same."""
+    return ((ns + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
 
 
 def _valid_ttl(text: str) -> bool:
@@ -107,7 +113,7 @@ def check_publish(stream: "Stream", subject: str, hdr: bytes, now: int) -> ApiEr
     nxt, err = next_message_schedule(hdr, now, now)
     if err is not None:
         return err
-    if nxt:
+    if nxt is not None:
         ttl = get(hdr, SCHEDULE_TTL)
         if ttl and not _valid_ttl(ttl):
             return ApiError.of("JSMessageSchedulesTTLInvalidErr")
@@ -263,15 +269,15 @@ class MsgScheduling:
                 self.remove_subject(subj)
             return
         nxt, err = next_message_schedule(hdr, ts, self.clock.time_ns())
-        if err is None and nxt:
-            self.init(seq, subj, nxt)
+        if err is None and nxt is not None:
+            self.init(seq, subj, unix_nano(nxt))
         elif not headers.get(hdr, SCHEDULER):
             self.remove_subject(subj)
         nv = headers.get(hdr, SCHEDULE_NEXT)
         if nv and nv != SCHEDULE_NEXT_PURGE:
             scheduler = headers.get(hdr, SCHEDULER)
             try:
-                at = parse_time(nv).unix_ns
+                at = unix_nano(parse_time(nv).unix_ns)
             except TimeParseError:
                 at = None
             if at is not None and scheduler:
@@ -335,7 +341,11 @@ class MsgScheduling:
             for target, hdr, msg in self._due(self.clock.time_ns()):
                 if stream.closed:
                     break
-                stream.process(target, "", hdr, msg, sourced=True)
+                try:
+                    stream.process(target, "", hdr, msg, sourced=True)
+                except Exception as e:  # a bug must not stop the other schedules
+                    stream.server.log_error("JetStream failed to store a scheduled message", stream=stream.name,
+                                            subject=target, error=repr(e))
         finally:
             self.running = False
             self._deadline = 0
@@ -360,7 +370,12 @@ class MsgScheduling:
             if subj in self.inflight:  # not stored yet: do not fire twice
                 self._push(seq, ts)
                 continue
-            built = self._build(sm, ts)
+            try:
+                built = self._build(sm, ts)
+            except Exception as e:  # a schedule Skiff cannot build is dropped, as an invalid one is
+                self.stream.server.log_error("JetStream failed to build a scheduled message",
+                                             stream=self.stream.name, subject=subj, error=repr(e))
+                built = None
             if built is None:
                 self.remove(seq)
                 continue
@@ -380,7 +395,7 @@ class MsgScheduling:
         if loc is _INVALID:
             return None
         nxt, repeat, ok = parse_msg_schedule(pattern, loc, ts, self.clock.time_ns())
-        if not ok:
+        if not ok or nxt is None:
             return None
         ttl = get(hdr, SCHEDULE_TTL) or ""
         if ttl and not _valid_ttl(ttl):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from skiff.protocol.jsapi.timefmt import SECOND, DurationParseError, TimeParseError, parse_go_duration, parse_time
+from skiff.protocol.jsapi.timefmt import SECOND, ZERO_TIME_NS, DurationParseError, TimeParseError, parse_go_duration, parse_time
 
 UTC = timezone.utc
 
@@ -223,15 +223,18 @@ def parse_at(text: str) -> int | None:
         return None
 
 
-def parse_msg_schedule(pattern: str, loc: tzinfo | None, ts: int, now: int) -> tuple[int, bool, bool]:
-    """scheduler.go parseMsgSchedule: ``(next_ns, repeat, ok)``; ``(0, False, True)`` for an empty pattern."""
+def parse_msg_schedule(pattern: str, loc: tzinfo | None, ts: int, now: int) -> tuple[int | None, bool, bool]:
+    """scheduler.go parseMsgSchedule: ``(next_ns, repeat, ok)``; ``next_ns`` is None for no schedule (an empty
+    pattern, or ``@at`` Go's zero time, which its callers take for none: ``schedule.IsZero()``)."""
     if not pattern:
-        return 0, False, True
+        return None, False, True
     if pattern.startswith("@at "):
         if loc is not None:  # a time zone is not supported for @at
             return 0, False, False
         at = parse_at(pattern[4:])
-        return (at, False, True) if at is not None else (0, False, False)
+        if at is None:
+            return 0, False, False
+        return (None if at == ZERO_TIME_NS else at), False, True
     if pattern.startswith("@every "):
         if loc is not None:
             return 0, False, False
@@ -250,7 +253,7 @@ def parse_msg_schedule(pattern: str, loc: tzinfo | None, ts: int, now: int) -> t
         nxt = parse_cron(pattern, loc, ts)
         if nxt < now:
             nxt = parse_cron(pattern, loc, go_round_second(now))
-    except (CronError, OverflowError, ValueError):
+    except (CronError, OverflowError, ValueError, OSError):
         return 0, False, False
     return nxt, True, True
 

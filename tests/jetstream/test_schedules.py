@@ -315,3 +315,22 @@ async def test_schedule_in_an_atomic_batch(jsc):
     ack = await jsc.pub(f"{name}.other", b"y", {"Nats-Batch-Id": "b2", "Nats-Batch-Sequence": "2",
                                                "Nats-Batch-Commit": "1"})
     assert err_code(ack) == TARGET_INVALID and (await jsc.info(name))["state"]["last_seq"] == 2
+
+
+async def test_at_extremes(jsc):
+    """Go's zero time is no schedule (stored as a plain message, never fires); beyond 2262 the wheel's int64
+    nanoseconds wrap (Time.UnixNano) and the schedule is due at once.  Both are what nats-server does."""
+    name = jsc.name()
+    await jsc.create(name, storage="memory", allow_msg_schedules=True)
+    ack = await jsc.pub(f"{name}.zero", b"z", {"Nats-Schedule": "@at 0001-01-01T00:00:00Z",
+                                               "Nats-Schedule-Target": f"{name}.t"})
+    assert ack == {"stream": name, "seq": 1}
+    assert b"Nats-Rollup" not in (await get(jsc, name, 1))[1]
+    await jsc.pub(f"{name}.far", b"f", {"Nats-Schedule": "@at 9999-12-31T23:59:59Z",
+                                        "Nats-Schedule-Target": f"{name}.t"})
+    await jsc.pub(f"{name}.epoch", b"e", {"Nats-Schedule": "@at 1970-01-01T00:00:00Z",
+                                          "Nats-Schedule-Target": f"{name}.u"})
+    st = await wait_last_seq(jsc, name, 5)
+    await asyncio.sleep(0.3)
+    st = (await jsc.info(name, {"subjects_filter": ">"}))["state"]
+    assert st["subjects"] == {f"{name}.zero": 1, f"{name}.t": 1, f"{name}.u": 1}

@@ -74,6 +74,8 @@ def test_at_and_predefined():
     assert parse_msg_schedule("@hourly", None, now, now) == (ns("2030-01-07T11:00:00"), True, True)
     assert parse_msg_schedule("@weekly", None, now, now) == (ns("2030-01-13T00:00:00"), True, True)
     assert parse_msg_schedule("@midnight", None, now, now) == (ns("2030-01-08T00:00:00"), True, True)
-    assert parse_msg_schedule("", None, now, now) == (0, False, True)
+    assert parse_msg_schedule("", None, now, now) == (None, False, True)
+    assert parse_msg_schedule("@at 0001-01-01T00:00:00Z", None, now, now) == (None, False, True)  # IsZero
+    assert parse_msg_schedule("@at 1970-01-01T00:00:00Z", None, now, now) == (0, False, True)
     # A cron reference in the past skips to the next fire after now.
     assert parse_msg_schedule("0 0 * * * *", None, ns("2030-01-01T00:00:00"), now)[0] == ns("2030-01-07T11:00:00")
