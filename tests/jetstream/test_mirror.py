@@ -93,12 +93,19 @@ async def test_mirror_opt_start_seq(jsc):
 
 
 async def test_mirror_of_missing_stream_reports_error_then_catches_up(jsc):
+    """The origin is created after its mirror: 10059 in the mirror info until a retry finds it."""
     o, m = jsc.name("O"), jsc.name("M")
     r = await jsc.api(f"STREAM.CREATE.{m}", {"name": m, "mirror": {"name": o}})
     assert "error" not in r, r
     info = await wait_state(jsc, m, lambda i: "error" in i["mirror"])
     assert info["mirror"]["error"] == {"code": 404, "err_code": 10059, "description": "stream not found"}
     assert info["mirror"]["active"] == -1
+    # The origin comes: the next retry (2 s + 10 s backoff after one failure, calculateRetryBackoff) finds it.
+    await jsc.create(o)
+    for i in range(2):
+        await jsc.pub(f"{o}.x", b"%d" % i)
+    info = await wait_state(jsc, m, lambda i: i["state"]["messages"] == 2, timeout=30)
+    assert "error" not in info["mirror"] and info["mirror"]["active"] >= 0
 
 
 async def test_publish_into_a_mirror_has_no_responders(jsc):
