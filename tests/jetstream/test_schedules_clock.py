@@ -222,3 +222,19 @@ async def test_schedules_survive_a_restart(env, target):
     env.clock.advance(3600 - 60)  # 12:02: the cron fired at noon
     seq, hdr, at = await env.last("R", "r.v")
     assert (at, next_hdr(hdr)) == ("2030-01-07T12:00:00Z", "2030-01-08T12:00:00Z")
+
+
+async def test_an_early_wake_up_waits_for_the_fire_time(env, target):
+    """The event loop's timers have millisecond granularity and run on the monotonic clock: a wake-up just before
+    the fire time must not store the message early, nor push it to the next 250 ms tick."""
+    await env.create("W", storage="memory")
+    await env.pub("w.sched", b"w", {"Nats-Schedule": "@at 2030-01-07T10:00:10Z", "Nats-Schedule-Target": "w.t"})
+    sched = env.srv.jetstream.streams["W"].scheduling
+    env.clock.advance(9.595)  # 10:00:09.995
+    sched._timer.cancel()
+    sched.run()  # as if the loop woke the timer 5 ms early
+    assert (await env.state("W"))["last_seq"] == 1
+    env.clock.advance(0.0055)
+    assert (await env.state("W"))["last_seq"] == 1
+    env.clock.advance(0.001)  # 10:00:10.0015: just after
+    assert (await env.msg("W", 2))[3] == "2030-01-07T10:00:10.001Z"
