@@ -168,3 +168,24 @@ async def test_mirror_direct_answers_for_the_origin(jsc):
     assert msg.headers["Nats-Stream"] == m and msg.headers["Nats-Sequence"] == "2" and msg.data == b"d1"
     # The mirror's own name is not served (allow_direct is off on the mirror).
     assert await jsc.no_reply(f"$JS.API.DIRECT.GET.{m}", {"seq": 2})
+
+
+async def test_mirror_backlog_past_flow_control_window(jsc):
+    """A backlog of several MB goes through the sourcing consumer's flow control (requests answered with
+    Nats-Last-Consumer / Nats-Last-Stream): nothing stalls, nothing is lost."""
+    o, m, s = jsc.name("O"), jsc.name("M"), jsc.name("S")
+    await jsc.create(o)
+    payload = b"y" * 1024
+    n = 6000  # ~6 MB
+    for i in range(n):
+        await jsc.nc.publish(f"{o}.{i % 5}", payload)
+    await jsc.nc.flush()
+    await wait_state(jsc, o, lambda i: i["state"]["messages"] == n)
+    r = await jsc.api(f"STREAM.CREATE.{m}", {"name": m, "mirror": {"name": o}})
+    assert "error" not in r, r
+    r = await jsc.api(f"STREAM.CREATE.{s}", {"name": s, "sources": [{"name": o}]})
+    assert "error" not in r, r
+    info = await wait_state(jsc, m, lambda i: i["state"]["messages"] == n, timeout=30)
+    assert info["state"]["last_seq"] == n and info["mirror"]["lag"] == 0
+    info = await wait_state(jsc, s, lambda i: i["state"]["messages"] == n, timeout=30)
+    assert info["sources"][0]["seq"] == n
