@@ -217,7 +217,12 @@ class MsgScheduling:
 
     # ------------------------------------------------------------------ the table
     def _push(self, seq: int, ts: int) -> None:
-        heapq.heappush(self._heap, (ts, seq))
+        heap = self._heap
+        if len(heap) > 2 * len(self.schedules) + 64:
+            # Replaced and removed schedules leave stale entries behind; rebuild before they pile up.
+            heap[:] = [(t, q) for q, t in self.schedules.values()]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (ts, seq))
 
     def _valid(self, ts: int, seq: int) -> bool:
         subj = self.seq_to_subj.get(seq)

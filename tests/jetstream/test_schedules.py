@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from datetime import datetime, timedelta, timezone
 
+import nats
 import pytest
 
 PATTERN_INVALID = 10189
@@ -334,3 +336,33 @@ async def test_at_extremes(jsc):
     await asyncio.sleep(0.3)
     st = (await jsc.info(name, {"subjects_filter": ">"}))["state"]
     assert st["subjects"] == {f"{name}.zero": 1, f"{name}.t": 1, f"{name}.u": 1}
+
+
+async def test_schedules_survive_kill9(server_factory):
+    """Schedules are stored messages: after a kill -9 they are rebuilt, a missed @at fires on the first tick and an
+    @every goes on."""
+    server = server_factory()
+    nc = await nats.connect(server.url)
+    r = json.loads((await nc.request("$JS.API.STREAM.CREATE.K", json.dumps(
+        {"name": "K", "subjects": ["k.>"], "allow_msg_schedules": True}).encode(), timeout=3)).data)
+    assert "error" not in r, r
+    for subj, hdrs in (("k.every", {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "k.t"}),
+                       ("k.at", {"Nats-Schedule": at(1), "Nats-Schedule-Target": "k.u"})):
+        ack = json.loads((await nc.request(subj, b"x", headers=hdrs, timeout=3)).data)
+        assert "error" not in ack, ack
+    await nc.close()
+    server.kill()
+    await asyncio.sleep(1.1)  # the @at falls due while the server is down
+    server.start()
+    nc = await nats.connect(server.url)
+    deadline = time.monotonic() + 3
+    while True:
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.K", json.dumps(
+            {"subjects_filter": ">"}).encode(), timeout=3)).data)
+        subjects = info["state"].get("subjects", {})
+        if ("k.u" in subjects and "k.t" in subjects) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    await nc.close()
+    assert subjects.get("k.u") == 1 and "k.at" not in subjects and subjects.get("k.every") == 1, subjects
+    assert subjects.get("k.t", 0) >= 1, subjects
