@@ -74,14 +74,30 @@ def load_location(hdr: bytes) -> tzinfo | None | object:
         return _INVALID
     if tz == "UTC":
         return timezone.utc
-    if tz == "Local":
-        return datetime.now().astimezone().tzinfo
     import zoneinfo
+
+    if tz == "Local":
+        return _local_zone()
 
     try:
         return zoneinfo.ZoneInfo(tz)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
         return _INVALID
+
+
+def _local_zone() -> tzinfo:
+    """Go's time.Local: $TZ ("" is UTC), else /etc/localtime, else UTC."""
+    import os
+    import zoneinfo
+
+    name = os.environ.get("TZ")
+    try:
+        if name is not None:
+            return zoneinfo.ZoneInfo(name.lstrip(":")) if name else timezone.utc
+        with open("/etc/localtime", "rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f)
+    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return timezone.utc
 
 
 def next_message_schedule(hdr: bytes, ts: int, now: int) -> tuple[int | None, ApiError | None]:

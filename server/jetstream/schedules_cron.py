@@ -120,12 +120,26 @@ def _field_bits(field: str, bounds: tuple) -> int:
     return bits
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _offset_at(unix: int, loc: tzinfo) -> int:
+    off = datetime.fromtimestamp(unix, loc).utcoffset()
+    return int(off.total_seconds()) if off else 0
+
+
 def _date(y: int, mo: int, d: int, h: int, loc: tzinfo) -> datetime:
-    """Go time.Date(y, mo, d, h, 0, 0, 0, loc) with month/day overflow normalised."""
+    """Go time.Date(y, mo, d, h, 0, 0, 0, loc): month/day overflow normalised, and a wall time that does not exist
+    or exists twice (daylight saving) resolved as Go does: the offset in effect at the wall time read as UTC, looked
+    up again at the instant that gives (time.go Date)."""
     y += (mo - 1) // 12
     mo = (mo - 1) % 12 + 1
     naive = datetime(y, mo, 1) + timedelta(days=d - 1, hours=h)
-    return naive.replace(tzinfo=loc)
+    unix = (naive - _EPOCH) // timedelta(seconds=1)
+    off = _offset_at(unix, loc)
+    if off:
+        off = _offset_at(unix - off, loc)
+    return datetime.fromtimestamp(unix - off, loc)
 
 
 def _add(t: datetime, delta: timedelta, loc: tzinfo) -> datetime:

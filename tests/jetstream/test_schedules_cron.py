@@ -79,3 +79,16 @@ def test_at_and_predefined():
     assert parse_msg_schedule("@at 1970-01-01T00:00:00Z", None, now, now) == (0, False, True)
     # A cron reference in the past skips to the next fire after now.
     assert parse_msg_schedule("0 0 * * * *", None, ns("2030-01-01T00:00:00"), now)[0] == ns("2030-01-07T11:00:00")
+
+
+def test_wall_times_that_do_not_exist_or_exist_twice_resolve_as_go():
+    """time.Date: 02:00 on the spring-forward day in New York is read with the offset after the jump (01:00 EST,
+    06:00Z); 01:00 on the fall-back day is the first of the two (EDT).  Python's fold=0 would give 03:00 EDT."""
+    from skiff.server.jetstream.schedules_cron import _date
+
+    tz = ZoneInfo("America/New_York")
+    assert _date(2030, 3, 10, 2, tz).timestamp() * SECOND == ns("2030-03-10T06:00:00")
+    assert _date(2030, 11, 3, 1, tz).timestamp() * SECOND == ns("2030-11-03T05:00:00")
+    assert _date(2030, 13, 32, 0, tz).timestamp() * SECOND == ns("2031-02-01T05:00:00")  # AddDate normalises
+    # robfig/cron semantics: a daily 02:30 skips the day it does not exist.
+    assert parse_cron("0 30 2 * * *", tz, ns("2030-03-10T05:00:00")) == ns("2030-03-11T06:30:00")
