@@ -36,7 +36,7 @@ from skiff.protocol.jsapi.gojson import go_quote
 from skiff.protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
 from skiff.protocol.subjects import is_valid_literal_subject
 
-from .schedules import check_publish
+from .schedules import check_publish, slice_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
@@ -140,7 +140,7 @@ def _valid_time_zone(name: str) -> bool:
 def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
     """nats-server's message-schedule checks (stream.go processJetStreamMsg) on a stream without
     allow_msg_schedules: any schedule, valid or not, is 10188."""
-    get = headers.get
+    get = slice_header
     tz = get(hdr, SCHEDULE_TIME_ZONE)
     if tz is not None and (tz == "" or not _valid_time_zone(tz)):
         return ApiError.of("JSMessageSchedulesDisabledErr")  # TimeZoneInvalid, reported as disabled

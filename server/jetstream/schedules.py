@@ -35,7 +35,6 @@ import heapq
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
-from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.timefmt import MS, SECOND, TimeParseError, format_time, parse_time
 from skiff.protocol.subjects import is_valid_literal_subject, subjects_overlap
@@ -64,10 +63,28 @@ EARLY_WAKE = 10 * MS
 _INVALID = object()
 
 
+def slice_header(hdr: bytes, key: str) -> str | None:
+    """nats-server sliceHeader/getHeader, exactly: the first ``key`` at a line start followed by ``:``, leading
+    *spaces* skipped, nothing trimmed at the end (``@every 1s `` is an invalid pattern there).  Skiff's
+    ``headers.get`` also trims tabs and trailing blanks, which would accept what nats-server refuses."""
+    if not hdr:
+        return None
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k)
+    if i < 0:
+        return None
+    i += len(k)
+    n = len(hdr)
+    while i < n and hdr[i] == 0x20:
+        i += 1
+    j = hdr.find(b"\r\n", i)
+    return hdr[i : j if j >= 0 else n].decode("utf-8", "surrogateescape")
+
+
 def load_location(hdr: bytes) -> tzinfo | None | object:
     """stream.go loadMessageScheduleLocation: None without the header, ``_INVALID`` for an empty or unknown zone.
     A zone given as ``UTC`` is still a zone (and refused with ``@at`` / ``@every``), as in Go."""
-    tz = headers.get(hdr, SCHEDULE_TIME_ZONE)
+    tz = slice_header(hdr, SCHEDULE_TIME_ZONE)
     if tz is None:
         return None
     if tz == "":
@@ -105,7 +122,7 @@ def next_message_schedule(hdr: bytes, ts: int, now: int) -> tuple[int | None, Ap
     loc = load_location(hdr)
     if loc is _INVALID:
         return None, ApiError.of("JSMessageSchedulesTimeZoneInvalidErr")
-    nxt, _, ok = parse_msg_schedule(headers.get(hdr, SCHEDULE) or "", loc, ts, now)
+    nxt, _, ok = parse_msg_schedule(slice_header(hdr, SCHEDULE) or "", loc, ts, now)
     if not ok:
         return None, ApiError.of("JSMessageSchedulesPatternInvalidErr")
     return nxt, None
@@ -126,7 +143,7 @@ def _valid_ttl(text: str) -> bool:
 def check_publish(stream: "Stream", subject: str, hdr: bytes, now: int) -> ApiError | bytes:
     """The message-schedule checks of processJetStreamMsg on a stream with ``allow_msg_schedules``, in Go's order.
     Returns the header to store (a schedule gets ``Nats-Rollup: sub``) or the error for the PubAck."""
-    get = headers.get
+    get = slice_header
     nxt, err = next_message_schedule(hdr, now, now)
     if err is not None:
         return err
@@ -199,9 +216,9 @@ def add_header(hdr: bytes, key: str, value: str) -> bytes:
 
 def purge_scheduler(stream: "Stream", hdr: bytes) -> None:
     """processJetStreamMsgWithRollup: a stored ``Nats-Schedule-Next: purge`` removes the schedule it names."""
-    if headers.get(hdr, SCHEDULE_NEXT) != SCHEDULE_NEXT_PURGE:
+    if slice_header(hdr, SCHEDULE_NEXT) != SCHEDULE_NEXT_PURGE:
         return
-    scheduler = headers.get(hdr, SCHEDULER)
+    scheduler = slice_header(hdr, SCHEDULER)
     if scheduler:
         stream.purge(scheduler)
         if stream.scheduling is not None:
@@ -293,11 +310,11 @@ class MsgScheduling:
         nxt, err = next_message_schedule(hdr, ts, self.clock.time_ns())
         if err is None and nxt is not None:
             self.init(seq, subj, unix_nano(nxt))
-        elif not headers.get(hdr, SCHEDULER):
+        elif not slice_header(hdr, SCHEDULER):
             self.remove_subject(subj)
-        nv = headers.get(hdr, SCHEDULE_NEXT)
+        nv = slice_header(hdr, SCHEDULE_NEXT)
         if nv and nv != SCHEDULE_NEXT_PURGE:
-            scheduler = headers.get(hdr, SCHEDULER)
+            scheduler = slice_header(hdr, SCHEDULER)
             try:
                 at = unix_nano(parse_time(nv).unix_ns)
             except TimeParseError:
@@ -415,7 +432,7 @@ class MsgScheduling:
         return [e[1:] for e in out]
 
     def _build(self, sm, ts: int) -> tuple[str, bytes, bytes] | None:
-        get = headers.get
+        get = slice_header
         hdr = sm.hdr
         pattern = get(hdr, SCHEDULE)
         if not pattern:

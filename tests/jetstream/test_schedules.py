@@ -79,6 +79,7 @@ async def wait_last_seq(jsc, name: str, seq: int, timeout: float = 3.0) -> dict:
      PATTERN_INVALID),  # no time zone with @every / @at, not even UTC
     ({"Nats-Schedule-Time-Zone": "Nope/Zone"}, TZ_INVALID),  # checked even without a schedule
     ({"Nats-Schedule": "@every 1s"}, TARGET_INVALID),
+    ({"Nats-Schedule": "@hourly", "Nats-Schedule-Target": "{n}.t", "Nats-Schedule-Rollup": "Sub"}, ROLLUP_INVALID),
     ({"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "{n}.sched"}, TARGET_INVALID),  # itself
     ({"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "elsewhere"}, TARGET_INVALID),  # not in the stream
     ({"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "{n}.*"}, TARGET_INVALID),
@@ -366,3 +367,26 @@ async def test_schedules_survive_kill9(server_factory):
     await nc.close()
     assert subjects.get("k.u") == 1 and "k.at" not in subjects and subjects.get("k.every") == 1, subjects
     assert subjects.get("k.t", 0) >= 1, subjects
+
+
+@pytest.mark.parametrize("lines, code", [
+    (b"Nats-Schedule: @every 1s \r\nNats-Schedule-Target: {n}.t", PATTERN_INVALID),
+    (b"Nats-Schedule:@every 1s\r\nNats-Schedule-Target: {n}.t ", TARGET_INVALID),
+    (b"Nats-Schedule:   @hourly\t\r\nNats-Schedule-Target:{n}.t", PATTERN_INVALID),
+    (b"Nats-Schedule:   @hourly\r\nNats-Schedule-Target:{n}.t", None),
+    (b"nats-schedule: @hourly\r\nNats-Schedule-Target: {n}.t", None),  # keys are case-sensitive: a plain message
+    (b"Nats-Schedule: @every 1s\r\nNats-Schedule-Time-Zone: UTC \r\nNats-Schedule-Target: {n}.t", TZ_INVALID),
+], ids=["trailing-space", "target-trailing-space", "tab", "leading-spaces", "lower-case-key", "zone-trailing-space"])
+async def test_schedule_header_values_are_read_as_nats_server_reads_them(jsc, lines, code):
+    """nats-server's sliceHeader: leading spaces skipped, nothing trimmed at the end (nats-py strips values, so the
+    header block is written by hand)."""
+    from tests.wire.rawclient import RawClient
+
+    name = jsc.name()
+    await jsc.create(name, storage="memory", allow_msg_schedules=True)
+    hdr = b"NATS/1.0\r\n" + lines.replace(b"{n}", name.encode()) + b"\r\n\r\n"
+    with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+        c.send(b"SUB _r 1\r\nHPUB %s.sched _r %d %d\r\n%sx\r\n" % (name.encode(), len(hdr), len(hdr) + 1, hdr))
+        _, payload = c.read_msg()
+    ack = json.loads(payload)
+    assert err_code(ack) == code, ack
