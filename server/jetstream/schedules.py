@@ -26,7 +26,8 @@ produced is stored; Skiff stores it synchronously, so this only matters when the
 Restarts: the schedules are rebuilt from the stored messages (:meth:`MsgScheduling.recover`), replaying what
 storing each message did, so a repeating schedule resumes at the ``Nats-Schedule-Next`` of its last fired message
 when that message is still stored (nats-server keeps the same state in ``sched.db``), else at its next interval
-from now.  Removal of a schedule's message (purge, delete, limits) is noticed when it falls due, as the hash wheel
+from now; a fire time that passed while the server was down fires once, on the first tick.  Recovery reads every
+message of the stream once (only streams with ``allow_msg_schedules``).  Removal of a schedule's message (purge, delete, limits) is noticed when it falls due, as the hash wheel
 does.
 """
 from __future__ import annotations
