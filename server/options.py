@@ -16,9 +16,10 @@ can re-read the file and apply the flags on top again, as nats-server does.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skiff.server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
 from skiff.server.conf.digest import config_digest
@@ -216,6 +217,12 @@ class ServerOptions(_Model):
     # (server/conf/support.py); keys a client could see are refused instead
     ignored_config_keys: list[str] = Field(default_factory=list)
     cli_overrides: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @field_validator("store_dir", mode="before")
+    @classmethod
+    def _path_as_text(cls, v: Any) -> Any:
+        """An embedding test passes pytest's ``tmp_path``: any path-like is the directory it names."""
+        return os.fspath(v) if isinstance(v, os.PathLike) else v
 
     @model_validator(mode="after")
     def _derived_defaults(self) -> "ServerOptions":
