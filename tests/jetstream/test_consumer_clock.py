@@ -58,15 +58,12 @@ async def drain(sub, timeout: float = 0.05) -> list:
 
 
 @pytest.fixture
-async def env(tmp_path):
-    clock = ManualClock()
-    srv = Server(clock=clock, jetstream=True, store_dir=str(tmp_path))
-    await srv.start()
-    nc = await nats.connect(srv.client_url, allow_reconnect=False)
+async def env(nats_server, nats_clock):
+    """The plugin's fixtures (skiff/testing/plugin.py), as a user's suite would use them."""
+    nc = await nats.connect(nats_server.client_url, allow_reconnect=False)
     await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
-    yield Env(clock, srv, nc)
+    yield Env(nats_clock.clock, nats_server, nc)
     await nc.close()
-    await srv.shutdown()
 
 
 async def test_ack_wait_boundary(env, target):
