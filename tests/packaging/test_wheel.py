@@ -1,0 +1,91 @@
+"""Skiff installed as a user installs it (issue #14): the wheel holds one top-level name, and in a fresh virtual
+environment ``pip install <wheel>`` plus a test file of the user's own (no conftest) that uses ``nats_server`` and
+``nats_clock`` passes."""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+USER_TEST = '''
+import nats
+import pytest
+
+
+@pytest.mark.asyncio
+async def test_redelivery_without_waiting(nats_server, nats_clock):
+    nc = await nats.connect(nats_server.client_url)
+    js = nc.jetstream()
+    await js.add_stream(name="ORDERS", subjects=["orders.>"])
+    await js.publish("orders.new", b"1")
+    sub = await js.pull_subscribe("orders.>", durable="w", config=nats.js.api.ConsumerConfig(ack_wait=30))
+    first = (await sub.fetch(1))[0]
+    await nats_clock.tick(31)
+    again = (await sub.fetch(1))[0]
+    assert again.data == first.data and again.metadata.num_delivered == 2
+    await nc.close()
+'''
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
+                        str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (whl,) = out.glob("skiff-*.whl")
+    return whl
+
+
+def test_one_top_level_name(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert tops == {"skiff", "pyspark_jetstream", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, tops
+    assert "skiff/server/core/server.py" in names and "skiff/protocol/data/errors.json" in names
+    assert not any(n.startswith(("server/", "protocol/", "storage/", "tests/", "bench/")) for n in names)
+    ep = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(ep).decode()
+    assert "[pytest11]" in text and "skiff = skiff.testing.plugin" in text
+
+
+def test_every_package_folder_is_in_the_wheel_list():
+    """pyproject lists the packages by hand (package-dir maps the folders): a new subpackage must be added there."""
+    text = (ROOT / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(skiff(?:\.[\w.]+)?)"', text.split("packages = [", 1)[1].split("]", 1)[0]))
+    want = {"skiff"}
+    for folder, name in (("skiff", "skiff"), ("server", "skiff.server"), ("protocol", "skiff.protocol"),
+                         ("storage", "skiff.storage")):
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            want.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert want <= listed, f"pyproject.toml packages lacks {sorted(want - listed)}"
+
+
+def test_fresh_venv_user_test_passes(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel), "nats-py", "pytest", "pytest-asyncio"],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and re.search(r"(Could not find a version|connection|resolve|Network)", r.stderr, re.I):
+        pytest.skip(f"the package index is not reachable: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "test_mine.py").write_text(USER_TEST)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SKIFF_NATS_SERVER")}
+    r = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"], cwd=user, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    # and the installed copy is the one that ran, not this checkout
+    r = subprocess.run([str(py), "-c", "import skiff, skiff.server; print(skiff.server.__file__)"], cwd=user,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert str(venv) in r.stdout, r.stdout + r.stderr
