@@ -65,6 +65,7 @@ RELEASE_SLICE = 8 * 1024 * 1024
 
 
 class ClientConnection(asyncio.Protocol):
+    _fault_read_stall = False  # skiff.testing.faults stall(reads=True): reading stays paused
     client_type = "nats"  # connz "type"; "websocket" for core/websocket.py's WSClient
     info_base: dict | None = None  # INFO fields of another listener (WebSocket); None: the client port's
 
@@ -285,7 +286,7 @@ class ClientConnection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._resume_reading)
 
     def _resume_reading(self) -> None:
-        if self._read_paused and self._backlog is None:
+        if self._read_paused and self._backlog is None and not self._fault_read_stall:
             self._read_paused = False
             if not self.closed and self.transport is not None:
                 self.transport.resume_reading()
@@ -347,7 +348,7 @@ class ClientConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The client read enough: hand the held output over, until the transport is full again."""
         held = self._held
-        if held is None:
+        if held is None or getattr(held, "pinned", False):  # a test's stall or latency keeps it (skiff.testing.faults)
             return
         self._held = None
         self._held_bytes = 0

@@ -98,6 +98,7 @@ class ApiRouter:
         # what ``prepare`` read (streams, limits) is still true when its handler runs.
         self._held: deque | None = None
         self._stopped = False
+        self.fault: dict | None = None  # skiff.testing.faults api_status: answer the next requests with a status
 
     def register(self, pattern: str, handler: Handler, reply_type: str, error_extra: dict | None = None,
                  count_success: bool = True, accounted: bool = True, level_check: bool = True,
@@ -156,6 +157,8 @@ class ApiRouter:
         self.server.route(None, reply, "", 0, jsonout.dumpb(out), sublist=sub.sublist)
 
     def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        if self.fault is not None and reply and self._faulted(reply):
+            return
         if self._held is not None:
             self._held.append((sub, subject, reply, hdr_len, bytes(data), origin))
             return
@@ -178,6 +181,16 @@ class ApiRouter:
             self._offload(route, req)
             return
         self._run(route, req)
+
+    def _faulted(self, reply: str) -> bool:
+        """An armed api_status fault answers this request with its status message (skiff.testing.faults)."""
+        fault = self.fault
+        fault["left"] -= 1
+        if fault["left"] <= 0:
+            self.fault = None
+        text = f"NATS/1.0 {fault['status']}" + (f" {fault['description']}" if fault["description"] else "")
+        self.server.publish(reply, b"", "", (text + "\r\n\r\n").encode())
+        return True
 
     def _offload(self, route: Route, req: ApiRequest) -> None:
         """Issue #15 finding 8: no client's request may stall the others for more than 50 ms.  A 5,000-subject

@@ -66,7 +66,8 @@ class Durability:
         self._acks: list[tuple] = []
         self._dirty: dict["Stream", None] = {}
         self._unsynced: dict["Stream", None] = {}
-        self._sync_wait: list[tuple] = []  # (reply, payload, consumer store the reply waits for or None)
+        # (reply, payload, consumer store the reply waits for or None, stream whose fsync the PubAck waits for or None)
+        self._sync_wait: list[tuple] = []
         self._syncing = False
         self._sync_task: asyncio.Future | None = None
         self._bg_timer = None
@@ -164,9 +165,9 @@ class Durability:
         for stream, seq, reply, payload in acks:
             if stream is None:
                 if seq < 0:  # a confirmed consumer ack: waits for the batch that writes its state
-                    self._sync_wait.append((reply, b"", payload))
+                    self._sync_wait.append((reply, b"", payload, None))
                 elif self._sync_wait:
-                    self._sync_wait.append((reply, payload, None))
+                    self._sync_wait.append((reply, payload, None, None))
                 else:
                     publish(reply, payload)
                 continue
@@ -176,9 +177,9 @@ class Durability:
             else:
                 out = stream.ack_payload(seq, payload)
             if wait and stream.path is not None:
-                self._sync_wait.append((reply, out, None))
+                self._sync_wait.append((reply, out, None, stream))
             elif self._sync_wait:
-                self._sync_wait.append((reply, out, None))
+                self._sync_wait.append((reply, out, None, None))
             else:
                 publish(reply, out)
         if self._sync_wait or self._csnap:
@@ -209,6 +210,14 @@ class Durability:
             err = fut.exception()
             if err is None:
                 err, failed = fut.result()
+        self._release(batch, err, failed)
+        self.server.flush_pending()
+        if (self._sync_wait or self._csnap) and not self.stopped:
+            self._start_group_commit()
+
+    def _release(self, batch: list[tuple], err: BaseException | None, failed: dict) -> None:
+        """Send the replies a group commit held: PubAcks once their fsync is done, confirmed acks once their
+        consumer's state is written."""
         if err is not None:
             self.server.log_error("JetStream fsync failed", error=str(err))
         for store, e in failed.items():
@@ -216,13 +225,15 @@ class Durability:
                                   path=str(store.dir), error=str(e))
             store.dirty = True  # retried with the next change or the server's stop
         publish = self.server.publish
-        for reply, payload, store in batch:
+        fsync_failed = ApiError.of("JSStreamStoreFailedF", err=_os_text(err)) if err is not None else None
+        for reply, payload, store, stream in batch:
             if store is not None and store in failed:
                 continue  # not durable: no confirmation (the client acks again after its timeout)
+            if fsync_failed is not None and stream is not None and not payload.startswith(b'{"error"'):
+                # Under sync_always a PubAck promises an fsync: when it failed, the publisher is told (10077 with
+                # the OS error, as for a failed write) instead of getting a success it cannot count on.
+                payload = stream.error_ack(fsync_failed)
             publish(reply, payload)
-        self.server.flush_pending()
-        if (self._sync_wait or self._csnap) and not self.stopped:
-            self._start_group_commit()
 
     # ------------------------------------------------------------------ background sync
     def start(self) -> None:
@@ -262,14 +273,7 @@ class Durability:
             writes, self._csnap = self._csnap, {}
             err, failed = _commit([s.store for s in self._unsynced if not s.closed], writes)
             self._unsynced = {}
-            if err is not None:
-                self.server.log_error("JetStream fsync failed", error=str(err))
-            for store, e in failed.items():
-                self.server.log_error("JetStream consumer state write failed", path=str(store.dir), error=str(e))
-                store.dirty = True
-            for reply, payload, store in batch:
-                if store is None or store not in failed:
-                    self.server.publish(reply, payload)
+            self._release(batch, err, failed)
         if self._bg_timer is not None:
             self._bg_timer.cancel()
             self._bg_timer = None

@@ -1,0 +1,248 @@
+"""Faults injected into a running embedded server, each doing to the client what the real event does (issue #14).
+
+``Faults(server)`` (``skiff.testing.faults``) acts on a :class:`~skiff.server.core.server.Server` running in the
+test's loop; the ``$SKIFF.FAULTS.<METHOD>`` control requests call the same methods for a Skiff process
+(skiff/testing/control.py).  A fault that lasts returns a :class:`Fault`: ``fault.undo()`` ends it, and it is a
+context manager (``with faults.stall(name="app", writes=True): ...``).
+
+====================================  =========================================================================
+fault                                  what the client sees, as with the real event
+====================================  =========================================================================
+``drop(cid=|name=)``                   its connection cut without a word (a network failure): it reconnects
+``stall(cid=|name=, reads, writes)``   the server stops reading it (its writes back up in the kernel) or stops
+                                       writing to it: its output is held until ``max_pending``, then it is
+                                       closed as a slow consumer, as nats-server does
+``latency(seconds, cid=|name=)``       everything the server sends it arrives ``seconds`` later
+``refuse_connections(seconds=None)``   the listener closes: new connections are refused (ECONNREFUSED) until
+                                       ``undo()`` (or ``seconds``) opens it again on the same port
+``fail_next_write(error, fsync)``      the file store's next write (or fsync) fails with ENOSPC / EIO: the
+                                       publisher gets the error PubAck (10077) that a full disk gives
+``api_status(status, count)``          the next ``count`` JetStream API requests are answered with a status
+                                       message instead (503: no responders, as when JetStream is unavailable)
+====================================  =========================================================================
+
+Nothing here costs the server anything until a fault is armed: connection faults swap the connection's output
+holder (client.py's ``_held``, which the publish path checks anyway), store faults swap the store's injectable
+``write``/``fsync`` functions, the API fault sets one attribute the router checks per request.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from skiff.server.core.client import ClientConnection
+    from skiff.server.core.server import Server
+
+
+class Fault:
+    """An armed fault: ``undo()`` ends it (once); usable as a context manager."""
+
+    def __init__(self, what: str, undo: Callable[[], None]) -> None:
+        self.what = what
+        self._undo: Callable[[], None] | None = undo
+
+    def undo(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
+
+    @property
+    def active(self) -> bool:
+        return self._undo is not None
+
+    def __enter__(self) -> "Fault":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        return f"<Fault {self.what}{'' if self.active else ' (undone)'}>"
+
+
+class _Pinned(list):
+    """Output held for a connection whose writes are stalled: resume_writing leaves it alone (client.py)."""
+
+    pinned = True
+
+
+class _Delayed(list):
+    """Output that reaches the socket ``delay`` seconds after the server wrote it (a slow link)."""
+
+    pinned = True
+
+    def __init__(self, conn: "ClientConnection", delay: float) -> None:
+        super().__init__()
+        self.conn = conn
+        self.delay = delay
+
+    def append(self, data: bytes) -> None:  # called by ClientConnection.flush instead of transport.write
+        asyncio.get_running_loop().call_later(self.delay, self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        conn = self.conn
+        conn._held_bytes -= len(data)
+        if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            conn.transport.write(data)
+
+
+class Faults:
+    def __init__(self, server: "Server") -> None:
+        self.server = server
+
+    # ------------------------------------------------------------------ connections
+    def _conns(self, cid: int | None, name: str | None) -> list["ClientConnection"]:
+        if (cid is None) == (name is None):
+            raise ValueError("give one of 'cid' or 'name'")
+        found = [c for c in list(self.server.clients.values()) if (c.cid == cid if cid is not None else c.name == name)]
+        if not found:
+            raise ValueError(f"no connection with {'cid ' + str(cid) if cid is not None else 'name ' + repr(name)}")
+        return found
+
+    def drop(self, cid: int | None = None, name: str | None = None) -> list[int]:
+        """Cut the connections at once, without -ERR: what a network failure does (the transport is aborted)."""
+        from skiff.server.core.client import CLIENT_CLOSED
+
+        conns = self._conns(cid, name)
+        for c in conns:
+            c.close(CLIENT_CLOSED, abort=True)
+        return [c.cid for c in conns]
+
+    def stall(self, cid: int | None = None, name: str | None = None, reads: bool = True,
+              writes: bool = False) -> Fault:
+        """Stop reading from the client (``reads``) and/or writing to it (``writes``)."""
+        if not (reads or writes):
+            raise ValueError("stall what: reads, writes or both")
+        conns = self._conns(cid, name)
+        for c in conns:
+            if reads:
+                c._fault_read_stall = True
+                if c.transport is not None:
+                    c.transport.pause_reading()
+            if writes:
+                # Output goes to a held list the transport never drains: the connection's pending bytes grow
+                # until max_pending, where it is closed as a slow consumer (client.py _check_pending).
+                pinned = _Pinned(c._held or ())
+                c._held = pinned
+
+        def undo() -> None:
+            for c in conns:
+                if reads and getattr(c, "_fault_read_stall", False):
+                    c._fault_read_stall = False
+                    if not c.closed and c.transport is not None and not c._read_paused:
+                        c.transport.resume_reading()
+                if writes and isinstance(c._held, _Pinned):
+                    held, c._held = list(c._held), []
+                    c._held = None if not held else c._held
+                    c._held_bytes = 0
+                    if not c.closed and c.transport is not None:
+                        for data in held:
+                            c.transport.write(data)
+
+        return Fault(f"stall {[c.cid for c in conns]} reads={reads} writes={writes}", undo)
+
+    def latency(self, seconds: float, cid: int | None = None, name: str | None = None) -> Fault:
+        """Everything the server sends these clients reaches their socket ``seconds`` later."""
+        if seconds <= 0:
+            raise ValueError("latency must be positive")
+        conns = self._conns(cid, name)
+        for c in conns:
+            if c._held:  # already behind: keep the order
+                raise ValueError(f"connection {c.cid} has output held; try again when it caught up")
+            c._held = _Delayed(c, seconds)
+
+        def undo() -> None:
+            for c in conns:
+                if isinstance(c._held, _Delayed):
+                    c._held = None  # what is already delayed still arrives, later output goes straight out
+
+        return Fault(f"latency {seconds}s on {[c.cid for c in conns]}", undo)
+
+    def refuse_connections(self, seconds: float | None = None) -> Fault:
+        """Close the client listener: new connections are refused (ECONNREFUSED) until undo() reopens it on the
+        same port (or ``seconds`` pass).  Connected clients stay connected."""
+        srv = self.server
+        listener = srv._listener
+        if listener is None:
+            raise ValueError("the server is not listening")
+        listener.close()
+        srv._listener = None
+        loop = asyncio.get_running_loop()
+        timer = None
+
+        def undo() -> None:
+            if timer is not None:
+                timer.cancel()
+            loop.create_task(_listen_again(srv))
+
+        fault = Fault(f"refuse connections on port {srv.port}", undo)
+        if seconds is not None:
+            timer = loop.call_later(seconds, fault.undo)
+        return fault
+
+    # ------------------------------------------------------------------ the store
+    def fail_next_write(self, error: str = "ENOSPC", fsync: bool = False, count: int = 1) -> Fault:
+        """Make the next ``count`` writes (or fsyncs) of every file store fail with ``error`` (ENOSPC, EIO...)."""
+        code = getattr(errno, error, None)
+        if not isinstance(code, int):
+            raise ValueError(f"unknown errno name {error!r}")
+        stores = [st.store for js in self.server.jetstreams.values() for st in js.streams.values()
+                  if hasattr(st.store, "_write")]
+        if not stores:
+            raise ValueError("no file-backed stream to fail")
+        attr = "_fsync" if fsync else "_write"
+        left = [count]
+        originals = {id(s): getattr(s, attr) for s in stores}
+
+        def wrap(store, real):
+            def failing(*args):
+                if left[0] > 0:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        setattr(store, attr, real)
+                    raise OSError(code, os.strerror(code))
+                return real(*args)
+            return failing
+
+        for s in stores:
+            setattr(s, attr, wrap(s, originals[id(s)]))
+
+        def undo() -> None:
+            for s in stores:
+                setattr(s, attr, originals[id(s)])
+
+        return Fault(f"fail next {count} {'fsync' if fsync else 'write'} with {error}", undo)
+
+    # ------------------------------------------------------------------ the JetStream API
+    def api_status(self, status: int = 503, count: int = 1, description: str = "") -> Fault:
+        """Answer the next ``count`` JetStream API requests with a status message (``NATS/1.0 <status>``) instead
+        of the reply: 503 is what a client gets when no JetStream answers (nats.py NoRespondersError)."""
+        if not 100 <= status <= 999:
+            raise ValueError("status is a 3-digit code")
+        routers = [js.router for js in self.server.jetstreams.values()]
+        if not routers:
+            raise ValueError("JetStream is not enabled")
+        state = {"left": count, "status": status, "description": description}
+        for r in routers:
+            r.fault = state
+
+        def undo() -> None:
+            for r in routers:
+                if r.fault is state:
+                    r.fault = None
+
+        return Fault(f"API answers {status} x{count}", undo)
+
+
+async def _listen_again(srv: "Server") -> None:
+    from skiff.server.core.client import ClientConnection
+
+    if srv._listener is not None or not srv.running:
+        return
+    loop = asyncio.get_running_loop()
+    srv._listener = await loop.create_server(lambda: ClientConnection(srv, srv.tls_mode), host=srv.options.host,
+                                             port=srv.port, reuse_address=True, backlog=4096)
+

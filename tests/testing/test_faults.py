@@ -1,0 +1,156 @@
+"""Faults on an embedded server (skiff/testing/faults.py) and what a nats-py client sees, beside the same event
+caused for real where a test can cause it."""
+import asyncio
+import errno
+import socket
+import time
+
+import nats
+import nats.js.errors
+import pytest
+
+from skiff.testing.faults import Faults
+
+pytestmark = pytest.mark.skiff_only
+
+
+async def _events(url: str, **kw):
+    ev = {"disconnected": asyncio.Event(), "reconnected": asyncio.Event(), "errors": []}
+
+    async def disconnected():
+        ev["disconnected"].set()
+
+    async def reconnected():
+        ev["reconnected"].set()
+
+    async def error(e):
+        ev["errors"].append(e)
+
+    nc = await nats.connect(url, disconnected_cb=disconnected, reconnected_cb=reconnected, error_cb=error,
+                            reconnect_time_wait=0.05, **kw)
+    return nc, ev
+
+
+async def test_drop_is_a_network_failure_and_the_client_reconnects(nats_server):
+    nc, ev = await _events(nats_server.client_url, name="app")
+    assert Faults(nats_server).drop(name="app")
+    await asyncio.wait_for(ev["disconnected"].wait(), 5)
+    await asyncio.wait_for(ev["reconnected"].wait(), 5)
+    sub = await nc.subscribe("after")
+    await nc.publish("after", b"ok")
+    assert (await sub.next_msg(timeout=2)).data == b"ok"
+    await nc.close()
+
+
+async def test_real_killed_connection_looks_the_same(nats_server_factory):
+    """The real event: the server goes away and comes back on its port; the client goes through the same
+    disconnect and reconnect."""
+    srv = await nats_server_factory()
+    nc, ev = await _events(srv.client_url, name="app", max_reconnect_attempts=-1)
+    srv = await nats_server_factory.restart(srv)
+    await asyncio.wait_for(ev["disconnected"].wait(), 5)
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    await nc.close()
+
+
+async def test_stalled_writes_make_a_slow_consumer(nats_server_factory):
+    srv = await nats_server_factory(max_pending=256 * 1024)
+    nc, ev = await _events(srv.client_url, name="slow", allow_reconnect=False)
+    await nc.subscribe("flood")
+    await nc.flush()
+    pub = await nats.connect(srv.client_url)
+    with Faults(srv).stall(name="slow", reads=False, writes=True):
+        for _ in range(400):
+            await pub.publish("flood", b"x" * 1024)
+        await pub.flush()
+        await asyncio.wait_for(ev["disconnected"].wait(), 5)  # closed as a slow consumer at max_pending
+    assert srv.slow_consumers == 1
+    await pub.close()
+    await nc.close()
+
+
+async def test_stalled_reads_then_undo(nats_server):
+    nc = await nats.connect(nats_server.client_url, name="app")
+    sub = await nc.subscribe("echo")
+    fault = Faults(nats_server).stall(name="app", reads=True)
+    await nc.publish("echo", b"1")
+    with pytest.raises(nats.errors.TimeoutError):
+        await sub.next_msg(timeout=0.3)  # the server does not read what the client sent
+    fault.undo()
+    assert (await sub.next_msg(timeout=2)).data == b"1"
+    await nc.close()
+
+
+async def test_latency(nats_server):
+    nc = await nats.connect(nats_server.client_url, name="app")
+    sub = await nc.subscribe("lat")
+    with Faults(nats_server).latency(0.3, name="app"):
+        t = time.monotonic()
+        await nc.publish("lat", b"x")
+        await sub.next_msg(timeout=2)
+        assert time.monotonic() - t >= 0.29
+    t = time.monotonic()
+    await nc.publish("lat", b"y")
+    await sub.next_msg(timeout=2)
+    assert time.monotonic() - t < 0.29
+    await nc.close()
+
+
+async def test_refused_connections_then_accepted_on_the_same_port(nats_server):
+    port = nats_server.port
+    fault = Faults(nats_server).refuse_connections()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    with pytest.raises(ConnectionRefusedError):  # what nats.connect meets (it then reports NoServersError)
+        await asyncio.open_connection("127.0.0.1", port)
+    fault.undo()
+    await asyncio.sleep(0.05)
+    nc = await nats.connect(nats_server.client_url)
+    assert nc.is_connected
+    await nc.close()
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+async def test_failed_store_write_is_an_error_puback_then_publishes_go_on(nats_server_factory, fsync):
+    srv = await nats_server_factory(sync_always=fsync)
+    nc = await nats.connect(srv.client_url)
+    js = nc.jetstream()
+    await js.add_stream(name="S", subjects=["s.>"])
+    await js.publish("s.1", b"before")
+    Faults(srv).fail_next_write("ENOSPC", fsync=fsync)
+    with pytest.raises(nats.js.errors.APIError) as e:
+        await js.publish("s.2", b"lost")
+    assert e.value.err_code == 10077 and "no space left on device" in e.value.description.lower()
+    ack = await js.publish("s.3", b"after")
+    info = await js.stream_info("S")
+    if fsync:
+        # The write reached the OS before the fsync failed: the message is in the stream, but the PubAck, which
+        # under sync_always promises an fsync, told the publisher it cannot count on it (a retry with a
+        # Nats-Msg-Id is de-duplicated).
+        assert (ack.seq, info.state.messages) == (3, 3)
+    else:
+        assert (ack.seq, info.state.messages) == (2, 2)  # the failed write was rolled back
+    await nc.close()
+
+
+async def test_api_status_503_is_jetstream_unavailable(nats_server):
+    """A 503 status is what nats-server sends when nothing answers the API (JetStream off): nats-py reports it as
+    ServiceUnavailableError, exactly as against a server without JetStream."""
+    nc = await nats.connect(nats_server.client_url)
+    js = nc.jetstream()
+    Faults(nats_server).api_status(503, count=1)
+    with pytest.raises(nats.js.errors.ServiceUnavailableError):
+        await js.add_stream(name="S", subjects=["s.>"])
+    await js.add_stream(name="S", subjects=["s.>"])  # only the next request
+    await nc.close()
+
+
+async def test_bad_arguments_are_refused(nats_server):
+    f = Faults(nats_server)
+    with pytest.raises(ValueError):
+        f.drop(name="nobody")
+    with pytest.raises(ValueError):
+        f.fail_next_write("ENOTANERRNO")
+    with pytest.raises(ValueError):
+        f.stall(name="x", reads=False, writes=False)
+    assert errno.ENOSPC  # the names are errno's
