@@ -16,39 +16,34 @@ FORBIDDEN = {
 }
 
 
+def _absolute_imports(folder: str):
+    """(path, module name) for every absolute import in the .py files below ``folder``."""
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    yield path, a.name
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                yield path, node.module
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_point_one_way(package):
     bad = []
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            for n in names:
-                parts = n.split(".")
-                if parts[0] in FORBIDDEN:
-                    bad.append(f"{path.relative_to(ROOT)} imports {n}: import it as skiff.{n}")
-                if parts[0] == "skiff" and len(parts) > 1:
-                    parts = parts[1:]
-                if parts[0] in FORBIDDEN[package]:
-                    bad.append(f"{path.relative_to(ROOT)} imports {n}")
+    for path, n in _absolute_imports(package):
+        parts = n.split(".")
+        if parts[0] in FORBIDDEN:
+            bad.append(f"{path.relative_to(ROOT)} imports {n}: import it as skiff.{n}")
+        if parts[0] == "skiff" and len(parts) > 1:
+            parts = parts[1:]
+        if parts[0] in FORBIDDEN[package]:
+            bad.append(f"{path.relative_to(ROOT)} imports {n}")
     assert not bad, bad
 
 
 def test_everything_imports_skiff_by_its_installed_name():
     """tests/, bench/, examples/ and skiff/ too: no bare server/protocol/storage import anywhere."""
-    bad = []
-    for folder in ("skiff", "tests", "bench", "examples", "spark"):
-        for path in (ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
-                else:
-                    continue
-                bad += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    bad = [f"{path.relative_to(ROOT)} imports {n}"
+           for folder in ("skiff", "tests", "bench", "examples", "spark")
+           for path, n in _absolute_imports(folder) if n.split(".")[0] in FORBIDDEN]
     assert not bad, bad

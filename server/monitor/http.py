@@ -285,38 +285,33 @@ class MonitorServer:
             conn = _next_cycle(conn)
 
     @staticmethod
-    async def _next_event(conn: "h11.Connection", reader: asyncio.StreamReader, timeout: float):
-        """The next request head, None when the client went away or stayed silent too long."""
+    async def _event(conn: "h11.Connection", reader: asyncio.StreamReader, timeout: float):
+        """The next h11 event, reading as needed: ``_BadRequest`` for what Go would refuse, ``ConnectionError`` at
+        the end of the stream, ``asyncio.TimeoutError`` when the client stays silent."""
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as e:
                 raise _go_error(e, conn) from None
-            if event is h11.NEED_DATA:
-                try:
-                    data = await asyncio.wait_for(reader.read(65536), timeout)
-                except (asyncio.TimeoutError, ConnectionError):
-                    return None
-                conn.receive_data(data)
-                if not data:
-                    return None
-                continue
-            return event
+            if event is not h11.NEED_DATA:
+                return event
+            data = await asyncio.wait_for(reader.read(65536), timeout)
+            conn.receive_data(data)
+            if not data:
+                raise ConnectionError("closed by the client")
 
-    @staticmethod
-    async def _discard_body(conn: "h11.Connection", reader: asyncio.StreamReader) -> None:
+    async def _next_event(self, conn: "h11.Connection", reader: asyncio.StreamReader, timeout: float):
+        """The next request head, None when the client went away or stayed silent too long."""
+        try:
+            return await self._event(conn, reader, timeout)
+        except (asyncio.TimeoutError, ConnectionError):
+            return None
+
+    async def _discard_body(self, conn: "h11.Connection", reader: asyncio.StreamReader) -> None:
         read = 0
         while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as e:
-                raise _go_error(e, conn) from None
-            if event is h11.NEED_DATA:
-                data = await asyncio.wait_for(reader.read(65536), HEADER_TIMEOUT)
-                if not data:
-                    raise ConnectionError("closed in the body")
-                conn.receive_data(data)
-            elif isinstance(event, h11.Data):
+            event = await self._event(conn, reader, HEADER_TIMEOUT)
+            if isinstance(event, h11.Data):
                 read += len(event.data)
                 if read > MAX_DISCARD_BODY:
                     raise _BadRequest(400, "400 Bad Request")

@@ -7,15 +7,20 @@ import socket
 import pytest
 
 
-def http(port: int, raw: bytes) -> tuple[str, dict[str, str], bytes]:
+def _exchange(port: int, raw: bytes) -> bytes:
+    """Send ``raw`` and read until the server closes."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(raw)
         data = b""
         while True:
             chunk = s.recv(65536)
             if not chunk:
-                break
+                return data
             data += chunk
+
+
+def http(port: int, raw: bytes) -> tuple[str, dict[str, str], bytes]:
+    data = _exchange(port, raw)
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {}
@@ -139,15 +144,8 @@ def test_raftz_without_raft(srv):
 def test_http10_keep_alive(srv):
     """An HTTP/1.0 client that asks for keep-alive gets it, and its second request on the same connection is
     served (h11 alone would refuse it; server/monitor/http.py starts a parser per request)."""
-    raw = b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", srv.http_port), timeout=5) as s:
-        s.sendall(raw)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+    data = _exchange(srv.http_port, b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                                    b"GET /healthz HTTP/1.0\r\n\r\n")
     first, _, rest = data.partition(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.0 200 OK") and b"Connection: keep-alive" in first
     assert rest.count(b"HTTP/1.0 200 OK") == 1 and rest.endswith(b'{"status":"ok"}')
