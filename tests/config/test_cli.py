@@ -399,8 +399,10 @@ def test_ports_file(target, tmp_path):
         path = tmp_path / f"{exe}_{proc.pid}.ports"
         import time
 
-        deadline = time.monotonic() + 10  # nats-server writes it from a goroutine once the listeners are up
-        while not path.exists():
+        # nats-server writes it from a goroutine once the listeners are up, not atomically: the file can be seen
+        # empty or half written first (a full run once read it before its JSON was complete)
+        deadline = time.monotonic() + 10
+        while not (path.exists() and path.read_text().endswith("}")):
             assert time.monotonic() < deadline, list(tmp_path.iterdir())
             time.sleep(0.05)
         assert json.loads(path.read_text()) == {"nats": [f"nats://127.0.0.1:{port}"],

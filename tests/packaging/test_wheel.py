@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -37,9 +38,21 @@ async def test_redelivery_without_waiting(nats_server, nats_clock):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """Built from a copy of the tree: setuptools builds in place and keeps build/lib/ between builds, so a module
+    deleted from the source would still ship from a stale build/ of the checkout."""
     out = tmp_path_factory.mktemp("wheel")
+    src = tmp_path_factory.mktemp("src") / "skiff"
+    everywhere = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", "node_modules")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = set(everywhere(folder, names))
+        if Path(folder) == ROOT:  # the checkout's own build output and data, not protocol/data/
+            skip |= {n for n in names if n in ("build", "dist", "data")}
+        return skip
+
+    shutil.copytree(ROOT, src, ignore=ignore)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
-                        str(ROOT)], capture_output=True, text=True, timeout=300)
+                        str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = out.glob("skiff-*.whl")
     return whl
@@ -82,9 +95,9 @@ def test_fresh_venv_user_test_passes(wheel, tmp_path):
     user.mkdir()
     (user / "test_mine.py").write_text(USER_TEST)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SKIFF_NATS_SERVER")}
-    r = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"], cwd=user, env=env,
+    r = subprocess.run([str(py), "-m", "pytest", "-q", "-rE", "-p", "no:cacheprovider", "test_mine.py"], cwd=user, env=env,
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-6000:]
     # and the installed copy is the one that ran, not this checkout
     r = subprocess.run([str(py), "-c", "import skiff, skiff.server; print(skiff.server.__file__)"], cwd=user,
                        env=env, capture_output=True, text=True, timeout=60)
