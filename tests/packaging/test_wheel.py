@@ -94,10 +94,20 @@ def test_fresh_venv_user_test_passes(wheel, tmp_path):
     user = tmp_path / "user"
     user.mkdir()
     (user / "test_mine.py").write_text(USER_TEST)
+    (user / "pytest.ini").write_text("[pytest]\n")  # an empty configuration of the user's: pytest's defaults
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SKIFF_NATS_SERVER")}
-    r = subprocess.run([str(py), "-m", "pytest", "-q", "-rE", "-p", "no:cacheprovider", "test_mine.py"], cwd=user, env=env,
+    # The user's own directory is the root: no configuration file of an ancestor directory may take part (the
+    # suite's temporary directories are shared by every test of the run).
+    r = subprocess.run([str(py), "-m", "pytest", "-q", "-rE", "-p", "no:cacheprovider", "--rootdir", str(user),
+                        "-c", str(user / "pytest.ini"), "test_mine.py"], cwd=user, env=env,
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-6000:]
+    if r.returncode != 0:  # say what the user's environment had, to tell a packaging fault from the test's
+        eps = subprocess.run([str(py), "-c", "import importlib.metadata as m; "
+                              "print(sorted((e.name, e.value) for e in m.entry_points(group='pytest11')))"],
+                             cwd=user, env=env, capture_output=True, text=True, timeout=60)
+        pytest.fail(f"{r.stdout[-5000:]}\npytest11 entry points: {eps.stdout}{eps.stderr[-1000:]}\n"
+                    f"env: {sorted(k for k in env if k.startswith(('PY', 'PIP')))}")
+    assert "1 passed" in r.stdout, r.stdout[-3000:]
     # and the installed copy is the one that ran, not this checkout
     r = subprocess.run([str(py), "-c", "import skiff, skiff.server; print(skiff.server.__file__)"], cwd=user,
                        env=env, capture_output=True, text=True, timeout=60)
