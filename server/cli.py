@@ -27,6 +27,7 @@ import signal as _signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from skiff.server.conf import ConfigError
 from skiff.server.conf import support
@@ -209,8 +210,8 @@ FIELD_OF = {
     "clock": "clock",
     "profile": "prof_port",
 }
-# Flags that change nothing without --cluster, in nats-server too; --cluster is refused (support.FLAGS).
-IGNORED_FLAGS = {"cluster_advertise", "no_advertise", "connect_retries"}
+# The cluster flags go into ServerOptions.cluster (_cluster_flags), not one field each.
+IGNORED_FLAGS = {"cluster", "routes", "cluster_name", "cluster_advertise", "no_advertise", "connect_retries"}
 TLS_FLAGS = {"tls", "tlsverify", "tlscert", "tlskey", "tlscacert"}
 
 
@@ -349,7 +350,48 @@ def flag_settings(flags: Flags, base: dict[str, Any] | None = None) -> dict[str,
             if isinstance(old, dict) and old.get("timeout"):
                 tls["timeout"] = old["timeout"]  # nats-server keeps the file's TLS timeout
             s["tls"] = tls
+    cluster = _cluster_flags(flags, base)
+    if cluster is not None:
+        s["cluster"] = cluster
     return s
+
+
+def _cluster_flags(flags: Flags, base: dict[str, Any]) -> dict[str, Any] | None:
+    """--cluster (--cluster_listen), --routes, --cluster_name, --cluster_advertise, --no_advertise and
+    --connect_retries over the file's cluster {} (opts.go MergeOptions, overrideCluster)."""
+    names = ("cluster", "routes", "cluster_name", "cluster_advertise", "no_advertise", "connect_retries")
+    if not any(n in flags for n in names):
+        return None
+    c = dict(base.get("cluster") or {})
+    listen = flags.get("cluster")
+    if listen:
+        random_port = listen.endswith(":-1")
+        u = urlsplit(listen[:-3] + ":0" if random_port else listen)
+        try:
+            port = -1 if random_port else u.port
+        except ValueError as e:
+            raise CommandError(str(e)) from None
+        if not u.hostname or port is None:
+            raise CommandError(f"missing port in address {u.netloc!r}")
+        c["host"], c["port"] = u.hostname, port
+        if u.username is not None:
+            if u.password is None:
+                raise CommandError("expected cluster password to be set")
+            c["username"], c["password"] = u.username, u.password
+        else:
+            c.pop("username", None)
+            c.pop("password", None)
+    if flags.get("routes"):
+        c["routes"] = [r.strip() for r in flags.get("routes").split(",") if r.strip()]
+    if flags.get("cluster_name"):
+        c["name"] = flags.get("cluster_name")
+    if "cluster_advertise" in flags:
+        c["advertise"] = flags.get("cluster_advertise")
+    if "no_advertise" in flags:
+        c["no_advertise"] = bool(flags.get("no_advertise"))
+    if "connect_retries" in flags:
+        c["connect_retries"] = flags.get("connect_retries")
+    return c
 
 
 def parse_args(argv: list[str] | None = None) -> ServerOptions:

@@ -128,6 +128,21 @@ class WebsocketOptions(_Model):
     ping_interval: float = 0.0  # 0: the server's ping_interval
 
 
+class ClusterOptions(_Model):
+    """The ``cluster { }`` block and the cluster flags (nats-server ClusterOpts; conf/cluster.py, core/cluster.py)."""
+
+    name: str = ""
+    host: str = DEFAULT_HOST
+    port: int = 0  # 0: no route listener (and no routes, as in nats-server); -1: a random port
+    routes: list[str] = Field(default_factory=list)
+    username: str = ""
+    password: str = ""
+    auth_timeout: float = 0.0
+    advertise: str = ""
+    no_advertise: bool = False
+    connect_retries: int = 0
+
+
 class ServerOptions(_Model):
     # -- listening
     host: str = DEFAULT_HOST
@@ -202,6 +217,8 @@ class ServerOptions(_Model):
     proxy_protocol: bool = False
     # -- WebSocket clients
     websocket: WebsocketOptions | None = None
+    # -- routes to the other servers of a cluster
+    cluster: ClusterOptions | None = None
     # -- lifecycle
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD
@@ -273,6 +290,11 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         ws = dict(ws)
         ws["tls"] = {k: v for k, v in ws["tls"].items() if k != "timeout"}
         s["websocket"] = ws
+    cl = s.get("cluster")
+    if isinstance(cl, dict) and cl.get("port") and s.get("jetstream"):
+        from .conf.cluster import JETSTREAM_REFUSED
+
+        raise ConfigError(JETSTREAM_REFUSED)  # -js with --cluster (a file's cluster {} says where, conf/cluster.py)
     try:
         return ServerOptions.model_validate(s)
     except Exception as e:  # pydantic.ValidationError: a value of the wrong type from a flag

@@ -211,6 +211,10 @@ class _Mapper:
                         s["store_dir"] = self.expect(tok, str, k)
                 elif k == "jetstream":
                     self.jetstream(tok)
+                elif k == "cluster":
+                    from skiff.server.conf.cluster import parse_cluster
+
+                    s["cluster"] = parse_cluster(self, tok)
                 elif k in ("websocket", "ws"):
                     from skiff.server.conf.websocket import parse_websocket
 
@@ -295,6 +299,9 @@ class _Mapper:
         from skiff.server.conf import websocket as websocket_conf
 
         websocket_conf.validate(self)
+        from skiff.server.conf import cluster as cluster_conf
+
+        cluster_conf.validate(self)
 
     def lame_duck(self, tok: Token, k: str) -> None:
         v = self.expect(tok, str, k)

@@ -75,7 +75,6 @@ TOP_LEVEL = _entries(
     (("proxies",), Unimplemented(REFUSE, "trusted proxies (proxy-signed client connections)", _empty)),
     (("default_js_domain",), Unimplemented(REFUSE, "JetStream domains per account", _empty)),
     # -- other connection kinds and topologies: their listeners would never open.
-    (("cluster",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
     (("gateway",), Unimplemented(REFUSE, "gateways (super-clusters)", _empty)),
     (("leaf", "leafnodes"), Unimplemented(REFUSE, "leaf node connections", _empty)),
     (("mqtt",), Unimplemented(REFUSE, "MQTT clients", _empty)),
@@ -139,6 +138,24 @@ JETSTREAM = _entries(
 #: core/websocket.py).  Its ``tls { }`` goes through the TLS table below.
 WEBSOCKET = _entries()  # every key of the block is implemented
 
+#: keys of ``cluster { }`` (server/opts.go parseCluster) Skiff does not implement (conf/cluster.py reads the rest).
+#: Skiff's routes are one plain-TCP connection per server, without compression, as nats-server's with
+#: ``pool_size: -1`` and ``compression: off`` (core/route.py).
+CLUSTER = _entries(
+    (("tls",), Unimplemented(REFUSE, "TLS between the servers of a cluster", _empty)),
+    (("permissions",), Unimplemented(REFUSE, "route import/export permissions", _empty)),
+    (("pool_size",), Unimplemented(REFUSE, "route pooling (Skiff keeps one route per server, as pool_size: -1)",
+                                   lambda v: v == -1)),
+    (("accounts",), Unimplemented(REFUSE, "dedicated routes per account", _empty)),
+    (("compression",), Unimplemented(REFUSE, "route compression (Skiff's routes are not compressed)",
+                                     lambda v: v in (False, "off", "disabled"))),
+    (("ping_interval",), Unimplemented(REFUSE, "a ping interval of its own for routes (Skiff's routes ping at "
+                                               "the server's ping_interval)", _empty)),
+    (("ping_max",), Unimplemented(REFUSE, "a ping_max of its own for routes", _empty)),
+    (("write_deadline", "write_timeout"), Unimplemented(REFUSE, "route write deadlines", _empty)),
+    (("connect_backoff",), Unimplemented(REFUSE, "backing off route reconnect attempts", _false)),
+)
+
 #: ``authorization { }`` sub-keys (parseAuthorization)
 AUTHORIZATION = _entries(
     (("auth_callout",), Unimplemented(REFUSE, "auth callout (Skiff would let in clients the callout refuses)",
@@ -185,10 +202,6 @@ TLS = _entries(
 #: have no effect in nats-server either (checked with the 2.15.1 binary: nothing in varz, INFO or the log), and
 #: ``--cluster`` itself is refused.  ``--routes`` without ``--cluster`` is nats-server's own error (cli.py).
 FLAGS = _entries(
-    (("cluster",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
-    (("routes",), Unimplemented(REFUSE, "clustering (routes to other servers)", _empty)),
-    (("cluster_name",), Unimplemented(REFUSE, "a cluster name (shown in varz and in JetStream stream info)",
-                                      _empty)),
     (("profile",), Unimplemented(REFUSE, "the Go profiling (pprof) port", _zero)),
     (("syslog",), Unimplemented(REFUSE, "logging to syslog (the log would go to stderr)", _false)),
     (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),

@@ -191,7 +191,7 @@ class Accounts:
             # push consumer or a mirror in the importing account sees the stored subject, not the deliver subject).
             self._republish(importer, origin, local, reply, hdr_len, data, msg_subject)
 
-        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True)
+        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True, local=True)
 
     def _service_import(self, importer: Account, im: dict) -> None:
         src = im["service"]
@@ -210,7 +210,7 @@ class Accounts:
                     origin is not None and origin.no_responders:
                 srv.no_responders(subj, reply, origin)
 
-        srv.subscribe_internal(local, request, server_msgs=True, account=importer)
+        srv.subscribe_internal(local, request, server_msgs=True, account=importer, local=True)
 
     def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export) -> str:
         """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's."""

@@ -65,6 +65,7 @@ RELEASE_SLICE = 8 * 1024 * 1024
 
 
 class ClientConnection(asyncio.Protocol):
+    is_route = False  # core/route.py RouteConnection says True
     _fault_read_stall = False  # skiff.testing.faults stall(reads=True): reading stays paused
     client_type = "nats"  # connz "type"; "websocket" for core/websocket.py's WSClient
     info_base: dict | None = None  # INFO fields of another listener (WebSocket); None: the client port's

@@ -186,7 +186,7 @@ class Events:
         }
         if srv.slow_consumers:
             d["slow_consumer_stats"] = {"clients": srv.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0}
-        d["active_servers"] = 1
+        d["active_servers"] = 1 + (len(srv.cluster.routes) if srv.cluster is not None else 0)
         if srv.jetstream is not None:
             js = srv.jetstream.varz()
             js = {k: v for k, v in js.items() if k != "config"} | {"config": _statsz_js_config(js.get("config"))}

@@ -106,6 +106,20 @@ class Server:
         self._info_base: dict = {}
         self.tls_mode = ""
         self.websocket = None  # the WebSocket listener, when websocket { port } is set
+        # The route listener and routes, when cluster { listen } is set (core/cluster.py); created before any
+        # subscription so that it counts every one of them.
+        self.cluster = None
+        copts = getattr(options, "cluster", None)
+        if copts is not None and copts.port:
+            from .cluster import Cluster
+
+            if options.jetstream:
+                from ..conf import ConfigError
+                from ..conf.cluster import JETSTREAM_REFUSED
+
+                raise ConfigError(JETSTREAM_REFUSED)
+
+            self.cluster = Cluster(self, copts)
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> "Server":
@@ -159,6 +173,8 @@ class Server:
         )
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
+        if self.cluster is not None:
+            await self.cluster.start()
         self._build_info()
         if opts.websocket is not None and opts.websocket.port:
             from .websocket import WebSocketListener  # WebSocket clients (core/websocket.py)
@@ -186,6 +202,8 @@ class Server:
             self._listener.close()
         if self.websocket is not None:
             self.websocket.close()
+        if self.cluster is not None:  # routes first: the others need no RS- for every client leaving
+            await self.cluster.stop()
         for c in list(self.clients.values()):
             c.close(SERVER_SHUTDOWN)
         self.flush_pending()
@@ -282,7 +300,22 @@ class Server:
                 info["tls_verify"] = True
         if opts.jetstream:
             info["jetstream"] = True
+        if self.cluster is not None:
+            info["cluster"] = self.cluster.name
+            urls = self.cluster.connect_urls()
+            if urls:
+                info["connect_urls"] = urls
         self._info_base = info
+
+    def cluster_changed(self) -> None:
+        """The cluster's name or its client URLs changed: new INFO for clients that can take an asynchronous one
+        (route.go sendAsyncInfoToClients: CONNECT protocol >= 1 and the first PONG sent)."""
+        if not self.running:
+            return
+        self._build_info()
+        for c in list(self.clients.values()):
+            if c.protocol >= 1 and c.first_pong_sent and not c.closed and c.info_base is None:
+                c.send(self.info_for(c))
 
     def info_for(self, conn: ClientConnection, connect_info: bool = False) -> bytes:
         base = conn.info_base
@@ -351,6 +384,8 @@ class Server:
     def add_subscription(self, sub: Subscription) -> None:
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.insert(sub)
+        if self.cluster is not None and sub.route is None and not sub.local:
+            self.cluster.local_sub(sl, sub.subject, sub.queue, 1)
         if self._interest_watch:
             self._notify_interest(sl, sub.subject)
 
@@ -360,6 +395,8 @@ class Server:
         sub.closed = True
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.remove(sub)
+        if self.cluster is not None and sub.route is None and not sub.local:
+            self.cluster.local_sub(sl, sub.subject, sub.queue, -1)
         if self._interest_watch:
             self._notify_interest(sl, sub.subject)
 
@@ -400,15 +437,18 @@ class Server:
         return stop
 
     def subscribe_internal(self, subject: str, callback: Callable, queue: str = "",
-                           server_msgs: bool = False, account: Any = None, msg_subject: bool = False) -> Subscription:
+                           server_msgs: bool = False, account: Any = None, msg_subject: bool = False,
+                           local: bool = False) -> Subscription:
         """An internal subscription: ``callback(sub, subject, reply, hdr_len, data, origin)`` runs in-line when a
         message is routed to ``subject``.  ``origin`` is the publishing ClientConnection, or None for a message the
         server published, which reaches the callback only with ``server_msgs`` (see Subscription).  It lives in
-        ``account``'s subject space, by default the JetStream account's."""
+        ``account``'s subject space, by default the JetStream account's.  A ``local`` one is not announced to the
+        other servers of a cluster: an import's forwarder, which every server has of its own."""
         self._internal_sid += 1
         sub = Subscription(None, subject, queue, f"_int_{self._internal_sid}", callback, server_msgs)
         sub.sublist = account.sublist if account is not None else self.sublist
         sub.msg_subject = msg_subject
+        sub.local = local
         self.add_subscription(sub)
         return sub
 
@@ -489,9 +529,15 @@ class Server:
         head = tail = None
         delivered = False
         msubj = msg_subject or subject
+        routes = None  # remote servers to forward to: route -> queue groups they should serve
         for sub in plain:
             conn = sub.conn
             if conn is None:
+                if sub.route is not None:
+                    if routes is None:
+                        routes = {}
+                    routes.setdefault(sub.route, [])
+                    continue
                 if origin is not None or sub.server_msgs:
                     if sub.msg_subject:  # wants the frame's subject too (a delivery's stored subject)
                         sub.callback(sub, subject, reply, hdr_len, data, origin, msg_subject)
@@ -512,25 +558,78 @@ class Server:
             if sub is None:
                 continue
             if sub.conn is None:
+                if sub.route is not None:  # no local member: one remote server's members get it
+                    if routes is None:
+                        routes = {}
+                    routes.setdefault(sub.route, []).append(sub.queue)
+                    continue
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
             else:
                 if head is None:
                     head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
             delivered = True
+        if routes is not None and (origin is None or not origin.is_route):  # what came from a route stays here
+            acc = self.cluster.account_name(sublist)
+            for rt, qs in routes.items():
+                rt.send_msg(acc, msubj, reply, qs, hdr_len, data)
+            delivered = True
         return delivered
 
+    def deliver_routed(self, route: Any, sublist: Any, subject: str, reply: str, queues: tuple, hdr_len: int,
+                       data: bytes) -> None:
+        """A message from another server of the cluster: to the local subscribers only (a full mesh forwards
+        once), and to one local member of each queue group the sender named (route.go processInboundRoutedMsg,
+        client.go processMsgResults)."""
+        r = sublist.cache.get(subject)
+        if r is None:
+            r = sublist.match(subject)
+        plain, qgroups = r
+        head = tail = None
+        for sub in plain:
+            conn = sub.conn
+            if conn is None:
+                if sub.route is None:
+                    sub.callback(sub, subject, reply, hdr_len, data, route)
+                continue
+            if conn.deny_delivery and conn.perms.deliver_denied(subject):
+                continue
+            if head is None:
+                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+            self._deliver(sub, conn, head, tail, hdr_len, data, reply)
+        if not queues:
+            return
+        for members in qgroups:
+            if members[0].queue not in queues:
+                continue
+            sub = self._pick(members, route, subject, local_only=True)
+            if sub is None:
+                continue
+            if sub.conn is None:
+                sub.callback(sub, subject, reply, hdr_len, data, route)
+                continue
+            if head is None:
+                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+            self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
+
     @staticmethod
-    def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str) -> Subscription | None:
+    def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str,
+              local_only: bool = False) -> Subscription | None:
         """The queue member to get a message: tried from a random start, the first one able to take it
         (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
-        passed over for the next)."""
+        passed over for the next).  A local member is preferred to a remote server's; a message from a route
+        goes to local members only."""
         n = len(members)
         start = random.randrange(n) if n > 1 else 0
+        remote = None
         for i in range(n):
             sub = members[(start + i) % n]
             conn = sub.conn
             if conn is None:
+                if sub.route is not None:
+                    if remote is None and not local_only:
+                        remote = sub
+                    continue
                 if origin is None and not sub.server_msgs:
                     continue
                 return sub
@@ -539,7 +638,7 @@ class Server:
             if conn.deny_delivery and conn.perms.deliver_denied(subject, sub.queue):
                 continue
             return sub
-        return None
+        return remote
 
     def _deliver(self, sub: Subscription, conn: ClientConnection, head: bytes, tail: bytes, hdr_len: int,
                  data: bytes, reply: str = "") -> None:

@@ -23,7 +23,7 @@ class Subscription:
     """
 
     __slots__ = ("conn", "subject", "queue", "sid", "sid_b", "max_msgs", "delivered", "callback", "closed",
-                 "server_msgs", "sublist", "msg_subject")
+                 "server_msgs", "sublist", "msg_subject", "route", "local")
 
     def __init__(
         self,
@@ -46,6 +46,8 @@ class Subscription:
         self.server_msgs = server_msgs
         self.msg_subject = False
         self.sublist = None  # internal subscriptions: the Sublist (account) they live in
+        self.route = None  # a remote server's interest: its RouteConnection (core/route.py RouteSub)
+        self.local = False  # internal: never announced to the cluster (Server.subscribe_internal)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         q = f" queue={self.queue}" if self.queue else ""

@@ -159,7 +159,9 @@ class SystemAccount:
                     self._respond(acc, reply, error={"code": 500, "description": str(e) or type(e).__name__},
                                   with_data=False)
 
-        self._subs.append(self.server.subscribe_internal(subject, cb, account=acc))
+        # The system account's own services are announced to the cluster (every server answers a PING); what an
+        # account imports from it is served by each server for its own clients.
+        self._subs.append(self.server.subscribe_internal(subject, cb, account=acc, local=acc is not self.account))
 
     # ------------------------------------------------------------------ sending
     def server_info(self) -> dict:

@@ -115,7 +115,7 @@ class MonitorProvider:
             "max_control_line": o.max_control_line,
             "max_payload": o.max_payload,
             "max_pending": o.max_pending,
-            "cluster": {},
+            "cluster": s.cluster.varz() if s.cluster is not None else {},
             "gateway": {},
             "leaf": {},
             "mqtt": {},
@@ -143,8 +143,8 @@ class MonitorProvider:
                 "cpu": self._cpu(),
                 "connections": len(s.clients),
                 "total_connections": s.total_connections,
-                "routes": 0,
-                "remotes": 0,
+                "routes": len(s.cluster.routes) if s.cluster is not None else 0,
+                "remotes": len(s.cluster.routes) if s.cluster is not None else 0,
                 "leafnodes": 0,
                 "in_msgs": st["in_msgs"],
                 "in_bytes": st["in_bytes"],
@@ -179,6 +179,29 @@ class MonitorProvider:
         return round(100.0 * used / elapsed, 2)
 
     # ------------------------------------------------------------------ /connz
+    def routez(self, params: dict, *, http: bool = True) -> dict:
+        """/routez (monitor.go Routez): one entry per route; Skiff keeps one route per server (no pooling)."""
+        s = self.server
+        now = s.clock.time_ns()
+        routes = []
+        if s.cluster is not None:
+            for r in s.cluster.routes.values():
+                d = {
+                    "rid": r.cid, "remote_id": r.remote_id, "remote_name": r.remote_name,
+                    "did_solicit": r.solicited, "is_configured": r.solicited and not r.implicit,
+                    "ip": r.host, "port": r.port,
+                    "start": format_time(r.start_ns), "last_activity": format_time(r.last_activity_ns),
+                    "rtt": format_go_duration(r.rtt_ns), "uptime": _uptime(now - r.start_ns),
+                    "idle": _uptime(now - r.last_activity_ns), "pending_size": r.pending_bytes(),
+                    "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
+                    "subscriptions": len(r.subs), "compression": "off",
+                }
+                if _flag(params, "subs"):
+                    d["subscriptions_list"] = sorted(f"{k[1]} {k[2]}".strip() for k in r.subs)
+                routes.append(d)
+        return {"server_id": s.server_id, "server_name": s.server_name, "now": format_time(now),
+                "num_routes": len(routes), "routes": routes}
+
     def connz(self, params: dict, *, http: bool = True) -> dict:
         if http:
             self.count("/connz")

@@ -61,7 +61,7 @@ FLAG_CASES = [
     (["--ports_file_dir", "/tmp"], {"ports_file_dir": "/tmp"}),
     (["--client_advertise", "x:1"], {"client_advertise": "x:1"}),
     (["--max_traced_msg_len", "100"], {"max_traced_msg_len": 100}),
-    # no effect without --cluster, in nats-server too; --cluster itself is refused (tests/config/test_refusals.py)
+    # no effect without --cluster, in nats-server too (no route listener: ServerOptions.cluster.port 0)
     (["--cluster_advertise", "x:1", "--no_advertise", "--connect_retries", "3"], {"ignored_config_keys": []}),
 ]
 
@@ -71,6 +71,18 @@ def test_flags(argv, expected):
     o = parse_args(argv)
     for field, value in expected.items():
         assert getattr(o, field) == value, field
+
+
+def test_cluster_flags():
+    """nats-server's cluster flags (opts.go overrideCluster): a URL to listen on (":-1" for a random port), the
+    routes, comma-separated, and the name; credentials in the --cluster URL are the routes' authorization."""
+    o = parse_args(["--cluster", "nats://u:p@127.0.0.1:-1", "--cluster_name", "c1", "--routes",
+                    "nats-route://127.0.0.1:6223,nats-route://u:p@127.0.0.1:6224", "--connect_retries", "3"])
+    c = o.cluster
+    assert (c.name, c.host, c.port, c.username, c.password, c.connect_retries) == ("c1", "127.0.0.1", -1, "u", "p", 3)
+    assert c.routes == ["nats-route://127.0.0.1:6223", "nats-route://u:p@127.0.0.1:6224"]
+    with pytest.raises(CommandError, match="expected cluster password to be set"):
+        parse_args(["--cluster", "nats://u@127.0.0.1:6222"])
 
 
 def test_tls_flags():

@@ -1,0 +1,185 @@
+"""The protocol between the servers of a cluster (nats-server route.go, parser.go; wave2-notes section 5.3), sans-IO.
+
+A route carries, besides INFO/CONNECT/PING/PONG/-ERR/+OK::
+
+    RS+ <account> <subject>[ <queue> <weight>]      interest of the remote side
+    RS- <account> <subject>[ <queue>]                that interest is gone
+    RMSG <account> <subject> [reply] <size>          a message for the receiver's subscribers
+    RMSG <account> <subject> + <reply> <q1> [q2..] <size>   ... and one member of each of these queue groups
+    RMSG <account> <subject> | <q1> [q2..] <size>           ... the same without a reply
+    HMSG <account> <subject> [same forms] <hdr_size> <total_size>
+
+``RouteParser.parse`` feeds bytes and calls ``sink.on_rmsg(account, subject, reply, queues, hdr_len, data)`` for
+messages and ``sink.on_route_op(op)`` for everything else.  Leaf-origin forms (LS+/LS-/LMSG) are only sent to a
+server that announced ``lnoc`` in its INFO; Skiff does not, so they are a protocol error here, as any unknown
+operation is (nats-server parser.go answers an unknown operation with ``-ERR 'Unknown Protocol Operation'``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .parser import Connect, Err, Info, OK, PING, PONG, ProtocolError
+
+__all__ = ["RouteParser", "RSub", "RUnsub", "rs_plus", "rs_minus", "rmsg_head"]
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+#: nats-server MAX_CONTROL_LINE_SIZE; a route line (RS+ with a long subject) is held to the same limit.
+MAX_CONTROL_LINE = 4096
+
+
+class RSub(NamedTuple):
+    account: str
+    subject: str
+    queue: str
+    weight: int
+
+
+class RUnsub(NamedTuple):
+    account: str
+    subject: str
+    queue: str
+
+
+def _s(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+class RouteParser:
+    """Incremental parser of one route connection's input."""
+
+    def __init__(self, max_payload: int = 64 * 1024 * 1024) -> None:
+        self.max_payload = max_payload
+        self._buf = b""
+        self._msg: tuple | None = None  # (account, subject, reply, queues, hdr_len, size) waiting for its payload
+        self.dead = False
+
+    def parse(self, data: bytes, sink) -> None:
+        if self.dead:
+            return
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        pos, n = 0, len(buf)
+        while pos < n and not self.dead:
+            if self._msg is not None:
+                acc, subj, reply, queues, hdr, size = self._msg
+                end = pos + size
+                if n < end + 2:
+                    break
+                if buf[end:end + 2] != b"\r\n":
+                    return self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                self._msg = None
+                sink.on_rmsg(acc, subj, reply, queues, hdr, bytes(buf[pos:end]))
+                pos = end + 2
+                continue
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                if n - pos > MAX_CONTROL_LINE:
+                    return self._fail(sink, "Maximum Control Line Exceeded", "line too long")
+                break
+            line = buf[pos:nl].rstrip(b"\r")
+            pos = nl + 1
+            self._line(line, sink)
+        self._buf = buf[pos:] if pos < n else b""
+
+    def _fail(self, sink, err: str, detail: str) -> None:
+        self.dead = True
+        self._buf = b""
+        sink.on_route_op(ProtocolError(err, detail))
+
+    def _line(self, line: bytes, sink) -> None:
+        word, _, rest = line.partition(b" ")
+        w = word.upper()
+        if w == b"PING":
+            sink.on_route_op(PING)
+        elif w == b"PONG":
+            sink.on_route_op(PONG)
+        elif w == b"+OK":
+            sink.on_route_op(OK)
+        elif w == b"INFO":
+            sink.on_route_op(Info(rest.strip()))
+        elif w == b"CONNECT":
+            sink.on_route_op(Connect(rest.strip()))
+        elif w == b"-ERR":
+            sink.on_route_op(Err(rest.strip()))
+        elif w == b"RS+":
+            args = rest.split()
+            if len(args) == 2:
+                sink.on_route_op(RSub(_s(args[0]), _s(args[1]), "", 0))
+            elif len(args) in (3, 4):
+                weight = 1
+                if len(args) == 4:
+                    if not args[3].isdigit():
+                        return self._fail(sink, ERR_UNKNOWN_OP, "bad queue weight")
+                    weight = int(args[3])
+                sink.on_route_op(RSub(_s(args[0]), _s(args[1]), _s(args[2]), weight))
+            else:
+                self._fail(sink, ERR_UNKNOWN_OP, "RS+ argument count")
+        elif w == b"RS-":
+            args = rest.split()
+            if len(args) in (2, 3):
+                sink.on_route_op(RUnsub(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 3 else ""))
+            else:
+                self._fail(sink, ERR_UNKNOWN_OP, "RS- argument count")
+        elif w in (b"RMSG", b"HMSG"):
+            self._msg_args(w == b"HMSG", rest.split(), sink)
+        else:
+            self._fail(sink, ERR_UNKNOWN_OP, "unknown route op %r" % bytes(line[:16]))
+
+    def _msg_args(self, headers: bool, args: list[bytes], sink) -> None:
+        """``<acc> <subject> [reply | + reply q.. | | q..] [hdr] <size>`` (route.go processRoutedMsgArgs).  Bad
+        arguments close the route without an -ERR, as nats-server does (a Protocol Violation in its log)."""
+        nsizes = 2 if headers else 1
+        if len(args) < 2 + nsizes:
+            return self._fail(sink, "", "RMSG argument count")
+        sizes = args[-nsizes:]
+        if not all(s.isdigit() for s in sizes):
+            return self._fail(sink, "", "RMSG bad size")
+        size = int(sizes[-1])
+        hdr = int(sizes[0]) if headers else 0
+        if hdr > size:
+            return self._fail(sink, "", "RMSG header size over total size")
+        if size > self.max_payload:
+            return self._fail(sink, ERR_MAX_PAYLOAD, "RMSG payload over max_payload")
+        mid = args[2:-nsizes]
+        reply, queues = "", ()
+        if len(mid) == 1:
+            reply = _s(mid[0])
+        elif len(mid) > 1:
+            if mid[0] == b"+" and len(mid) >= 3:
+                reply, queues = _s(mid[1]), tuple(_s(q) for q in mid[2:])
+            elif mid[0] == b"|":
+                queues = tuple(_s(q) for q in mid[1:])
+            else:  # a reply indicator other than + or | (route.go: "processRoutedMsgArgs Bad or Missing ...")
+                return self._fail(sink, "", "RMSG bad reply indicator")
+        self._msg = (_s(args[0]), _s(args[1]), reply, queues, hdr, size)
+
+
+# ---------------------------------------------------------------------------------------------- encoders
+def rs_plus(account: str, subject: str, queue: str = "", weight: int = 0) -> bytes:
+    if queue:
+        return f"RS+ {account} {subject} {queue} {weight}\r\n".encode("utf-8", "surrogateescape")
+    return f"RS+ {account} {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def rs_minus(account: str, subject: str, queue: str = "") -> bytes:
+    if queue:
+        return f"RS- {account} {subject} {queue}\r\n".encode("utf-8", "surrogateescape")
+    return f"RS- {account} {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def rmsg_head(account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
+    """The RMSG/HMSG line of a message (client.go msgHeaderForRouteOrLeaf)."""
+    parts = ["HMSG" if hdr_len else "RMSG", account, subject]
+    if queues:
+        if reply:
+            parts += ["+", reply]
+        else:
+            parts.append("|")
+        parts += list(queues)
+    elif reply:
+        parts.append(reply)
+    if hdr_len:
+        parts.append(str(hdr_len))
+    parts.append(str(size))
+    return (" ".join(parts) + "\r\n").encode("utf-8", "surrogateescape")

@@ -1,0 +1,342 @@
+"""The cluster: the route listener, the routes this server dials, gossip and interest (nats-server route.go, server.go).
+
+* **Listening and dialing.**  ``cluster { listen }`` (or ``--cluster``) opens the route port; every URL of
+  ``routes`` (``--routes``) is dialed, again every second until it answers (route.go connectToRoute:
+  DEFAULT_ROUTE_CONNECT 1s; ``connect_retries`` bounds the attempts), and again after the route closes.
+* **Gossip.**  When a route is registered, its INFO (with the ``ip`` the others can reach it at) goes to every other
+  route (forwardNewRouteInfoToKnownServers); a server that gets an INFO naming a server it has no route to dials it:
+  an *implicit* route, so that a server told of one seed learns the whole mesh.
+* **Clients.**  Client INFO carries the cluster's name and ``connect_urls``: this server's client address and those
+  of the routed servers (unless ``no_advertise``); clients that can take it (CONNECT protocol >= 1, first PONG sent)
+  get an asynchronous INFO whenever that list changes (sendAsyncInfoToClients).
+* **Interest.**  Every local subscription (clients' and the server's own, such as the ``$SYS`` services) is counted
+  per account, subject and queue group; the first plain subscription of a subject sends ``RS+ <acc> <subject>`` to
+  every route and the last one ``RS-``; a queue group sends ``RS+`` with its member count (its weight) at every
+  change.  So a message crosses a route only when somebody on the other side listens.
+* **Cluster names.**  A configured name must match the remote's (``-ERR 'Rejecting connection, cluster name ...'``);
+  an unnamed cluster gets a random name and takes a configured or greater remote name (processRouteConnect).
+
+JetStream in a cluster is nats-server's RAFT-replicated JetStream, which Skiff does not implement: a cluster with
+JetStream is refused at start-up (docs/clustering.md).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from skiff.protocol import encoder
+
+from ..version import GO_FIELD, VERSION
+from .route import CLUSTER_NAME_CONFLICT, SERVER_SHUTDOWN, RouteConnection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import Server
+
+#: nats-server const.go DEFAULT_ROUTE_CONNECT / DEFAULT_ROUTE_RECONNECT / DEFAULT_ROUTE_DIAL.
+CONNECT_INTERVAL = 1.0
+RECONNECT_DELAY = 1.0
+DIAL_TIMEOUT = 1.0
+#: route proto version nats-server 2.15 announces on routes (RouteProtoV2 + message tracing: 3)
+ROUTE_PROTO = 3
+
+
+class ClusterError(Exception):
+    """A cluster configuration nats-server or Skiff refuses at start-up."""
+
+
+def _dynamic_name() -> str:
+    # nats-server uses a random NUID when no name is configured.
+    return secrets.token_urlsafe(16).replace("-", "A").replace("_", "B")[:22]
+
+
+class Cluster:
+    def __init__(self, server: "Server", options: Any) -> None:
+        self.server = server
+        self.options = options
+        if options.name and (" " in options.name or "\n" in options.name):
+            raise ClusterError("cluster name cannot contain spaces or new lines")
+        self.dynamic = not options.name
+        self.name = options.name or _dynamic_name()
+        self.routes: dict[str, RouteConnection] = {}  # remote server id -> its registered route
+        self.pending: set[RouteConnection] = set()  # connected, handshake not finished
+        self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
+        self.interest: dict[tuple[str, str, str], int] = {}  # (account, subject, queue) -> local subscriptions
+        self._sl_account: dict[int, str] = {}
+        self._listener: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._dialing: set[str] = set()  # URLs being dialed
+        self.port = 0
+        self.running = False
+        self.own_urls: list[str] = []
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> None:
+        opts = self.options
+        loop = asyncio.get_running_loop()
+        port = 0 if opts.port == -1 else opts.port
+        self._listener = await loop.create_server(lambda: RouteConnection(self), host=opts.host, port=port,
+                                                  reuse_address=True)
+        self.port = self._listener.sockets[0].getsockname()[1]
+        self.running = True
+        self.own_urls = self._client_urls()
+        self.server.log.info("Listening for route connections", host=opts.host, port=self.port)
+        for url in opts.routes:
+            self._dial(url, explicit=True)
+
+    async def stop(self) -> None:
+        self.running = False
+        if self._listener is not None:
+            self._listener.close()
+        for t in list(self._tasks):
+            t.cancel()
+        for r in list(self.routes.values()) + list(self.pending):
+            r.close(SERVER_SHUTDOWN)
+        self.server.flush_pending()
+        if self._listener is not None:
+            try:
+                await asyncio.wait_for(self._listener.wait_closed(), 2)
+            except (asyncio.TimeoutError, OSError):
+                pass
+
+    # ------------------------------------------------------------------ dialing
+    def _dial(self, url: str, explicit: bool, retry: bool = False) -> None:
+        if not self.running or url in self._dialing:
+            return
+        self._dialing.add(url)
+        task = asyncio.get_running_loop().create_task(self._connect_loop(url, explicit, retry))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connect_loop(self, url: str, explicit: bool, delay: bool) -> None:
+        """connectToRoute: dial until it answers; an explicit route forever (unless connect_retries), an
+        implicit one connect_retries + 1 times."""
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "127.0.0.1", parts.port or 6222
+            retries = self.options.connect_retries
+            attempt = 0
+            if delay:
+                await asyncio.sleep(RECONNECT_DELAY)
+            loop = asyncio.get_running_loop()
+            while self.running:
+                attempt += 1
+                try:
+                    await asyncio.wait_for(
+                        loop.create_connection(lambda: RouteConnection(self, solicited=True, url=url,
+                                                                       implicit=not explicit), host, port),
+                        DIAL_TIMEOUT)
+                    return
+                except (OSError, asyncio.TimeoutError) as e:
+                    self.server.log_debug("Error trying to connect to route", url=url, error=str(e))
+                    if (not explicit or retries > 0) and attempt > retries:
+                        return
+                await asyncio.sleep(CONNECT_INTERVAL)
+        finally:
+            self._dialing.discard(url)
+
+    # ------------------------------------------------------------------ handshake
+    def info(self) -> dict:
+        opts = self.options
+        srv = self.server
+        host = opts.host if opts.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        info: dict[str, Any] = {
+            "server_id": srv.server_id,
+            "server_name": srv.server_name,
+            "version": VERSION,
+            "proto": ROUTE_PROTO,
+            "go": GO_FIELD,
+            "host": host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": srv.options.max_payload,
+            "cluster": self.name,
+        }
+        if self.dynamic:
+            info["cluster_dynamic"] = True
+        if opts.username:
+            info["auth_required"] = True
+        if not opts.no_advertise:
+            info["connect_urls"] = list(self.own_urls)
+        if opts.advertise:
+            info["ip"] = f"nats-route://{opts.advertise}/"
+        return info
+
+    def info_proto(self) -> bytes:
+        return encoder.info(self.info())
+
+    def connect_proto(self, url: str) -> bytes:
+        parts = urlsplit(url)
+        proto: dict[str, Any] = {"echo": True, "verbose": False, "pedantic": False}
+        if parts.username:
+            proto["user"] = parts.username
+            proto["pass"] = parts.password or ""
+        proto.update({"tls_required": False, "headers": True, "name": self.server.server_id, "cluster": self.name})
+        if self.dynamic:
+            proto["cluster_dynamic"] = True
+        return b"CONNECT " + json.dumps(proto, separators=(",", ":")).encode() + b"\r\n"
+
+    def authorize(self, user: str, password: str) -> bool:
+        opts = self.options
+        if not opts.username:
+            return True
+        return secrets.compare_digest(user, opts.username) and secrets.compare_digest(password, opts.password)
+
+    def check_name(self, route: RouteConnection, remote: str, remote_dynamic: bool) -> bool:
+        """The remote's cluster name against ours (processRouteConnect / processRouteInfo)."""
+        if not remote or remote == self.name:
+            return True
+        if self.dynamic and (not remote_dynamic or self.name < remote):
+            self.name = remote
+            self.dynamic = remote_dynamic
+            keep = route.remote_id
+            for rid, r in list(self.routes.items()):
+                if rid != keep:
+                    r.close(CLUSTER_NAME_CONFLICT)
+            self.server.cluster_changed()
+            return True
+        if not route.solicited:
+            route.send(encoder.err(f'Rejecting connection, cluster name "{remote}" does not match "{self.name}"'))
+        self.server.log_error("Cluster name conflict", remote=remote, local=self.name)
+        route.close(CLUSTER_NAME_CONFLICT)
+        return False
+
+    def add_route(self, route: RouteConnection) -> bool:
+        rid = route.remote_id
+        existing = self.routes.get(rid)
+        self.pending.discard(route)
+        if existing is not None:
+            # handleDuplicateRoute: keep the first, and let it reconnect should the other side keep the other.
+            existing.retry = True
+            return False
+        route.registered = True
+        self.routes[rid] = route
+        info = dict(route.remote_info)
+        if not info.get("ip"):
+            info["ip"] = f"nats-route://{_join(route.host, info.get('port', 0))}/"
+        route.remote_info = info
+        self.server.log.info("Route connection registered", remote=rid, name=route.remote_name)
+        route.send_all_interest()
+        gossip = dict(info)
+        gossip.pop("nonce", None)
+        for other in self.routes.values():
+            if other is not route:
+                other.send(encoder.info(gossip))
+        urls = info.get("connect_urls") or []
+        if urls and not self.options.no_advertise:
+            self.remote_urls[rid] = list(urls)
+            self.server.cluster_changed()
+        return True
+
+    def async_info(self, route: RouteConnection, info: dict) -> None:
+        rid = str(info.get("server_id") or "")
+        if rid and rid != route.remote_id:
+            # Gossip of another server: dial it unless we know it already (processImplicitRoute).
+            if rid == self.server.server_id or rid in self.routes or not info.get("ip"):
+                return
+            self._dial(str(info["ip"]), explicit=False)
+            return
+        if info.get("ldm"):  # the remote goes into lame duck mode: its clients' URLs are no more to be used
+            if self.remote_urls.pop(rid, None) is not None:
+                self.server.cluster_changed()
+            return
+        urls = info.get("connect_urls")
+        if isinstance(urls, list) and not self.options.no_advertise and urls != self.remote_urls.get(rid):
+            self.remote_urls[rid] = list(urls)
+            self.server.cluster_changed()
+
+    def remote_error(self, route: RouteConnection, text: str) -> None:
+        """An -ERR from the remote: a rejection (cluster name, authorization) ends an implicit route's retries."""
+        if "cluster name" in text or "Authorization" in text:
+            route.retry = False
+
+    def route_closed(self, route: RouteConnection) -> None:
+        self.pending.discard(route)
+        if route.registered and self.routes.get(route.remote_id) is route:
+            del self.routes[route.remote_id]
+            route.registered = False
+            if self.remote_urls.pop(route.remote_id, None) is not None:
+                self.server.cluster_changed()
+            self.server.log.info("Route connection closed", remote=route.remote_id, reason=route.close_reason)
+        if not self.running or route.close_reason in (CLUSTER_NAME_CONFLICT, "Duplicate Route"):
+            if not route.retry:
+                return
+        if route.solicited and (not route.implicit or route.retry):
+            self._dial(route.url, explicit=not route.implicit, retry=True)
+
+    # ------------------------------------------------------------------ interest
+    def account_name(self, sl: Any) -> str | None:
+        name = self._sl_account.get(id(sl))
+        if name is None:
+            for acc in self.server.accounts.by_name.values():
+                self._sl_account[id(acc.sublist)] = acc.name
+            name = self._sl_account.get(id(sl))
+        return name
+
+    def local_sub(self, sl: Any, subject: str, queue: str, delta: int) -> None:
+        """A local subscription came (+1) or went (-1): tell the routes when the account's interest changed."""
+        acc = self.account_name(sl)
+        if acc is None:
+            return
+        key = (acc, subject, queue)
+        n = self.interest.get(key, 0) + delta
+        if n > 0:
+            self.interest[key] = n
+        else:
+            self.interest.pop(key, None)
+            n = 0
+        if not self.routes:
+            return
+        if queue:
+            weight = n
+        elif n == 1 and delta > 0:
+            weight = 1
+        elif n == 0:
+            weight = 0
+        else:
+            return  # a second plain subscription (or one of several going) changes nothing remote
+        for r in self.routes.values():
+            r.send_interest(acc, subject, queue, weight)
+
+    def local_interest(self) -> list[tuple[str, str, str, int]]:
+        return [(acc, subj, q, n if q else 0) for (acc, subj, q), n in self.interest.items()]
+
+    # ------------------------------------------------------------------ clients
+    def _client_urls(self) -> list[str]:
+        srv = self.server
+        if srv.options.client_advertise:
+            return [srv.options.client_advertise]
+        host = srv.options.host
+        if host in ("0.0.0.0", "::", ""):
+            # nats-server lists the machine's non-loopback addresses (server.go getNonLocalIPsIfHostIsIPAny).
+            try:
+                addrs = sorted({a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)
+                                if not a[4][0].startswith(("127.", "::1"))})
+            except OSError:
+                addrs = []
+            return [_join(a, srv.port) for a in addrs] or [_join("127.0.0.1", srv.port)]
+        return [_join(host, srv.port)]
+
+    def connect_urls(self) -> list[str]:
+        out = list(self.own_urls)
+        for urls in self.remote_urls.values():
+            for u in urls:
+                if u not in out:
+                    out.append(u)
+        return out
+
+    def varz(self) -> dict:
+        opts = self.options
+        urls = []
+        for u in opts.routes:
+            p = urlsplit(u)
+            urls.append(_join(p.hostname or "", p.port or 0))
+        return {"name": self.name, "addr": opts.host, "cluster_port": self.port,
+                "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": -1}
+
+
+def _join(host: str, port: Any) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
