@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from skiff.server.conf.mapping import _Mapper
 
 #: nats-server errors.go ErrClusterNameHasSpaces
-NAME_HAS_SPACES = "cluster name cannot contain spaces or new lines"
+NAME_HAS_SPACES = "cluster name cannot contain spaces"
 #: Skiff does not replicate JetStream between servers (docs/clustering.md).
 JETSTREAM_REFUSED = ("clustered JetStream (a cluster with jetstream enabled) is not implemented by Skiff: "
                      "nats-server would replicate streams over RAFT; run JetStream on a server without cluster {}")

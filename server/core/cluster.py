@@ -58,7 +58,7 @@ class Cluster:
         self.server = server
         self.options = options
         if options.name and (" " in options.name or "\n" in options.name):
-            raise ClusterError("cluster name cannot contain spaces or new lines")
+            raise ClusterError("cluster name cannot contain spaces")
         self.dynamic = not options.name
         self.name = options.name or _dynamic_name()
         self.routes: dict[str, RouteConnection] = {}  # remote server id -> its registered route

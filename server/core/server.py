@@ -558,7 +558,7 @@ class Server:
             if sub is None:
                 continue
             if sub.conn is None:
-                if sub.route is not None:  # no local member: one remote server's members get it
+                if sub.route is not None:  # a remote server's member: that server picks which one
                     if routes is None:
                         routes = {}
                     routes.setdefault(sub.route, []).append(sub.queue)
@@ -617,19 +617,19 @@ class Server:
               local_only: bool = False) -> Subscription | None:
         """The queue member to get a message: tried from a random start, the first one able to take it
         (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
-        passed over for the next).  A local member is preferred to a remote server's; a message from a route
-        goes to local members only."""
+        passed over for the next).  A remote server's members take their turn like local ones (one entry per
+        route: nats-server weighs it by the member count the RS+ gave, sublist.go addNodeToResults); a message
+        from a route goes to local members only."""
         n = len(members)
         start = random.randrange(n) if n > 1 else 0
-        remote = None
         for i in range(n):
             sub = members[(start + i) % n]
             conn = sub.conn
             if conn is None:
                 if sub.route is not None:
-                    if remote is None and not local_only:
-                        remote = sub
-                    continue
+                    if local_only:
+                        continue
+                    return sub
                 if origin is None and not sub.server_msgs:
                     continue
                 return sub
@@ -638,7 +638,7 @@ class Server:
             if conn.deny_delivery and conn.perms.deliver_denied(subject, sub.queue):
                 continue
             return sub
-        return remote
+        return None
 
     def _deliver(self, sub: Subscription, conn: ClientConnection, head: bytes, tail: bytes, hdr_len: int,
                  data: bytes, reply: str = "") -> None:

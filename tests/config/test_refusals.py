@@ -260,3 +260,43 @@ def test_client_advertise_sets_info_host_and_port(server_factory, advertise, exp
         line = s.makefile("rb").readline()
     info = json.loads(line.split(b" ", 1)[1])
     assert (info["host"], info["port"]) == (expected[0], expected[1] or srv.port)
+
+
+def test_cluster_with_jetstream_is_refused_at_start(tmp_path):
+    """nats-server runs a cluster with JetStream as clustered (RAFT-replicated) JetStream, which Skiff does not
+    implement: the file, the flags and the embedding API all refuse it, naming the cluster block's line
+    (docs/parity.md, docs/clustering.md)."""
+    f = _write(tmp_path, 'cluster { name: c1, listen: "127.0.0.1:6222" }\njetstream: enabled')
+    with pytest.raises(ConfigError) as ei:
+        options_from_config(str(f))
+    assert str(ei.value).startswith(f"{f}:2:") and "clustered JetStream" in str(ei.value)
+    with pytest.raises(ConfigError, match="clustered JetStream"):
+        parse_args(["-js", "--cluster", "nats://127.0.0.1:6222"])
+    from skiff.server.core.server import Server
+    from skiff.server.options import ClusterOptions
+
+    with pytest.raises(ConfigError, match="clustered JetStream"):
+        Server(jetstream=True, cluster=ClusterOptions(port=-1))
+    # A cluster without JetStream, and JetStream without a listening cluster, are fine.
+    assert parse_args(["--cluster", "nats://127.0.0.1:6222"]).cluster.port == 6222
+    assert parse_args(["-js", "--cluster_name", "c1"]).jetstream
+
+
+def test_cluster_block_is_read_as_nats_server_reads_it(tmp_path):
+    f = _write(tmp_path, 'cluster { name: c1, listen: "127.0.0.1:-1", authorization { user: ru, password: rp, '
+                         'timeout: 3 }, routes: ["nats-route://ru:rp@127.0.0.1:6223"], no_advertise: true, '
+                         'connect_retries: 4, advertise: "10.0.0.1:6222", pool_size: -1, compression: off }')
+    c = options_from_config(str(f)).cluster
+    assert (c.name, c.host, c.port, c.username, c.password, c.auth_timeout) == ("c1", "127.0.0.1", -1, "ru", "rp", 3)
+    assert (c.routes, c.no_advertise, c.connect_retries, c.advertise) == (
+        ["nats-route://ru:rp@127.0.0.1:6223"], True, 4, "10.0.0.1:6222")
+    assert _nats_server_check(f).returncode == 0
+    for bad, err in (("cluster { name: \"a b\", port: 6222 }", "cluster name cannot contain spaces"),
+                     ("cluster { port: 6222, authorization { users: [{user: a, password: b}] } }",
+                      "Cluster authorization does not allow multiple users"),
+                     ("cluster { port: 6222, authorization { token: t } }",
+                      "Cluster authorization does not support tokens")):
+        f = _write(tmp_path, bad)
+        with pytest.raises(ConfigError, match=err):
+            options_from_config(str(f))
+        assert err in _nats_server_check(f).stderr + _nats_server_check(f).stdout

@@ -1,0 +1,140 @@
+"""Three-node clusters started with nats-server's flags: all nats-server, all Skiff, and mixed (issue #11).
+
+Each node routes only to the first one; gossip must make the rest of the mesh.  The same tests run in every
+arrangement, so a Skiff node must behave as a nats-server node does to a nats-server node and to its clients."""
+from __future__ import annotations
+
+import asyncio
+
+import nats
+import pytest
+from nats.errors import NoRespondersError
+
+
+async def _until(pred, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def _pool(nc) -> set[str]:
+    return {s.uri.netloc for s in nc._server_pool}
+
+
+
+
+async def test_gossip_makes_a_mesh_and_messages_cross_between_any_two_nodes(cluster):
+    cluster.start()
+    cluster.wait_mesh()
+    urls = {f"127.0.0.1:{n.port}" for n in cluster.nodes}
+    # node1 and node2 were told only of node0: their route to each other comes from gossip.
+    ncs = [await nats.connect(n.url) for n in cluster.nodes]
+    try:
+        got: dict[int, list] = {0: [], 1: [], 2: []}
+        for i, nc in enumerate(ncs):
+            async def cb(m, i=i):
+                got[i].append((m.subject, m.data, m.headers))
+            await nc.subscribe("mesh.>", cb=cb)
+            await nc.flush()
+        # Interest travels as RS+; publish only once every node has every other node's.
+        await asyncio.sleep(0.3)
+        for i, nc in enumerate(ncs):
+            await nc.publish(f"mesh.from{i}", b"x%d" % i, headers={"Origin": f"node{i}"})
+            await nc.flush()
+        await _until(lambda: all(len(v) == 3 for v in got.values()))
+        await asyncio.sleep(0.1)
+        for i in range(3):
+            assert sorted(s for s, _, _ in got[i]) == ["mesh.from0", "mesh.from1", "mesh.from2"]  # once each
+            assert {h["Origin"] for _, _, h in got[i]} == {"node0", "node1", "node2"}
+        # Clients learn every server of the cluster from INFO connect_urls.
+        await _until(lambda: all(urls <= _pool(nc) for nc in ncs))
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+async def test_queue_groups_span_the_cluster_and_each_message_goes_to_one_member(cluster):
+    """nats-server picks among all members of a group, local or behind a route, at random (client.go
+    processMsgResults); when the local member leaves, the remote one gets everything."""
+    cluster.start()
+    cluster.wait_mesh()
+    pub, remote = await nats.connect(cluster.nodes[0].url), await nats.connect(cluster.nodes[1].url)
+    local = await nats.connect(cluster.nodes[0].url)
+    try:
+        got_local, got_remote = [], []
+
+        async def on_local(m):
+            got_local.append(m.data)
+
+        async def on_remote(m):
+            got_remote.append(m.data)
+        lsub = await local.subscribe("work", queue="workers", cb=on_local)
+        await remote.subscribe("work", queue="workers", cb=on_remote)
+        await local.flush()
+        await remote.flush()
+        await asyncio.sleep(0.3)
+        for i in range(200):
+            await pub.publish("work", b"%d" % i)
+        await pub.flush()
+        await _until(lambda: len(got_local) + len(got_remote) == 200)
+        await asyncio.sleep(0.1)
+        assert len(got_local) + len(got_remote) == 200  # each message to exactly one member
+        assert 40 < len(got_remote) < 160, len(got_remote)  # both members take a share (p < 1e-18 otherwise)
+        await lsub.unsubscribe()
+        await local.flush()
+        before = len(got_remote)
+        for i in range(30):
+            await pub.publish("work", b"%d" % i)
+        await pub.flush()
+        await _until(lambda: len(got_remote) == before + 30)
+    finally:
+        for nc in (pub, remote, local):
+            await nc.close()
+
+
+async def test_requests_cross_the_cluster_and_no_responders_comes_back(cluster):
+    cluster.start()
+    cluster.wait_mesh()
+    req, svc = await nats.connect(cluster.nodes[2].url), await nats.connect(cluster.nodes[1].url)
+    try:
+        async def answer(m):
+            await m.respond(b"pong:" + m.data)
+        await svc.subscribe("svc.echo", queue="q", cb=answer)
+        await svc.flush()
+        await asyncio.sleep(0.3)
+        r = await req.request("svc.echo", b"hi", timeout=2)
+        assert r.data == b"pong:hi"
+        with pytest.raises(NoRespondersError):
+            await req.request("svc.nobody", b"hi", timeout=2)
+    finally:
+        await req.close()
+        await svc.close()
+
+
+async def test_a_restarted_node_rejoins_and_clients_learn_of_new_nodes(cluster):
+    cluster.start(2)
+    cluster.wait_mesh()
+    nc = await nats.connect(cluster.nodes[0].url)
+    try:
+        # A node that joins later reaches connected clients in an asynchronous INFO.
+        cluster.start(3)
+        cluster.wait_mesh()
+        await _until(lambda: f"127.0.0.1:{cluster.nodes[2].port}" in _pool(nc))
+        # node1 restarts on the same ports: the routes come back and messages cross again.
+        cluster.nodes[1].restart()
+        cluster.wait_mesh(15)
+        sub_nc = await nats.connect(cluster.nodes[1].url)
+        got = []
+
+        async def cb(m):
+            got.append(m.data)
+        await sub_nc.subscribe("after.restart", cb=cb)
+        await sub_nc.flush()
+        await asyncio.sleep(0.3)
+        await nc.publish("after.restart", b"back")
+        await nc.flush()
+        await _until(lambda: got == [b"back"])
+        await sub_nc.close()
+    finally:
+        await nc.close()
