@@ -73,6 +73,18 @@ class RouteParser:
                 pos = end + 2
                 continue
             nl = buf.find(b"\n", pos)
+            if nl > 0 and buf[pos:pos + 5] == b"RMSG " and buf[nl - 1] == 13:
+                # Fast path: "RMSG <acc> <subject> [reply] <size>" with the payload all here.
+                args = buf[pos + 5:nl - 1].split(b" ")
+                if 3 <= len(args) <= 4 and args[-1].isdigit():
+                    size = int(args[-1])
+                    start = nl + 1
+                    end = start + size
+                    if end + 2 <= n and buf[end] == 13 and buf[end + 1] == 10 and size <= self.max_payload:
+                        sink.on_rmsg(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 4 else "", (), 0,
+                                     buf[start:end])
+                        pos = end + 2
+                        continue
             if nl < 0:
                 if n - pos > MAX_CONTROL_LINE:
                     return self._fail(sink, "Maximum Control Line Exceeded", "line too long")
@@ -170,6 +182,10 @@ def rs_minus(account: str, subject: str, queue: str = "") -> bytes:
 
 def rmsg_head(account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
     """The RMSG/HMSG line of a message (client.go msgHeaderForRouteOrLeaf)."""
+    if not queues and not hdr_len:  # the common case, formatted in one step
+        if reply:
+            return f"RMSG {account} {subject} {reply} {size}\r\n".encode("utf-8", "surrogateescape")
+        return f"RMSG {account} {subject} {size}\r\n".encode("utf-8", "surrogateescape")
     parts = ["HMSG" if hdr_len else "RMSG", account, subject]
     if queues:
         if reply:
