@@ -74,6 +74,8 @@ class RouteConnection(asyncio.Protocol):
         self.connect_received = solicited  # the accepting side waits for CONNECT
         self.headers = True
         self.subs: dict[tuple[str, str, str], RouteSub] = {}
+        self._prefixes: dict[tuple[str, str], bytes] = {}  # (account, subject) -> b"RMSG <acc> <subject> "
+        self._sublists: dict[str, object] = {}  # account name -> its Sublist (on_rmsg)
         self.host, self.port = "", 0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.start_ns = self.server.clock.time_ns()
@@ -146,9 +148,21 @@ class RouteConnection(asyncio.Protocol):
             hdr_len = 0
         if not self.out:
             self.server.mark_pending(self)
-        self.out += (rmsg_head(account, subject, reply, queues, hdr_len, len(data)), data, b"\r\n")
+        size = len(data)
+        if queues or hdr_len or reply:
+            head = rmsg_head(account, subject, reply, queues, hdr_len, size)
+        else:
+            # "RMSG <acc> <subject> " once per subject (a stream of messages on one subject is the common case)
+            key = (account, subject)
+            prefix = self._prefixes.get(key)
+            if prefix is None:
+                if len(self._prefixes) > 4096:
+                    self._prefixes.clear()
+                prefix = self._prefixes[key] = f"RMSG {account} {subject} ".encode("utf-8", "surrogateescape")
+            head = prefix + b"%d\r\n" % size
+        self.out += (head, data, b"\r\n")
         self.out_msgs += 1
-        self.out_bytes += len(data)
+        self.out_bytes += size
 
     # ------------------------------------------------------------------ input
     def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes) -> None:
@@ -156,12 +170,15 @@ class RouteConnection(asyncio.Protocol):
         self.in_bytes += len(data)
         if not self.registered:
             return  # nats-server takes a message before the route's INFO and drops it (checked with 2.15.1)
-        acc = self.server.accounts.get(account)
-        if acc is None:
-            # route.go processInboundRoutedMsg: a message for an unknown account is dropped (debug log).
-            self.server.log_debug("Unknown account for routed message", account=account, subject=subject)
-            return
-        self.server.deliver_routed(self, acc.sublist, subject, reply, queues, hdr_len, data)
+        sl = self._sublists.get(account)
+        if sl is None:
+            acc = self.server.accounts.get(account)
+            if acc is None:
+                # route.go processInboundRoutedMsg: a message for an unknown account is dropped (debug log).
+                self.server.log_debug("Unknown account for routed message", account=account, subject=subject)
+                return
+            sl = self._sublists[account] = acc.sublist
+        self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
 
     def on_route_op(self, op: Any) -> None:
         if not self.connect_received and not isinstance(op, Connect) and self.cluster.options.username:

@@ -536,6 +536,7 @@ class Server:
                 if sub.route is not None:
                     if routes is None:
                         routes = {}
+                        racc = sub.account  # every route subscription of this Sublist names its account
                     routes.setdefault(sub.route, [])
                     continue
                 if origin is not None or sub.server_msgs:
@@ -561,6 +562,7 @@ class Server:
                 if sub.route is not None:  # a remote server's member: that server picks which one
                     if routes is None:
                         routes = {}
+                        racc = sub.account
                     routes.setdefault(sub.route, []).append(sub.queue)
                     continue
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
@@ -570,9 +572,8 @@ class Server:
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
             delivered = True
         if routes is not None and (origin is None or not origin.is_route):  # what came from a route stays here
-            acc = self.cluster.account_name(sublist)
             for rt, qs in routes.items():
-                rt.send_msg(acc, msubj, reply, qs, hdr_len, data)
+                rt.send_msg(racc, subject, reply, qs, hdr_len, data)  # the remote matches the routed subject
             delivered = True
         return delivered
 
