@@ -147,3 +147,18 @@ def write_creds(path: str, token: str, user: Key) -> str:
         f.write(creds(token, user))
     os.chmod(path, 0o600)
     return path
+
+
+def activation_jwt(importer: Key, signer: Key, subject: str, kind: str = "stream", *, issuer_account: str = "",
+                   exp: int = 0, iat: int | None = None, name: str = "") -> str:
+    """An activation token (nsc generate activation): ``signer`` (the exporting account, or one of its signing keys
+    with ``issuer_account``) lets ``importer`` import ``subject`` of type ``kind`` ("stream" or "service")."""
+    n: dict[str, Any] = {"type": "activation", "version": 2, "subject": subject, "kind": kind}
+    if issuer_account:
+        n["issuer_account"] = issuer_account
+    payload: dict[str, Any] = {"sub": importer.public, "name": name or subject, "nats": n}
+    if exp:
+        payload["exp"] = exp
+    if iat is not None:
+        payload["iat"] = iat
+    return encode(payload, signer)

@@ -53,6 +53,12 @@ class Export:
     accounts: tuple[str, ...] | None = None  # None: public
     response_type: str = "singleton"
     threshold: float = RESPONSE_THRESHOLD
+    # Account JWT exports (core/operator.py decides with them whether an import is authorized): an activation
+    # token is required, which revocations (importing account -> time) it must not fall under, and the subject
+    # token that must be the importing account's name (jwt v2 exports.go).
+    token_req: bool = False
+    revocations: dict = field(default_factory=dict)
+    account_pos: int = 0
 
     def allows(self, importer: str, subject: str) -> bool:
         return is_subset(subject, self.subject) and (self.accounts is None or importer in self.accounts)
@@ -82,23 +88,39 @@ class Account:
         return None
 
 
+def _ref(tok: str) -> int:
+    """N for a ``$N`` wildcard reference token (jwt v2 RenamingSubject), else 0."""
+    return int(tok[1:]) if len(tok) > 1 and tok[0] == "$" and tok[1:].isdigit() else 0
+
+
+def untokenize(pattern: str) -> str:
+    """A pattern with ``$N`` references as the subscription subject it stands for (nats-server
+    transformUntokenize: each reference is a ``*``)."""
+    return ".".join("*" if _ref(t) else t for t in pattern.split("."))
+
+
 def map_subject(src: str, dest: str, subject: str) -> str:
     """``subject`` (matched by pattern ``src``) written as ``dest``: ``dest``'s wildcard tokens take the values of
-    ``src``'s, in order (the implicit mapping nats-server applies to an import's ``to``)."""
+    ``src``'s (the mapping nats-server applies to an import's ``to`` / ``local_subject``).  The n-th ``*`` of either
+    pattern is wildcard n, unless a ``$N`` reference names it: ``foo.*.*`` -> ``bar.$2.$1`` swaps two tokens."""
     if not dest or dest == src:
         return subject
     st, dt, toks = src.split("."), dest.split("."), subject.split(".")
-    wild = []
+    vals: dict = {}
+    n = 0
     for i, t in enumerate(st):
-        if t == "*":
-            wild.append(toks[i])
-        elif t == ">":
-            wild.append(".".join(toks[i:]))
-    out, w = [], 0
+        if t == ">":
+            vals[">"] = ".".join(toks[i:])
+        elif t == "*" or _ref(t):
+            n += 1
+            vals[_ref(t) or n] = toks[i]
+    out, n = [], 0
     for t in dt:
-        if t in ("*", ">") and w < len(wild):
-            out.append(wild[w])
-            w += 1
+        if t == ">" and ">" in vals:
+            out.append(vals[">"])
+        elif t == "*" or _ref(t):
+            n += 1
+            out.append(vals.get(_ref(t) or n, t))
         else:
             out.append(t)
     return ".".join(out)
@@ -177,7 +199,7 @@ class Accounts:
                 else:
                     self._stream_import(acc, im)
 
-    def _stream_import(self, importer: Account, im: dict) -> None:
+    def _stream_import(self, importer: Account, im: dict) -> Any:
         src = im["stream"]
         exporter = self.by_name[src["account"]]
         subject = src["subject"]
@@ -191,14 +213,16 @@ class Accounts:
             # push consumer or a mirror in the importing account sees the stored subject, not the deliver subject).
             self._republish(importer, origin, local, reply, hdr_len, data, msg_subject)
 
-        srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True, local=True)
+        return srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True,
+                                      local=True)
 
-    def _service_import(self, importer: Account, im: dict) -> None:
+    def _service_import(self, importer: Account, im: dict, export: Export | None = None) -> Any:
         src = im["service"]
         exporter = self.by_name[src["account"]]
         remote = src["subject"]
         local = im.get("to") or remote
-        export = exporter.find_export(importer.name, remote, True)
+        if export is None:
+            export = exporter.find_export(importer.name, remote, True)
         srv = self.server
 
         def request(sub, subj, reply, hdr_len, data, origin) -> None:
@@ -210,7 +234,8 @@ class Accounts:
                     origin is not None and origin.no_responders:
                 srv.no_responders(subj, reply, origin)
 
-        srv.subscribe_internal(local, request, server_msgs=True, account=importer, local=True)
+        # A local subject with $N references (an account JWT's local_subject) subscribes with a * for each.
+        return srv.subscribe_internal(untokenize(local), request, server_msgs=True, account=importer, local=True)
 
     def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export) -> str:
         """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's."""

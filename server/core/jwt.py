@@ -32,7 +32,7 @@ JWT_PREFIX = "eyJ"  # nats-server jwtPrefix: what an inline JWT (rather than a f
 ALGORITHMS = ("ed25519-nkey", "ed25519")
 
 # The kind of key that may issue each claim type (nats-io/jwt v2 *Claims.Validate / ExpectedPrefixes).
-ISSUER_KINDS = {"operator": "O", "account": "O", "user": "A", "activation": "A", "generic": "OAU"}
+ISSUER_KINDS = {"operator": "O", "account": "O", "user": "A", "activation": "AO", "generic": "OAU"}
 SUBJECT_KINDS = {"operator": "O", "account": "A", "user": "U"}
 
 
@@ -121,22 +121,30 @@ def _int(v: Any) -> int:
 # then refuses the JWT ("Authorization Violation" for a user).  Skiff checks the same types, so a JWT nats-server
 # cannot decode is never half-read here.  null is Go's zero value and passes; unknown fields are ignored as in Go.
 STR, INT, BOOL, STRS, CIDRS, ANY = "string", "int64", "bool", "[]string", "CIDRList", "any"
+UINT, EXPORT_TYPE = "uint", "ExportType"  # ExportType unmarshals "stream" / "service" only (jwt v2 types.go)
 _PERMISSION = {"allow": STRS, "deny": STRS}
 _PERMISSIONS = {"pub": _PERMISSION, "sub": _PERMISSION, "resp": {"max": INT, "ttl": INT}}
 _NATS_LIMITS = {"subs": INT, "data": INT, "payload": INT}
 _JS_LIMITS = {"mem_storage": INT, "disk_storage": INT, "streams": INT, "consumer": INT, "max_ack_pending": INT,
               "mem_max_stream_bytes": INT, "disk_max_stream_bytes": INT, "max_bytes_required": BOOL}
 _GENERIC = {"tags": STRS, "type": STR, "version": INT}
+# jwt v2 imports.go Import / exports.go Export: the fields an account JWT's imports and exports decode into.
+_IMPORT = {"name": STR, "subject": STR, "account": STR, "token": STR, "to": STR, "local_subject": STR,
+           "type": EXPORT_TYPE, "share": BOOL, "allow_trace": BOOL}
+_EXPORT = {"name": STR, "subject": STR, "type": EXPORT_TYPE, "token_req": BOOL, "revocations": ("map", INT),
+           "response_type": STR, "response_threshold": INT, "service_latency": ANY, "account_token_position": UINT,
+           "advertise": BOOL, "allow_trace": BOOL, "description": STR, "info_url": STR}
 SCHEMAS: dict[str, dict] = {
     "claims": {"aud": STR, "exp": INT, "jti": STR, "iat": INT, "iss": STR, "name": STR, "nbf": INT, "sub": STR},
     "user": {**_GENERIC, **_PERMISSIONS, **_NATS_LIMITS, "src": CIDRS, "times": ("list", {"start": STR, "end": STR}),
              "times_location": STR, "bearer_token": BOOL, "proxy_required": BOOL, "allowed_connection_types": STRS,
              "issuer_account": STR},
-    "account": {**_GENERIC, "imports": ("list", ANY), "exports": ("list", ANY),
+    "account": {**_GENERIC, "imports": ("list", _IMPORT), "exports": ("list", _EXPORT),
                 "limits": {**_NATS_LIMITS, **_JS_LIMITS, "imports": INT, "exports": INT, "wildcards": BOOL,
                            "disallow_bearer": BOOL, "conn": INT, "leaf": INT, "tiered_limits": ("map", _JS_LIMITS)},
                 "signing_keys": ("list", ANY), "revocations": ("map", INT), "default_permissions": _PERMISSIONS,
                 "mappings": ("map", ANY), "description": STR, "info_url": STR, "cluster_traffic": STR},
+    "activation": {**_GENERIC, "subject": STR, "kind": EXPORT_TYPE, "issuer_account": STR},
     "operator": {**_GENERIC, "signing_keys": STRS, "account_server_url": STR, "operator_service_urls": STRS,
                  "system_account": STR, "assert_server_version": STR, "strict_signing_key_usage": BOOL},
 }
@@ -151,6 +159,10 @@ def _typed(v: Any, t: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
     if t == BOOL:
         return isinstance(v, bool)
+    if t == UINT:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    if t == EXPORT_TYPE:
+        return v in ("stream", "service")
     if t == CIDRS and isinstance(v, str):  # jwt v2 CIDRList also takes one comma-separated string
         return True
     if t in (STRS, CIDRS):  # jwt v2 StringList / TagList
@@ -248,3 +260,232 @@ def read_operator_jwt(value: str) -> tuple[str, Claims]:
         text = value
     token = parse_decorated(text)
     return token, decode(token, "operator")
+
+
+# ---------------------------------------------------------------------------- imports and exports (jwt v2)
+def _q(s: Any) -> str:
+    """Go's %q of a string (what the validation messages quote subjects with)."""
+    return json.dumps(str(s), ensure_ascii=False)
+
+
+def has_wildcards(s: str) -> bool:
+    """jwt v2 Subject.HasWildCards."""
+    return s.endswith(".>") or ".*." in s or s.endswith(".*") or s.startswith("*.") or s in ("*", ">")
+
+
+def is_contained_in(s: str, other: str) -> bool:
+    """jwt v2 Subject.IsContainedIn: every subject ``s`` matches is matched by ``other``."""
+    o, m = other.split("."), s.split(".")
+    if len(m) > len(o) and o[-1] != ">":
+        return False
+    if len(m) < len(o):
+        return False
+    for i, tok in enumerate(o):
+        if i == len(o) - 1 and tok == ">":
+            return True
+        if tok != m[i] and tok != "*":
+            return False
+    return True
+
+
+def to_subject(renaming: str) -> str:
+    """jwt v2 RenamingSubject.ToSubject: ``$N`` references read as ``*``."""
+    return ".".join("*" if len(t) > 1 and t[0] == "$" and t[1:].isdigit() else t for t in renaming.split("."))
+
+
+def _subject_errors(v: str, errs: list[str]) -> None:
+    """jwt v2 Subject.Validate."""
+    if v == "":
+        errs.append("subject cannot be empty")
+        return
+    if " " in v:
+        errs.append(f"subject {_q(v)} cannot have spaces")
+    if v[0] == "." or v[-1] == ".":
+        errs.append(f"subject {_q(v)} cannot start or end with a `.`")
+    if ".." in v:
+        errs.append(f"subject {_q(v)} cannot contain consecutive `.`")
+
+
+def _renaming_errors(s: str, frm: str, errs: list[str]) -> None:
+    """jwt v2 RenamingSubject.Validate: ``s`` renames ``frm``; its ``*`` and ``$N`` must account for every ``*``
+    of ``frm``, and both end in ``>`` or neither does."""
+    _subject_errors(s, errs)
+    if frm == "":
+        errs.append("subject cannot be empty")
+    if " " in s:
+        errs.append(f"subject {_q(s)} cannot have spaces")
+
+    def suffix(x: str) -> bool:
+        return x == ">" or x.endswith(".>")
+
+    if suffix(s) != suffix(frm):
+        errs.append("both, renaming subject and subject, need to end or not end in >")
+    from_cnt = 1 if frm == "*" else sum(1 for t in frm.split(".") if t == "*")
+    ref = 0
+    for tk in s.split("."):
+        if tk == "*":
+            ref += 1
+        if len(tk) < 2:
+            continue
+        if tk[0] == "$" and tk[1:].isdigit():
+            if int(tk[1:]) > from_cnt:
+                errs.append(f"Reference ${int(tk[1:])} in {_q(s)} reference * in {_q(frm)} that do not exist")
+            else:
+                ref += 1
+    if ref != from_cnt:
+        errs.append("subject does not contain enough * or reference wildcards $[0-9]")
+
+
+def _type_name(t: Any) -> str:
+    return t if t in ("stream", "service") else "unknown"
+
+
+def import_errors(im: dict, account: str, errs: list[str]) -> None:
+    """jwt v2 Import.Validate (the activation token's own times are not checked here: validateWithTimeChecks
+    false; nats-server checks them when it wires the import, accounts.go checkActivation)."""
+    kind = im.get("type")
+    if kind not in ("stream", "service"):
+        errs.append(f"invalid import type: {_q(_type_name(kind))}")
+    if kind == "service" and im.get("allow_trace"):
+        errs.append("AllowTrace only valid for stream import")
+    if not im.get("account"):
+        errs.append("account to import from is not specified")
+    subject = str(im.get("subject") or "")
+    _subject_errors(subject, errs)
+    local = str(im.get("local_subject") or "")
+    if local:
+        _renaming_errors(local, subject, errs)
+        if im.get("to"):
+            errs.append("Local Subject replaces To")
+    if im.get("share") and kind != "service":
+        errs.append(f"sharing information (for latency tracking) is only valid for services: {_q(subject)}")
+    token = im.get("token") or ""
+    if not token:
+        return
+    try:
+        act = decode(token, "activation")
+    except JWTError:
+        errs.append(f"import {_q(subject)} contains an invalid activation token")
+        return
+    n = act.nats
+    if not (act.issuer == im.get("account") or n.get("issuer_account") == im.get("account")):
+        errs.append(f"activation token doesn't match account for import {_q(subject)}")
+    if act.subject != account:
+        errs.append(f"activation token doesn't match account it is being included in, {_q(subject)}")
+    if n.get("kind") != kind:
+        errs.append(f"mismatch between token import type {_type_name(n.get('kind'))} and type of import "
+                    f"{_type_name(kind)}")
+    activation_errors(act, errs)
+    subj = str(im.get("to") or "") if kind == "service" and im.get("to") else subject
+    act_subject = str(n.get("subject") or "")
+    if not is_contained_in(subj, act_subject):
+        errs.append(f"activation token import subject {_q(act_subject)} doesn't match import {_q(subject)}")
+
+
+def activation_errors(act: Claims, errs: list[str]) -> None:
+    """jwt v2 Activation.Validate and the issuer_account check of ActivationClaims.validateWithTimeChecks."""
+    n = act.nats
+    if n.get("kind") not in ("stream", "service"):
+        errs.append(f"invalid import type: {_q(_type_name(n.get('kind')))}")
+    _subject_errors(str(n.get("subject") or ""), errs)
+    ia = n.get("issuer_account") or ""
+    if ia and decode_public_key(ia, "A") is None:
+        errs.append("account_id is not an account public key")
+
+
+def _export_errors(ex: dict, errs: list[str]) -> None:
+    """jwt v2 Export.Validate."""
+    kind = ex.get("type")
+    service = kind == "service"
+    rt = ex.get("response_type") or ""
+    if kind not in ("stream", "service"):
+        errs.append(f"invalid export type: {_q(_type_name(kind))}")
+    if service and rt not in ("", "Singleton", "Stream", "Chunked"):
+        errs.append(f"invalid response type for service: {_q(rt)}")
+    if kind == "stream":
+        if rt:
+            errs.append(f"invalid response type for stream: {_q(rt)}")
+        if ex.get("allow_trace"):
+            errs.append("AllowTrace only valid for service export")
+    threshold = ex.get("response_threshold") or 0
+    if threshold < 0:
+        errs.append("negative response threshold is invalid")
+    if threshold > 0 and not service:
+        errs.append("response threshold only valid for services")
+    subject = str(ex.get("subject") or "")
+    _subject_errors(subject, errs)
+    pos = ex.get("account_token_position") or 0
+    if pos > 0:
+        if not has_wildcards(subject):
+            errs.append(f"Account Token Position can only be used with wildcard subjects: {subject}")
+        else:
+            toks = subject.split(".")
+            if pos > len(toks):
+                errs.append(f"Account Token Position {pos} exceeds length of subject '{subject}'")
+            elif toks[pos - 1] != "*":
+                errs.append(f"Account Token Position {pos} matches '{toks[pos - 1]}' but must match a * in: "
+                            f"{subject}")
+
+
+def account_errors(claims: Claims) -> list[str]:
+    """The blocking errors jwt v2 AccountClaims.Validate finds in an account JWT's imports and exports (and the
+    operator's import/export limits on them).  nats-server does not load an account with any of them
+    (server.go verifyAccountClaims: ErrAccountValidation) and answers a push with "jwt validation failed"."""
+    n = claims.nats
+    errs: list[str] = []
+    imports = n.get("imports") or []
+    by_account: dict[str, list[str]] = {}
+    for im in imports:
+        if im is None:
+            errs.append("null import is not allowed")
+            continue
+        if im.get("type") == "service":
+            acc = str(im.get("account") or "")
+            sub = str(im.get("to") or "") or to_subject(str(im.get("local_subject") or "")) or \
+                str(im.get("subject") or "")
+            seen = by_account.setdefault(acc, [])
+            for other in seen:
+                if is_contained_in(sub, other) or is_contained_in(other, sub):
+                    errs.append(f"overlapping subject namespace for {_q(sub)} and {_q(other)} in same account "
+                                f"{_q(acc)}")
+            if sub in seen:
+                errs.append(f"overlapping subject namespace for {_q(sub)} in account {_q(acc)}")
+            else:
+                seen.append(sub)
+        import_errors(im, claims.subject, errs)
+    exports = n.get("exports") or []
+    subjects: dict[str, list[str]] = {"service": [], "stream": []}
+    for ex in exports:
+        if ex is None:
+            errs.append("null export is not allowed")
+            continue
+        subjects["service" if ex.get("type") == "service" else "stream"].append(str(ex.get("subject") or ""))
+        _export_errors(ex, errs)
+    for kind in ("service", "stream"):  # isContainedIn: an export inside another export of the same kind
+        subs = subjects[kind]
+        found: dict[str, str] = {}
+        for i, ns in enumerate(subs):
+            for j, s in enumerate(subs):
+                if i != j and is_contained_in(ns, s) and s not in found:
+                    found[s] = ns
+        for k, v in found.items():
+            errs.append(f"{kind} export subject {_q(k)} already exports {_q(v)}")
+    limits = n.get("limits") or {}
+    n_imp, n_exp = limits.get("imports", 0), limits.get("exports", 0)
+    if n_imp is None:
+        n_imp = 0
+    if n_exp is None:
+        n_exp = 0
+    # Account.Validate checks the import limit twice, the first time only when the limits are not all zero values.
+    if any(v for v in limits.values()) and n_imp >= 0 and len(imports) > n_imp:
+        errs.append("the account contains more imports than allowed by the operator")
+    if n_imp != -1 and len(imports) > n_imp:
+        errs.append("the account contains more imports than allowed by the operator")
+    if n_exp != -1:
+        if len(exports) > n_exp:
+            errs.append("the account contains more exports than allowed by the operator")
+        if not limits.get("wildcards"):
+            for ex in exports:
+                if ex is not None and has_wildcards(str(ex.get("subject") or "")):
+                    errs.append("the account contains wildcard exports that are not allowed by the operator")
+    return errs

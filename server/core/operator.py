@@ -16,27 +16,32 @@ account is found through the resolver (resolver.py) and was signed by a trusted 
 account or one of its signing keys (a *scoped* signing key replaces the user's permissions and limits with its
 template); the account has not expired; a bearer token is refused when the account says ``disallow_bearer``;
 the connection type is allowed; the nonce signature verifies (unless bearer); the user is not revoked
-(``revocations[user or "*"] >= user iat``); the client's address is inside ``src``.  Any failure is nats-server's
-``Authorization Violation`` (the reason goes to the log).  A user whose JWT expires while connected is closed with
-``User Authentication Expired``.
+(``revocations[user or "*"] >= user iat``); the client's address is inside ``src``; the time of day lies in one of
+the JWT's connect windows (``times`` in ``times_location``).  Any failure is nats-server's ``Authorization
+Violation`` (the reason goes to the log).  A user whose JWT expires, or whose connect window ends, while connected
+is closed with ``User Authentication Expired``.
 
 An account JWT becomes an :class:`~server.core.accounts.Account` the first time it is needed (or at start for the
 ones the resolver holds, so their JetStream starts with the server): its ``limits`` (``conn``, ``subs``,
 ``payload``) and JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is on
 when either storage is not 0) become the account's.  An update (resolver.py) re-applies them and closes the
-connections of users it revokes.  What an account JWT can ask for that Skiff does not do (imports, exports,
-mappings, auth callout, message tracing) is refused: the account is not loaded and the update is answered with an
-error, so nobody runs with an account that silently lacks part of its JWT.
+connections of users it revokes.  Its ``exports`` and ``imports`` are wired by jwt_imports.py.  What an account
+JWT can ask for that Skiff does not do (mappings, auth callout, message tracing, service latency tracking) is
+refused: the account is not loaded and the update is answered with an error, so nobody runs with an account that
+silently lacks part of its JWT.
 """
 from __future__ import annotations
 
 import ipaddress
+import re
 import time
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import encoder
 
-from .jwt import Claims, JWTError, decode
+from .jwt_imports import JWTImports
+from .jwt import Claims, JWTError, account_errors, decode
 from .permissions import Permissions
 from .resolver import ClaimsService, make_resolver
 
@@ -98,6 +103,7 @@ class OperatorMode:
         self._expiry_timers: dict[str, Any] = {}  # account name -> timer of its JWT's exp
         self._js_disabled: dict[str, Any] = {}  # accounts loaded after start answered "JetStream not enabled"
         self.claims_service = ClaimsService(self)
+        self.imports = JWTImports(self)
         # Every account the resolver holds is loaded now, so that JetStream starts with the server for the ones
         # that have it.  One nats-server would refuse to run with is an error; an expired one is just not loaded.
         for pub in self.resolver.keys():
@@ -127,10 +133,19 @@ class OperatorMode:
     def unsupported(self, claims: Claims) -> str:
         """What an account JWT asks for that Skiff does not do ("" when nothing)."""
         n = claims.nats
-        for key, what in (("imports", "account JWT imports"), ("exports", "account JWT exports"),
-                          ("mappings", "subject mappings"), ("trace", "message tracing")):
+        for key, what in (("mappings", "subject mappings"), ("trace", "message tracing")):
             if n.get(key):
                 return f"{what} are not implemented by Skiff"
+        for ex in n.get("exports") or []:
+            if isinstance(ex, dict) and ex.get("service_latency") is not None:
+                return "service latency tracking is not implemented by Skiff"
+            if isinstance(ex, dict) and ex.get("allow_trace"):
+                return "message tracing is not implemented by Skiff"
+        for im in n.get("imports") or []:
+            if isinstance(im, dict) and im.get("share"):
+                return "service latency tracking is not implemented by Skiff"
+            if isinstance(im, dict) and im.get("allow_trace"):
+                return "message tracing is not implemented by Skiff"
         auth = n.get("authorization")
         if isinstance(auth, dict) and (auth.get("auth_users") or auth.get("allowed_accounts") or auth.get("xkey")):
             return "auth callout is not implemented by Skiff"
@@ -142,6 +157,8 @@ class OperatorMode:
     def _check(self, claims: Claims) -> str:
         if claims.issuer not in self.trusted:
             return "Account JWT not signed by trusted operator"
+        if account_errors(claims):  # verifyAccountClaims: AccountClaims.Validate, blocking errors
+            return "account validation failed"
         return self.unsupported(claims)
 
     def lookup(self, pubkey: str) -> "Account | None":
@@ -169,10 +186,11 @@ class OperatorMode:
         if err:
             return err
         acc = self.accounts._add(pubkey)
-        self._apply(acc, claims)
         self.loaded[pubkey] = claims
+        self._apply(acc, claims)
         if getattr(self.server, "running", False):
             self._serve_jetstream(acc)
+        self.imports.rewire()
         return ""
 
     def _serve_jetstream(self, acc: "Account") -> None:
@@ -213,6 +231,7 @@ class OperatorMode:
         mem, disk = js_src.get("mem_storage", 0), js_src.get("disk_storage", 0)
         acc.jetstream = bool(mem) or bool(disk)
         acc.jwt_name = claims.name  # type: ignore[attr-defined]
+        acc.exports = self.imports.exports(claims)
         if self._started:  # before start there is no loop to time on: start() arms every loaded account
             self._arm_expiry(acc, claims)
         engine = getattr(self.server, "jetstreams", {}).get(acc.name)
@@ -273,11 +292,12 @@ class OperatorMode:
                 return
         acc = self.accounts.by_name[pubkey]
         had_js = acc.jetstream
-        self._apply(acc, claims)
         self.loaded[pubkey] = claims
+        self._apply(acc, claims)
         if acc.jetstream and not had_js:
             self._start_jetstream(acc)
         self._enforce(acc, claims)
+        self.imports.rewire()
 
     def account_deleted(self, pubkey: str) -> None:
         """A deleted account's users can no longer connect; nats-server closes the connected ones too
@@ -286,6 +306,10 @@ class OperatorMode:
         for conn in list(self.server.clients.values()):
             if conn.account.name == pubkey and not conn.closed:
                 conn.close(AUTH_REVOKED)
+        acc = self.accounts.by_name.get(pubkey)
+        if acc is not None:  # removeCb: the account's exports go, and with them the imports of others from it
+            acc.exports = []
+        self.imports.rewire()
 
     def _enforce(self, acc: "Account", claims: Claims) -> None:
         """updateAccountClaimsWithRefresh: revoked users are closed; a lower connection limit closes the newest."""
@@ -399,19 +423,17 @@ class OperatorMode:
         if src and not _src_allowed(src, getattr(conn, "host", "")):
             self.server.log_error("Bad src Ip", host=getattr(conn, "host", ""))
             return None
-        if n.get("times"):
-            # nats-server validateTimes: connect windows in times_location.  Not implemented: refused loudly rather
-            # than letting a user in outside its hours.
-            self.server.log_error("user JWT connect times are not implemented by Skiff; connection refused",
-                                  user=juc.subject)
+        allow_now, valid_for = validate_times(n, now)
+        if not allow_now:  # auth.go: validateTimes, "Outside connect times"
+            self.server.log_error("Outside connect times", user=juc.subject)
             return None
         perms = _permissions(n) or _permissions(ac.nats.get("default_permissions") or {})
         user = AuthUser(juc.subject, acc.name, Permissions(perms) if perms else None, nkey=juc.subject)
         if conn is not None:
-            self._bind(conn, juc, n)
+            self._bind(conn, juc, n, valid_for)
         return user
 
-    def _bind(self, conn: Any, juc: Claims, n: dict) -> None:
+    def _bind(self, conn: Any, juc: Claims, n: dict, valid_for: float = 0.0) -> None:
         """Keep the user JWT on the connection (revocation on update), lower its limits to the user's, and close it
         when the JWT expires (nats-server setExpiration / authExpired)."""
         conn.jwt_user = juc
@@ -434,8 +456,17 @@ class OperatorMode:
                     self.server.clock.call_later(0.02, lambda: conn.close("Maximum Subscriptions Exceeded"))
 
             self.server.clock.call_later(0, kick)
+        # client.go setExpiration: the JWT's exp (whole seconds from now), or the end of the connect window when
+        # that comes first.
+        delay = None
         if juc.expires > 0:
-            delay = max(0.0, juc.expires - self.now())
+            tn = int(self.now())
+            delay = float(juc.expires - tn) if juc.expires > tn else 0.0
+            if valid_for and valid_for < delay:
+                delay = valid_for
+        elif valid_for:
+            delay = valid_for
+        if delay is not None:
             conn_ref = conn
 
             def expired() -> None:
@@ -456,14 +487,82 @@ class OperatorMode:
         for pub, claims in self.loaded.items():
             self._arm_expiry(self.accounts.by_name[pub], claims)
         self.claims_service.start()
+        self.imports.rewire()
         # Accounts loaded after start have no "JetStream not enabled" answers yet: the first engine's router
         # answers for them (jetstream/api.py); accounts loaded before start got them from the router itself.
 
     def stop(self) -> None:
         self.claims_service.stop()
+        self.imports.stop()
         for t in self._expiry_timers.values():
             t.cancel()
         self._expiry_timers.clear()
+
+
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2}):(\d{2})(?:[.,]\d+)?")
+
+
+def _clock(text: Any) -> tuple[int, int, int] | None:
+    """Go time.Parse("15:04:05", text): an hour of one or two digits, two-digit minutes and seconds (a fraction of
+    a second may follow and is dropped), nothing else."""
+    m = _CLOCK.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    h, mi, sec = (int(g) for g in m.groups())
+    return (h, mi, sec) if h < 24 and mi < 60 and sec < 60 else None
+
+
+def _location(name: str) -> "tzinfo | None | bool":
+    """Go time.LoadLocation: "" and "UTC" are UTC, "Local" the server's zone (None here), else an IANA name;
+    False when it is not one."""
+    if name in ("", "UTC"):
+        return timezone.utc
+    if name == "Local":
+        return None
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(name)
+    except Exception:  # ZoneInfoNotFoundError, ValueError for a malformed key
+        return False
+
+
+def validate_times(n: dict, now: float) -> tuple[bool, float]:
+    """nats-server jwt.go validateTimesAt: whether ``now`` lies in one of the user JWT's connect windows
+    (``times``: "HH:MM:SS" start/end on today's date in ``times_location``, the server's local zone when it is
+    not given; a window whose start is after its end crosses midnight), and the seconds left until that window
+    ends (the longest, when several hold).  A time or location that does not parse lets nobody in (jwt v2
+    TimeRange.Validate / Limits.Validate make the JWT invalid)."""
+    times = n.get("times") or []
+    if not times:
+        return True, 0.0
+    loc = _location(str(n.get("times_location") or ""))
+    if loc is False:
+        return False, 0.0
+    at = datetime.fromtimestamp(now, loc)  # type: ignore[arg-type]
+    ok, valid_for = False, 0.0
+    for tr in times:
+        tr = tr if isinstance(tr, dict) else {}
+        s, e = _clock(tr.get("start")), _clock(tr.get("end"))
+        if s is None or e is None:
+            return False, 0.0
+        start = at.replace(hour=s[0], minute=s[1], second=s[2], microsecond=0).timestamp()
+        end_dt = at.replace(hour=e[0], minute=e[1], second=e[2], microsecond=0)
+        end = end_dt.timestamp()
+        left = 0.0
+        inside = start < now < end
+        if inside:
+            left = end - now
+        elif start > end:  # validateTimeRangeAt: the window crosses midnight
+            if end > now:
+                inside, left = True, end - now
+            else:
+                end = (end_dt + timedelta(days=1)).timestamp()
+                if start < now < end:
+                    inside, left = True, end - now
+        if inside and (not ok or left > valid_for):
+            ok, valid_for = True, left
+    return ok, valid_for
 
 
 def _revoked(revs: dict, subject: str, iat: int) -> bool:

@@ -32,7 +32,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from .jwt import JWTError, decode
+from .jwt import JWTError, account_errors, decode
 
 if TYPE_CHECKING:  # pragma: no cover
     from .operator import OperatorMode
@@ -253,6 +253,10 @@ class ClaimsService:
             claims = decode(token, "account")
         except JWTError as e:
             return self._respond(reply, "n/a", "jwt update resulted in error", str(e))
+        errs = account_errors(claims)
+        if errs:  # claimValidate: the blocking (non-time) errors of AccountClaims.Validate, as Go prints a []error
+            return self._respond(reply, claims.subject, "jwt validation failed",
+                                 f"validation errors: [{' '.join(errs)}]")
         if pubkey is None and claims.issuer == op.operator_key and op.strict:
             return self._respond(reply, claims.subject, "jwt update resulted in error",
                                  "operator requires issuer to be a signing key")
