@@ -15,6 +15,7 @@ and a public one after it, so when the public message arrives the private one wo
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import nats
@@ -22,7 +23,7 @@ import pytest
 from nats.errors import NoRespondersError
 
 from tests import jwt_helpers as jh
-from tests.client.test_operator import assert_accepted, assert_refused, user
+from tests.client.test_operator import assert_refused, user
 
 OP = jh.new_key("O")
 SYS = jh.new_key("A")
@@ -198,8 +199,6 @@ resolver_preload {{
 
 
 async def push(sys_nc, token: str) -> dict:
-    import json
-
     doc = json.loads((await sys_nc.request("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout=2)).data)
     doc.pop("server")
     return doc
