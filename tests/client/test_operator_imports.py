@@ -298,3 +298,22 @@ async def test_a_push_with_a_wildcard_export_beyond_the_operator_limits_is_refus
     assert reply["error"]["description"] == ("jwt validation failed - validation errors: [the account contains "
                                              "wildcard exports that are not allowed by the operator]")
     await sys_nc.close()
+
+
+@pytest.mark.skiff_only  # nats-server implements these; Skiff refuses the account rather than run it without them
+@pytest.mark.parametrize("nats_fields,what", [
+    ({"exports": [{"type": "service", "subject": "s", "service_latency": {"sampling": 50, "results": "lat"}}]},
+     "service latency tracking is"),
+    ({"imports": [{"type": "service", "account": EXP.public, "subject": "svc.echo", "share": True}]},
+     "service latency tracking is"),
+    ({"imports": [dict(PUB_IMPORT, allow_trace=True)]}, "message tracing is"),
+    ({"mappings": {"a": [{"subject": "b", "weight": 100}]}}, "subject mappings are"),
+], ids=["latency", "share", "allow_trace", "mappings"])
+async def test_what_skiff_does_not_implement_is_refused(dir_srv, tmp_path, nats_fields, what):
+    sys_nc = await connect(dir_srv, tmp_path, SYS)
+    await push(sys_nc, ACCOUNT_EXP)
+    reply = await push(sys_nc, jh.account_jwt(IMP, OP, **nats_fields))
+    assert reply == {"error": {"account": IMP.public, "code": 500, "description":
+                               f"jwt update resulted in error - {what} not implemented by Skiff"}}
+    await sys_nc.close()
+    assert_refused(dir_srv, *user(IMP))
