@@ -10,9 +10,17 @@ A route carries, besides INFO/CONNECT/PING/PONG/-ERR/+OK::
     HMSG <account> <subject> [same forms] <hdr_size> <total_size>
 
 ``RouteParser.parse`` feeds bytes and calls ``sink.on_rmsg(account, subject, reply, queues, hdr_len, data)`` for
-messages and ``sink.on_route_op(op)`` for everything else.  Leaf-origin forms (LS+/LS-/LMSG) are only sent to a
-server that announced ``lnoc`` in its INFO; Skiff does not, so they are a protocol error here, as any unknown
-operation is (nats-server parser.go answers an unknown operation with ``-ERR 'Unknown Protocol Operation'``).
+messages and ``sink.on_route_op(op)`` for everything else.  Leaf-origin forms (LS+/LS-/LMSG with an origin cluster)
+are only sent to a server that announced ``lnoc`` in its route INFO; Skiff does not, so on a route they are a
+protocol error, as any unknown operation is.
+
+A leaf node connection (``RouteParser(leaf=True)``; nats-server leafnode.go, wave2-notes section 6) carries the same
+forms without the account token, the link being bound to one account::
+
+    LS+ <subject>[ <queue> <weight>]    LS- <subject>[ <queue>]
+    LMSG <subject> [reply | + reply q.. | | q..] <size>      HMSG <subject> [...] <hdr_size> <total_size>
+
+and the parser reports them with an empty account.
 """
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from typing import NamedTuple
 
 from .parser import Connect, Err, Info, OK, PING, PONG, ProtocolError
 
-__all__ = ["RouteParser", "RSub", "RUnsub", "rs_plus", "rs_minus", "rmsg_head"]
+__all__ = ["RouteParser", "RSub", "RUnsub", "rs_plus", "rs_minus", "rmsg_head", "ls_plus", "ls_minus", "lmsg_head"]
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_MAX_PAYLOAD = "Maximum Payload Violation"
@@ -48,8 +56,12 @@ def _s(b: bytes) -> str:
 class RouteParser:
     """Incremental parser of one route connection's input."""
 
-    def __init__(self, max_payload: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, max_payload: int = 64 * 1024 * 1024, leaf: bool = False) -> None:
         self.max_payload = max_payload
+        self.leaf = leaf
+        self._acc = 0 if leaf else 1  # how many account tokens a line carries
+        self._sub, self._unsub, self._msg_word = (b"LS+", b"LS-", b"LMSG") if leaf else (b"RS+", b"RS-", b"RMSG")
+        self._fast = self._msg_word + b" "
         self._buf = b""
         self._msg: tuple | None = None  # (account, subject, reply, queues, hdr_len, size) waiting for its payload
         self.dead = False
@@ -73,16 +85,17 @@ class RouteParser:
                 pos = end + 2
                 continue
             nl = buf.find(b"\n", pos)
-            if nl > 0 and buf[pos:pos + 5] == b"RMSG " and buf[nl - 1] == 13:
-                # Fast path: "RMSG <acc> <subject> [reply] <size>" with the payload all here.
+            if nl > 0 and buf[pos:pos + 5] == self._fast and buf[nl - 1] == 13:
+                # Fast path: "RMSG <acc> <subject> [reply] <size>" (LMSG without <acc>) with the payload all here.
                 args = buf[pos + 5:nl - 1].split(b" ")
-                if 3 <= len(args) <= 4 and args[-1].isdigit():
+                a = self._acc
+                if 2 + a <= len(args) <= 3 + a and args[-1].isdigit():
                     size = int(args[-1])
                     start = nl + 1
                     end = start + size
                     if end + 2 <= n and buf[end] == 13 and buf[end + 1] == 10 and size <= self.max_payload:
-                        sink.on_rmsg(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 4 else "", (), 0,
-                                     buf[start:end])
+                        sink.on_rmsg(_s(args[0]) if a else "", _s(args[a]),
+                                     _s(args[a + 1]) if len(args) == 3 + a else "", (), 0, buf[start:end])
                         pos = end + 2
                         continue
             if nl < 0:
@@ -114,8 +127,10 @@ class RouteParser:
             sink.on_route_op(Connect(rest.strip()))
         elif w == b"-ERR":
             sink.on_route_op(Err(rest.strip()))
-        elif w == b"RS+":
+        elif w == self._sub:
             args = rest.split()
+            if self.leaf:
+                args.insert(0, b"")
             if len(args) == 2:
                 sink.on_route_op(RSub(_s(args[0]), _s(args[1]), "", 0))
             elif len(args) in (3, 4):
@@ -127,14 +142,19 @@ class RouteParser:
                 sink.on_route_op(RSub(_s(args[0]), _s(args[1]), _s(args[2]), weight))
             else:
                 self._fail(sink, ERR_UNKNOWN_OP, "RS+ argument count")
-        elif w == b"RS-":
+        elif w == self._unsub:
             args = rest.split()
+            if self.leaf:
+                args.insert(0, b"")
             if len(args) in (2, 3):
                 sink.on_route_op(RUnsub(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 3 else ""))
             else:
                 self._fail(sink, ERR_UNKNOWN_OP, "RS- argument count")
-        elif w in (b"RMSG", b"HMSG"):
-            self._msg_args(w == b"HMSG", rest.split(), sink)
+        elif w == self._msg_word or w == b"HMSG":
+            args = rest.split()
+            if self.leaf:
+                args.insert(0, b"")
+            self._msg_args(w == b"HMSG", args, sink)
         else:
             self._fail(sink, ERR_UNKNOWN_OP, "unknown route op %r" % bytes(line[:16]))
 
@@ -199,3 +219,21 @@ def rmsg_head(account: str, subject: str, reply: str, queues: list[str] | tuple,
         parts.append(str(hdr_len))
     parts.append(str(size))
     return (" ".join(parts) + "\r\n").encode("utf-8", "surrogateescape")
+
+
+def ls_plus(subject: str, queue: str = "", weight: int = 0) -> bytes:
+    if queue:
+        return f"LS+ {subject} {queue} {weight}\r\n".encode("utf-8", "surrogateescape")
+    return f"LS+ {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def ls_minus(subject: str, queue: str = "") -> bytes:
+    if queue:
+        return f"LS- {subject} {queue}\r\n".encode("utf-8", "surrogateescape")
+    return f"LS- {subject}\r\n".encode("utf-8", "surrogateescape")
+
+
+def lmsg_head(subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
+    """The LMSG/HMSG line of a message on a leaf connection (no account token)."""
+    return b"L" + rmsg_head("", subject, reply, queues, hdr_len, size)[1:].replace(b"  ", b" ", 1) \
+        if not hdr_len else rmsg_head("", subject, reply, queues, hdr_len, size).replace(b"HMSG  ", b"HMSG ", 1)

@@ -143,6 +143,30 @@ class ClusterOptions(_Model):
     connect_retries: int = 0
 
 
+class RemoteLeafOptions(_Model):
+    """One entry of ``leafnodes { remotes [...] }`` (nats-server RemoteLeafOpts)."""
+
+    urls: list[str] = Field(default_factory=list)
+    account: str = ""  # the local account the link binds; "" = the global account
+    credentials: str = ""  # a .creds file: its user JWT and the nonce signed by its seed go in CONNECT
+
+
+class LeafNodeOptions(_Model):
+    """The ``leafnodes { }`` block (nats-server LeafNodeOpts; conf/leafnodes.py, core/leafnode.py)."""
+
+    host: str = DEFAULT_HOST
+    port: int = 0  # 0: no leaf node listener (a spoke may still dial its remotes); -1: a random port
+    username: str = ""
+    password: str = ""
+    account: str = ""  # authorization { account }: the account of the single user (or of every leaf)
+    users: list[dict[str, str]] = Field(default_factory=list)  # {user, password, account}
+    auth_timeout: float = 0.0
+    remotes: list[RemoteLeafOptions] = Field(default_factory=list)
+    advertise: str = ""
+    no_advertise: bool = False
+    reconnect_interval: float = 0.0  # 0: nats-server's 1 s
+
+
 class ServerOptions(_Model):
     # -- listening
     host: str = DEFAULT_HOST
@@ -219,6 +243,8 @@ class ServerOptions(_Model):
     websocket: WebsocketOptions | None = None
     # -- routes to the other servers of a cluster
     cluster: ClusterOptions | None = None
+    # -- leaf node connections (hub and spoke)
+    leafnodes: LeafNodeOptions | None = None
     # -- lifecycle
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD
@@ -295,6 +321,11 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         from .conf.cluster import JETSTREAM_REFUSED
 
         raise ConfigError(JETSTREAM_REFUSED)  # -js with --cluster (a file's cluster {} says where, conf/cluster.py)
+    ln = s.get("leafnodes")
+    if isinstance(ln, dict) and (ln.get("port") or ln.get("remotes")) and s.get("jetstream"):
+        from .conf.leafnodes import JETSTREAM_REFUSED as LEAF_JS
+
+        raise ConfigError(LEAF_JS)  # -js with a file's leafnodes {} (conf/leafnodes.py names the line)
     try:
         return ServerOptions.model_validate(s)
     except Exception as e:  # pydantic.ValidationError: a value of the wrong type from a flag

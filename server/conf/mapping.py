@@ -211,6 +211,10 @@ class _Mapper:
                         s["store_dir"] = self.expect(tok, str, k)
                 elif k == "jetstream":
                     self.jetstream(tok)
+                elif k in ("leafnodes", "leaf"):
+                    from skiff.server.conf.leafnodes import parse_leafnodes
+
+                    s["leafnodes"] = parse_leafnodes(self, tok)
                 elif k == "cluster":
                     from skiff.server.conf.cluster import parse_cluster
 
@@ -302,6 +306,9 @@ class _Mapper:
         from skiff.server.conf import cluster as cluster_conf
 
         cluster_conf.validate(self)
+        from skiff.server.conf import leafnodes as leafnodes_conf
+
+        leafnodes_conf.validate(self)
 
     def lame_duck(self, tok: Token, k: str) -> None:
         v = self.expect(tok, str, k)

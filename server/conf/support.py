@@ -76,7 +76,6 @@ TOP_LEVEL = _entries(
     (("default_js_domain",), Unimplemented(REFUSE, "JetStream domains per account", _empty)),
     # -- other connection kinds and topologies: their listeners would never open.
     (("gateway",), Unimplemented(REFUSE, "gateways (super-clusters)", _empty)),
-    (("leaf", "leafnodes"), Unimplemented(REFUSE, "leaf node connections", _empty)),
     (("mqtt",), Unimplemented(REFUSE, "MQTT clients", _empty)),
     (("mappings", "maps"), Unimplemented(REFUSE, "subject mappings (messages would stay on the subject "
                                                  "published)", _empty)),
@@ -137,6 +136,35 @@ JETSTREAM = _entries(
 #: ``websocket { }`` sub-keys (parseWebsocket); the block itself is implemented (conf/websocket.py,
 #: core/websocket.py).  Its ``tls { }`` goes through the TLS table below.
 WEBSOCKET = _entries()  # every key of the block is implemented
+
+#: keys of ``leafnodes { }`` and of its ``remotes`` entries (server/opts.go parseLeafNodes, parseRemoteLeafNodes)
+#: Skiff does not implement (conf/leafnodes.py reads the rest).
+LEAFNODES = _entries(
+    (("tls",), Unimplemented(REFUSE, "TLS on leaf node connections", _empty)),
+    (("compression",), Unimplemented(REFUSE, "leaf node compression (Skiff's leaf connections are not "
+                                             "compressed)", lambda v: v in (False, "off", "disabled"))),
+    (("min_version", "minimum_version"), Unimplemented(REFUSE, "a minimum version for leaf nodes", _empty)),
+    (("isolate_leafnode_interest", "isolate"), Unimplemented(REFUSE, "leaf interest isolation", _false)),
+    (("write_deadline", "write_timeout"), Unimplemented(REFUSE, "leaf write deadlines", _empty)),
+    (("dial_timeout",), Unimplemented(REFUSE, "a leaf dial timeout (Skiff dials with 1 s)", _empty)),
+)
+LEAF_REMOTE = _entries(
+    (("tls",), Unimplemented(REFUSE, "TLS to a leaf node hub", _empty)),
+    (("nkey", "seed"), Unimplemented(REFUSE, "nkey authentication of a leaf remote (use credentials)", _empty)),
+    (("hub",), Unimplemented(REFUSE, "a remote that is a hub (hub: true)", _false)),
+    (("deny_imports", "deny_import", "deny_exports", "deny_export"),
+     Unimplemented(REFUSE, "leaf import/export deny lists (more would cross the link)", _empty)),
+    (("ws_compress", "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
+      "websocket_no_masking"), Unimplemented(REFUSE, "leaf connections over WebSocket", _false)),
+    (("jetstream_cluster_migrate", "js_cluster_migrate"), Unimplemented(REFUSE, "JetStream over leaf nodes",
+                                                                        _false)),
+    (("isolate_leafnode_interest", "isolate", "request_isolation"),
+     Unimplemented(REFUSE, "leaf interest isolation", _false)),
+    (("compression",), Unimplemented(REFUSE, "leaf node compression", lambda v: v in (False, "off", "disabled"))),
+    (("first_info_timeout", "dial_timeout"), Unimplemented(REFUSE, "leaf dial and INFO timeouts", _empty)),
+    (("disabled",), Unimplemented(REFUSE, "a disabled remote", _false)),
+    (("proxy",), Unimplemented(REFUSE, "dialing a hub through an HTTP proxy", _empty)),
+)
 
 #: keys of ``cluster { }`` (server/opts.go parseCluster) Skiff does not implement (conf/cluster.py reads the rest).
 #: Skiff's routes are one plain-TCP connection per server, without compression, as nats-server's with

@@ -65,7 +65,6 @@ class Cluster:
         self.pending: set[RouteConnection] = set()  # connected, handshake not finished
         self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
         self.interest: dict[tuple[str, str, str], int] = {}  # (account, subject, queue) -> local subscriptions
-        self._sl_account: dict[int, str] = {}
         self._listener: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._dialing: set[str] = set()  # URLs being dialed
@@ -268,19 +267,9 @@ class Cluster:
             self._dial(route.url, explicit=not route.implicit, retry=True)
 
     # ------------------------------------------------------------------ interest
-    def account_name(self, sl: Any) -> str | None:
-        name = self._sl_account.get(id(sl))
-        if name is None:
-            for acc in self.server.accounts.by_name.values():
-                self._sl_account[id(acc.sublist)] = acc.name
-            name = self._sl_account.get(id(sl))
-        return name
-
-    def local_sub(self, sl: Any, subject: str, queue: str, delta: int) -> None:
-        """A local subscription came (+1) or went (-1): tell the routes when the account's interest changed."""
-        acc = self.account_name(sl)
-        if acc is None:
-            return
+    def local_sub(self, acc: str, subject: str, queue: str, delta: int) -> None:
+        """A local subscription (a client's, the server's own or a leaf connection's) came (+1) or went (-1) in
+        account ``acc``: tell the routes when the account's interest changed."""
         key = (acc, subject, queue)
         n = self.interest.get(key, 0) + delta
         if n > 0:

@@ -101,6 +101,7 @@ class Server:
         self.total_connections = 0
         # Push consumers follow interest in their deliver subject: per Sublist (account), subject -> callbacks.
         self._interest_watch: dict[Any, dict[str, list[Callable[[str, bool], None]]]] = {}
+        self._sl_names: dict[int, str] = {}  # id(Sublist) -> account name (account_name)
         self._internal_sid = 0
         self._stopped: asyncio.Event | None = None  # created in start(), inside the running loop
         self._info_base: dict = {}
@@ -109,6 +110,19 @@ class Server:
         # The route listener and routes, when cluster { listen } is set (core/cluster.py); created before any
         # subscription so that it counts every one of them.
         self.cluster = None
+        # Leaf node connections, hub and spoke sides (core/leafnode.py), likewise before any subscription.
+        self.leafnodes = None
+        lopts = getattr(options, "leafnodes", None)
+        if lopts is not None and (lopts.port or lopts.remotes):
+            from .leafnode import LeafNodes
+
+            if options.jetstream:
+                from ..conf import ConfigError
+                from ..conf.leafnodes import JETSTREAM_REFUSED
+
+                raise ConfigError(JETSTREAM_REFUSED)
+
+            self.leafnodes = LeafNodes(self, lopts)
         copts = getattr(options, "cluster", None)
         if copts is not None and copts.port:
             from .cluster import Cluster
@@ -175,6 +189,8 @@ class Server:
         self.port = sock.getsockname()[1]
         if self.cluster is not None:
             await self.cluster.start()
+        if self.leafnodes is not None:
+            await self.leafnodes.start()
         self._build_info()
         if opts.websocket is not None and opts.websocket.port:
             from .websocket import WebSocketListener  # WebSocket clients (core/websocket.py)
@@ -204,6 +220,8 @@ class Server:
             self.websocket.close()
         if self.cluster is not None:  # routes first: the others need no RS- for every client leaving
             await self.cluster.stop()
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         for c in list(self.clients.values()):
             c.close(SERVER_SHUTDOWN)
         self.flush_pending()
@@ -384,8 +402,8 @@ class Server:
     def add_subscription(self, sub: Subscription) -> None:
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.insert(sub)
-        if self.cluster is not None and sub.route is None and not sub.local:
-            self.cluster.local_sub(sl, sub.subject, sub.queue, 1)
+        if not sub.local and (self.cluster is not None or self.leafnodes is not None):
+            self._interest_changed(sl, sub, 1)
         if self._interest_watch:
             self._notify_interest(sl, sub.subject)
 
@@ -395,10 +413,31 @@ class Server:
         sub.closed = True
         sl = sub.conn.sublist if sub.conn is not None else sub.sublist
         sl.remove(sub)
-        if self.cluster is not None and sub.route is None and not sub.local:
-            self.cluster.local_sub(sl, sub.subject, sub.queue, -1)
+        if not sub.local and (self.cluster is not None or self.leafnodes is not None):
+            self._interest_changed(sl, sub, -1)
         if self._interest_watch:
             self._notify_interest(sl, sub.subject)
+
+    def _interest_changed(self, sl: Any, sub: Subscription, delta: int) -> None:
+        """Tell the routes (interest of this server's clients and leaf connections) and the leaf connections
+        (everybody's interest but their own) that a subscription came or went."""
+        acc = self.account_name(sl)
+        if acc is None:
+            return
+        if self.cluster is not None and (sub.route is None or not sub.route.is_route):
+            self.cluster.local_sub(acc, sub.subject, sub.queue, delta)
+        if self.leafnodes is not None:
+            self.leafnodes.sub_changed(acc, sub, delta)
+
+    def account_name(self, sl: Any) -> str | None:
+        """The name of the account whose Sublist ``sl`` is."""
+        names = self._sl_names
+        name = names.get(id(sl))
+        if name is None:
+            for acc in self.accounts.by_name.values():
+                names[id(acc.sublist)] = acc.name
+            name = names.get(id(sl))
+        return name
 
     def _notify_interest(self, sl: Any, pattern: str) -> None:
         watch = self._interest_watch.get(sl)
@@ -571,66 +610,91 @@ class Server:
                     head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
             delivered = True
-        if routes is not None and (origin is None or not origin.is_route):  # what came from a route stays here
+        if routes is not None:
+            from_route = origin is not None and origin.is_route
             for rt, qs in routes.items():
+                # Never back where it came from; what came from a route goes to leaf connections only.
+                if rt is origin or (from_route and rt.is_route):
+                    continue
                 rt.send_msg(racc, subject, reply, qs, hdr_len, data)  # the remote matches the routed subject
-            delivered = True
+                delivered = True
         return delivered
 
-    def deliver_routed(self, route: Any, sublist: Any, subject: str, reply: str, queues: tuple, hdr_len: int,
+    def deliver_routed(self, link: Any, sublist: Any, subject: str, reply: str, queues: tuple, hdr_len: int,
                        data: bytes) -> None:
-        """A message from another server of the cluster: to the local subscribers only (a full mesh forwards
-        once), and to one local member of each queue group the sender named (route.go processInboundRoutedMsg,
-        client.go processMsgResults)."""
+        """A message from another server: a route or a leaf connection (``link``).  Local subscribers get it; so
+        do the leaf connections with interest, and the routes too when it came from a leaf (never what came from
+        a route: the cluster is a full mesh).  Queue groups get it only if the sender named them, one member each
+        (route.go processInboundRoutedMsg, leafnode.go processInboundLeafMsg, client.go processMsgResults)."""
         r = sublist.cache.get(subject)
         if r is None:
             r = sublist.match(subject)
         plain, qgroups = r
+        from_route = link.is_route
         head = tail = None
+        links = None
         for sub in plain:
             conn = sub.conn
             if conn is None:
-                if sub.route is None:
-                    sub.callback(sub, subject, reply, hdr_len, data, route)
+                rt = sub.route
+                if rt is None:
+                    sub.callback(sub, subject, reply, hdr_len, data, link)
+                elif rt is not link and not (from_route and rt.is_route):
+                    if links is None:
+                        links, racc = {}, sub.account
+                    links.setdefault(rt, [])
                 continue
             if conn.deny_delivery and conn.perms.deliver_denied(subject):
                 continue
             if head is None:
                 head, tail = _frame_parts(subject, reply, hdr_len, len(data))
             self._deliver(sub, conn, head, tail, hdr_len, data, reply)
-        if not queues:
-            return
-        for members in qgroups:
-            if members[0].queue not in queues:
-                continue
-            sub = self._pick(members, route, subject, local_only=True)
-            if sub is None:
-                continue
-            if sub.conn is None:
-                sub.callback(sub, subject, reply, hdr_len, data, route)
-                continue
-            if head is None:
-                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
-            self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
+        if queues:
+            for members in qgroups:
+                if members[0].queue not in queues:
+                    continue
+                sub = self._pick(members, link, subject, routes_ok=not from_route)
+                if sub is None:
+                    continue
+                if sub.conn is None:
+                    if sub.route is not None:
+                        if links is None:
+                            links, racc = {}, sub.account
+                        links.setdefault(sub.route, []).append(sub.queue)
+                    else:
+                        sub.callback(sub, subject, reply, hdr_len, data, link)
+                    continue
+                if head is None:
+                    head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
+        if links is not None:
+            for rt, qs in links.items():
+                rt.send_msg(racc, subject, reply, qs, hdr_len, data)
 
     @staticmethod
     def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str,
-              local_only: bool = False) -> Subscription | None:
+              routes_ok: bool = True) -> Subscription | None:
         """The queue member to get a message: tried from a random start, the first one able to take it
         (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
         passed over for the next).  A remote server's members take their turn like local ones (one entry per
-        route: nats-server weighs it by the member count the RS+ gave, sublist.go addNodeToResults); a message
-        from a route goes to local members only."""
+        route: nats-server weighs it by the member count the RS+ gave, sublist.go addNodeToResults), unless the
+        message came from a route; a leaf connection's members only when nobody else can take it, and never the
+        leaf connection the message came from."""
         n = len(members)
         start = random.randrange(n) if n > 1 else 0
+        leaf = None
         for i in range(n):
             sub = members[(start + i) % n]
             conn = sub.conn
             if conn is None:
-                if sub.route is not None:
-                    if local_only:
-                        continue
-                    return sub
+                rt = sub.route
+                if rt is not None:
+                    if rt.is_route:
+                        if routes_ok:
+                            return sub
+                    elif leaf is None and rt is not origin:
+                        leaf = sub
+                    continue
                 if origin is None and not sub.server_msgs:
                     continue
                 return sub
@@ -639,7 +703,7 @@ class Server:
             if conn.deny_delivery and conn.perms.deliver_denied(subject, sub.queue):
                 continue
             return sub
-        return None
+        return leaf
 
     def _deliver(self, sub: Subscription, conn: ClientConnection, head: bytes, tail: bytes, hdr_len: int,
                  data: bytes, reply: str = "") -> None:

@@ -117,7 +117,7 @@ class MonitorProvider:
             "max_pending": o.max_pending,
             "cluster": s.cluster.varz() if s.cluster is not None else {},
             "gateway": {},
-            "leaf": {},
+            "leaf": s.leafnodes.varz() if s.leafnodes is not None and s.leafnodes.port else {},
             "mqtt": {},
             "websocket": s.websocket.varz() if s.websocket is not None else {},
         }
@@ -145,7 +145,7 @@ class MonitorProvider:
                 "total_connections": s.total_connections,
                 "routes": len(s.cluster.routes) if s.cluster is not None else 0,
                 "remotes": len(s.cluster.routes) if s.cluster is not None else 0,
-                "leafnodes": 0,
+                "leafnodes": len(s.leafnodes.links) if s.leafnodes is not None else 0,
                 "in_msgs": st["in_msgs"],
                 "in_bytes": st["in_bytes"],
                 "in_client_msgs": st["in_msgs"],
@@ -179,6 +179,23 @@ class MonitorProvider:
         return round(100.0 * used / elapsed, 2)
 
     # ------------------------------------------------------------------ /connz
+    def leafz(self, params: dict, *, http: bool = True) -> dict:
+        """/leafz (monitor.go Leafz)."""
+        s = self.server
+        leafs = []
+        if s.leafnodes is not None:
+            for link in s.leafnodes.links:
+                d = {"id": link.cid, "name": link.remote_name, "is_spoke": link.solicited,
+                     "account": link.account.name, "ip": link.host, "port": link.port,
+                     "rtt": format_go_duration(0), "in_msgs": link.in_msgs, "out_msgs": link.out_msgs,
+                     "in_bytes": link.in_bytes, "out_bytes": link.out_bytes, "subscriptions": len(link.subs),
+                     "compression": "off"}
+                if _flag(params, "subs"):
+                    d["subscriptions_list"] = sorted(f"{k[0]} {k[1]}".strip() for k in link.subs)
+                leafs.append(d)
+        return {"server_id": s.server_id, "now": format_time(s.clock.time_ns()), "leafnodes": len(leafs),
+                "leafs": leafs}
+
     def routez(self, params: dict, *, http: bool = True) -> dict:
         """/routez (monitor.go Routez): one entry per route; Skiff keeps one route per server (no pooling)."""
         s = self.server

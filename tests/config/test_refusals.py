@@ -42,7 +42,14 @@ REFUSED_KEYS = [
     ('cluster { port: 6222, permissions { import: "foo" } }', "cluster.permissions", True),
     ("cluster { port: 6222, ping_interval: \"5s\" }", "cluster.ping_interval", True),
     ("gateway { name: g, port: 7222 }", "gateway", True),
-    ("leafnodes { port: 7422 }", "leafnodes", True),
+    # leafnodes {} is implemented (server/conf/leafnodes.py); what its links do not do is refused key by key.
+    (f"leafnodes {{ port: 7422, tls {{ {TLS} }} }}", "leafnodes.tls", True),
+    ("leafnodes { port: 7422, compression: s2_auto }", "leafnodes.compression", True),
+    ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", hub: true } ] }', "leafnodes.remotes.hub", True),
+    ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", deny_imports: ["foo"] } ] }',
+     "leafnodes.remotes.deny_imports", True),
+    ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", proxy { url: "http://127.0.0.1:3128" } } ] }',
+     "leafnodes.remotes.proxy", True),
     ("mqtt { port: 1883 }", "mqtt", True),
     ("mappings { foo: bar }", "mappings", True),
     ("server_tags: [a]", "server_tags", True),
@@ -125,11 +132,11 @@ def _options(text: str):
 
 def test_all_refusals_are_reported_at_once(tmp_path):
     f = tmp_path / "c.conf"
-    f.write_text("gateway { port: 7222 }\nport: 4222\nleafnodes { port: 7422 }\nmqtt { port: 1883 }\n")
+    f.write_text("gateway { port: 7222 }\nport: 4222\nserver_tags: [a]\nmqtt { port: 1883 }\n")
     with pytest.raises(ConfigError) as ei:
         options_from_config(str(f))
     assert [(e.line, e.reason.split('"')[1]) for e in ei.value.errors] == [
-        (1, "gateway"), (3, "leafnodes"), (4, "mqtt")]
+        (1, "gateway"), (3, "server_tags"), (4, "mqtt")]
 
 
 # Values that ask for exactly what Skiff does are accepted without a word.
@@ -300,3 +307,20 @@ def test_cluster_block_is_read_as_nats_server_reads_it(tmp_path):
         with pytest.raises(ConfigError, match=err):
             options_from_config(str(f))
         assert err in _nats_server_check(f).stderr + _nats_server_check(f).stdout
+
+
+def test_leafnodes_with_jetstream_are_refused_and_the_block_is_read(tmp_path):
+    """Leaf connections with JetStream would extend or split JetStream domains in nats-server (refused, as a
+    cluster with JetStream is); the rest of the block is read as nats-server reads it."""
+    f = _write(tmp_path, 'leafnodes { port: 7422 }\njetstream: enabled')
+    with pytest.raises(ConfigError) as ei:
+        options_from_config(str(f))
+    assert str(ei.value).startswith(f"{f}:2:") and "leaf node connections together with JetStream" in str(ei.value)
+    f = _write(tmp_path, 'accounts { A {} }\nleafnodes { listen: "127.0.0.1:-1", reconnect: "3s", no_advertise: true, '
+                         'authorization { users [ { user: l, password: p, account: A } ], timeout: 2 }, '
+                         'remotes [ { urls: ["nats-leaf://u:p@127.0.0.1:7422"], account: A, no_randomize: true } ] }')
+    ln = options_from_config(str(f)).leafnodes
+    assert (ln.host, ln.port, ln.reconnect_interval, ln.no_advertise, ln.auth_timeout) == ("127.0.0.1", -1, 3, True, 2)
+    assert ln.users == [{"user": "l", "password": "p", "account": "A"}]
+    assert [(r.urls, r.account) for r in ln.remotes] == [(["nats-leaf://u:p@127.0.0.1:7422"], "A")]
+    assert _nats_server_check(f).returncode == 0

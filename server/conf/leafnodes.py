@@ -1,0 +1,137 @@
+"""The ``leafnodes { }`` block, key by key as nats-server reads it (server/opts.go parseLeafNodes,
+parseRemoteLeafNodes, parseLeafAuthorization).
+
+Every key is implemented here or refused with its ``file:line:col`` through the ``LEAFNODES`` / ``LEAF_REMOTE``
+tables of support.py.  The block becomes ``settings["leafnodes"]``, a dict of ``LeafNodeOptions`` fields.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from skiff.server.conf import support
+from skiff.server.conf.values import Token
+
+if TYPE_CHECKING:  # pragma: no cover
+    from skiff.server.conf.mapping import _Mapper
+
+#: Skiff does not carry JetStream across leaf connections (nats-server splits domains there).
+JETSTREAM_REFUSED = ("leaf node connections together with JetStream are not implemented by Skiff: nats-server would "
+                     "extend or split JetStream domains across the link; run JetStream on a server without leafnodes {}")
+
+
+def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
+    v = tok.value
+    if not isinstance(v, dict):
+        m.err(tok, f"Expected map to define a leafnode, got {type(v).__name__}")
+        raise m.Bad
+    out: dict[str, Any] = {"_tok": tok}
+    for mk, mt in v.items():
+        k = mk.lower()
+        if m.not_implemented(support.LEAFNODES, k, mt, f"leafnodes.{mk}"):
+            continue
+        try:
+            if m.listen_key(k, mt, mk, out):
+                pass
+            elif k == "authorization":
+                _authorization(m, mt, out)
+            elif k == "remotes":
+                out["remotes"] = _remotes(m, mt)
+            elif k in ("reconnect", "reconnect_delay", "reconnect_interval"):
+                out["reconnect_interval"] = m.duration(mt, mk)
+            elif k in ("leafnode_advertise", "advertise"):
+                out["advertise"] = m.expect(mt, str, mk)
+            elif k == "no_advertise":
+                out["no_advertise"] = m.expect(mt, bool, mk)
+            elif k in support.LEAFNODES:
+                pass
+            else:
+                m.unknown(mt, mk)
+        except m.Bad:
+            continue
+    return out
+
+
+def _authorization(m: "_Mapper", tok: Token, out: dict) -> None:
+    am = m.expect(tok, dict, "authorization")
+    for mk, mt in am.items():
+        k = mk.lower()
+        if k in ("user", "username"):
+            out["username"] = m.expect(mt, str, mk)
+        elif k in ("pass", "password"):
+            out["password"] = m.expect(mt, str, mk)
+        elif k == "account":
+            out["account"] = m.expect(mt, str, mk)
+        elif k == "timeout":
+            tv = mt.value
+            out["auth_timeout"] = float(tv) if isinstance(tv, (int, float)) and not isinstance(tv, bool) else 1.0
+        elif k == "users":
+            users = []
+            for ut in m.expect(mt, list, mk):
+                um = m.expect(ut, dict, "users")
+                u: dict[str, str] = {}
+                for uk, uv in um.items():
+                    lk = uk.lower()
+                    if lk in ("user", "username"):
+                        u["user"] = m.expect(uv, str, uk)
+                    elif lk in ("pass", "password"):
+                        u["password"] = m.expect(uv, str, uk)
+                    elif lk == "account":
+                        u["account"] = m.expect(uv, str, uk)
+                    else:
+                        m.err(uv, f'"leafnodes.authorization.users.{uk}" is not implemented by Skiff: leaf users '
+                                  "take user, password and account")
+                users.append(u)
+            out["users"] = users
+        elif k in ("nkey", "proxy_required"):
+            m.err(mt, f'"leafnodes.authorization.{mk}" is not implemented by Skiff: leaf authorization by user and '
+                      "password only")
+        else:
+            m.unknown(mt, mk)
+
+
+def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
+    out = []
+    for rt in m.expect(tok, list, "remotes"):
+        rm = m.expect(rt, dict, "remotes")
+        r: dict[str, Any] = {}
+        for mk, mt in rm.items():
+            k = mk.lower()
+            if m.not_implemented(support.LEAF_REMOTE, k, mt, f"leafnodes.remotes.{mk}"):
+                continue
+            try:
+                if k in ("url", "urls"):
+                    urls = m.string_list(mt, mk)
+                    for u in urls:
+                        p = urlsplit(u)
+                        if p.scheme not in ("nats-leaf", "nats", "leafnode") or not p.hostname:
+                            m.err(mt, f'leafnode remote url "{u}": only nats-leaf:// and nats:// URLs are '
+                                      "implemented by Skiff")
+                    r["urls"] = urls
+                elif k in ("account", "local"):
+                    r["account"] = m.expect(mt, str, mk)
+                elif k in ("creds", "credentials"):
+                    r["credentials"] = m.expect(mt, str, mk)
+                elif k in ("no_randomize", "dont_randomize", "ignore_discovered_servers"):
+                    m.expect(mt, bool, mk)  # Skiff dials the URLs in order and discovers none: both are its way
+                elif k in support.LEAF_REMOTE:
+                    pass
+                else:
+                    m.unknown(mt, mk)
+            except m.Bad:
+                continue
+        out.append(r)
+    return out
+
+
+def validate(m: "_Mapper") -> None:
+    s = m.settings
+    ln = s.get("leafnodes")
+    if ln is None:
+        return
+    tok = ln.pop("_tok", None)
+    if (ln.get("port") or ln.get("remotes")) and s.get("jetstream"):
+        m.err(tok, JETSTREAM_REFUSED)
+    for r in ln.get("remotes") or []:
+        if not r.get("urls"):
+            m.err(tok, "leafnode remote is missing the url")

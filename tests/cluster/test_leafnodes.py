@@ -1,0 +1,295 @@
+"""Leaf node connections between Skiff and nats-server in every arrangement of hub and spoke (issue #11).
+
+The hub listens with ``leafnodes { listen }``; the spoke dials it from ``leafnodes { remotes [...] }``.  The same
+tests run for nats-server/nats-server (the oracle), Skiff/Skiff, a Skiff spoke of a nats-server hub (what developers
+do to reach a shared system) and a nats-server spoke of a Skiff hub."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import nats
+import pytest
+
+from tests.conftest import selected_targets
+from tests.harness import ServerProcess, free_ports
+
+PAIRS = {
+    "nats-server": ("nats-server", "nats-server"),
+    "skiff": ("skiff", "skiff"),
+    "skiff-spoke": ("nats-server", "skiff"),
+    "skiff-hub": ("skiff", "nats-server"),
+}
+
+
+def pytest_generate_tests(metafunc):
+    if "pair" in metafunc.fixturenames:
+        targets = selected_targets(metafunc.config)
+        names = [n for n in PAIRS if len(targets) > 1 or n == targets[0]]
+        metafunc.parametrize("pair", [PAIRS[n] for n in names], ids=names)
+
+
+class LeafPair:
+    def __init__(self, kinds, hub_extra: str = "", remote_url: str = "nats-leaf://127.0.0.1:{port}",
+                 spoke_extra: str = "") -> None:
+        self.leaf_port, = free_ports(1)
+        self.hub = ServerProcess(kind=kinds[0], jetstream=False, config=(
+            f'leafnodes {{ listen: "127.0.0.1:{self.leaf_port}"' + (f", {hub_extra}" if hub_extra else "") + " }\n"))
+        url = remote_url.format(port=self.leaf_port)
+        self.spoke = ServerProcess(kind=kinds[1], jetstream=False, config=(
+            f'leafnodes {{ remotes [ {{ url: "{url}"' + (f", {spoke_extra}" if spoke_extra else "") + " } ] }\n"))
+
+    def start(self, connected: bool = True) -> "LeafPair":
+        self.hub.start()
+        self.spoke.start()
+        if connected:
+            self.wait_connected()
+        return self
+
+    def leafz(self, node: ServerProcess) -> dict:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{node.http_url}/leafz", timeout=2) as r:
+            return json.loads(r.read())
+
+    def wait_connected(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.leafz(self.hub)["leafnodes"] != 1 or self.leafz(self.spoke)["leafnodes"] != 1:
+            if time.monotonic() > deadline:
+                raise AssertionError("leaf connection not made:\n" + self.hub.log() + self.spoke.log())
+            time.sleep(0.05)
+
+    def cleanup(self) -> None:
+        self.hub.cleanup()
+        self.spoke.cleanup()
+
+
+@pytest.fixture
+def leaf_pair(pair):
+    made: list[LeafPair] = []
+
+    def make(**kw) -> LeafPair:
+        lp = LeafPair(pair, **kw)
+        made.append(lp)
+        return lp.start()
+
+    yield make
+    for lp in made:
+        lp.cleanup()
+
+
+async def _until(pred, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def _settle(*ncs) -> None:
+    for nc in ncs:
+        await nc.flush()
+    await asyncio.sleep(0.3)  # LS+ crosses the link
+
+
+async def test_messages_requests_and_headers_cross_both_ways(leaf_pair):
+    lp = leaf_pair()
+    hub, spoke = await nats.connect(lp.hub.url), await nats.connect(lp.spoke.url)
+    try:
+        at_hub, at_spoke = [], []
+
+        async def on_hub(m):
+            at_hub.append((m.subject, m.data, m.headers))
+
+        async def on_spoke(m):
+            at_spoke.append((m.subject, m.data, m.headers))
+
+        async def answer(m):
+            await m.respond(b"from-spoke:" + m.data)
+        await hub.subscribe("up.>", cb=on_hub)
+        await spoke.subscribe("down.>", cb=on_spoke)
+        await spoke.subscribe("svc.spoke", queue="workers", cb=answer)
+        await _settle(hub, spoke)
+        await hub.publish("down.a", b"1", headers={"K": "v"})
+        await spoke.publish("up.b", b"2")
+        await hub.flush()
+        await spoke.flush()
+        await _until(lambda: at_hub and at_spoke)
+        assert at_spoke == [("down.a", b"1", {"K": "v"})] and at_hub == [("up.b", b"2", None)]
+        r = await hub.request("svc.spoke", b"q", timeout=2)
+        assert r.data == b"from-spoke:q"
+        with pytest.raises(nats.errors.NoRespondersError):
+            await spoke.request("svc.nobody", b"q", timeout=2)
+    finally:
+        await hub.close()
+        await spoke.close()
+
+
+async def test_queue_members_behind_a_leaf_are_a_fallback(leaf_pair):
+    """A queue group prefers members on this server; a leaf connection's members get a message only when no
+    other member can (client.go processMsgResults)."""
+    lp = leaf_pair()
+    pub, local, remote = (await nats.connect(lp.hub.url), await nats.connect(lp.hub.url),
+                          await nats.connect(lp.spoke.url))
+    try:
+        got_local, got_remote = [], []
+
+        async def on_local(m):
+            got_local.append(m.data)
+
+        async def on_remote(m):
+            got_remote.append(m.data)
+        lsub = await local.subscribe("jobs", queue="w", cb=on_local)
+        await remote.subscribe("jobs", queue="w", cb=on_remote)
+        await _settle(local, remote)
+        for i in range(40):
+            await pub.publish("jobs", b"%d" % i)
+        await pub.flush()
+        await _until(lambda: len(got_local) + len(got_remote) == 40)
+        await asyncio.sleep(0.1)
+        assert (len(got_local), len(got_remote)) == (40, 0)
+        await lsub.unsubscribe()
+        await _settle(local)
+        for i in range(10):
+            await pub.publish("jobs", b"%d" % i)
+        await pub.flush()
+        await _until(lambda: len(got_remote) == 10)
+    finally:
+        for nc in (pub, local, remote):
+            await nc.close()
+
+
+async def test_leaf_authorization_binds_an_account_and_refuses_a_wrong_password(pair):
+    accounts = "accounts { A { users [ {user: a, password: a} ] }, B { users [ {user: b, password: b} ] } }\n"
+    good = LeafPair(pair, hub_extra="authorization { users [ {user: leaf, password: s3cr3t, account: A} ] }",
+                    remote_url="nats-leaf://leaf:s3cr3t@127.0.0.1:{port}")
+    good.hub.config = accounts + good.hub.config
+    try:
+        good.start()
+        a = await nats.connect(good.hub.url, user="a", password="a")
+        b = await nats.connect(good.hub.url, user="b", password="b")
+        spoke = await nats.connect(good.spoke.url)
+        got_a, got_b = [], []
+
+        async def on_a(m):
+            got_a.append(m.data)
+
+        async def on_b(m):
+            got_b.append(m.data)
+        await a.subscribe("from.leaf", cb=on_a)
+        await b.subscribe("from.leaf", cb=on_b)
+        await _settle(a, b)
+        await spoke.publish("from.leaf", b"x")
+        await spoke.flush()
+        await _until(lambda: got_a)
+        await asyncio.sleep(0.2)
+        assert got_a == [b"x"] and got_b == []  # the link is bound to account A
+        for nc in (a, b, spoke):
+            await nc.close()
+    finally:
+        good.cleanup()
+    bad = LeafPair(pair, hub_extra="authorization { user: leaf, password: s3cr3t }",
+                   remote_url="nats-leaf://leaf:wrong@127.0.0.1:{port}")
+    try:
+        bad.start(connected=False)
+        await asyncio.sleep(1.5)
+        assert bad.leafz(bad.hub)["leafnodes"] == 0 and bad.leafz(bad.spoke)["leafnodes"] == 0
+    finally:
+        bad.cleanup()
+
+
+class FakeLeaf:
+    """A spoke spoken by hand to a hub's leaf port."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=3)
+        self.buf = b""
+        self.info = json.loads(self.line()[5:])
+
+    def line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            d = self.sock.recv(65536)
+            if not d:
+                raise ConnectionError(f"closed; got {self.buf!r}")
+            self.buf += d
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+
+def test_hub_refusals_and_loop_detection(target):
+    port, = free_ports(1)
+    hub = ServerProcess(kind=target, jetstream=False, config=(
+        f'leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ user: leaf, password: pw }} }}\n')).start()
+    try:
+        f = FakeLeaf(port)
+        # What a spoke checks to know it reached a leaf port (leafnode.go processLeafnodeInfo)
+        assert f.info["client_id"] > 0 and isinstance(f.info["leafnode_urls"], list) and f.info["nonce"]
+        f.sock.sendall(b'CONNECT {"user":"leaf","pass":"nope","name":"fake","server_id":"NFAKE","headers":true}\r\n')
+        assert f.line() == b"-ERR 'Authorization Violation'"
+        f = FakeLeaf(port)
+        f.sock.sendall(b'CONNECT {"user":"leaf","pass":"pw","name":"fake","server_id":"NFAKE","headers":true}\r\n'
+                       b"PING\r\n")
+        lds = None
+        while True:
+            line = f.line()
+            if line.startswith(b"LS+ $LDS."):
+                lds = line[4:]
+            if line == b"PONG":
+                break
+        assert lds is not None
+        f.sock.sendall(b"LS+ " + lds + b"\r\n")  # our own loop detection subject comes back: a loop
+        while True:
+            line = f.line()
+            if line.startswith(b"-ERR"):
+                break
+        assert line == (b"-ERR 'Loop detected for leafnode account=\"$G\". Delaying attempt to reconnect for "
+                        b"30s'")
+    finally:
+        hub.cleanup()
+
+
+async def test_a_leaf_of_one_cluster_node_reaches_the_whole_cluster(pair):
+    """A two-node cluster of the hub's kind; the spoke dials node 0; a client on node 1 and one on the spoke see
+    each other's messages: interest travels leaf -> hub -> route and back (LS+ becomes RS+ and RS+ becomes LS+)."""
+    hub_kind, spoke_kind = pair
+    leaf_port, c0, c1 = free_ports(3)
+    n0 = ServerProcess(kind=hub_kind, jetstream=False, args=["--cluster", f"nats://127.0.0.1:{c0}", "--cluster_name",
+                                                             "c1"],
+                       config=f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n')
+    n1 = ServerProcess(kind=hub_kind, jetstream=False, args=["--cluster", f"nats://127.0.0.1:{c1}", "--cluster_name",
+                                                             "c1", "--routes", f"nats-route://127.0.0.1:{c0}"])
+    spoke = ServerProcess(kind=spoke_kind, jetstream=False,
+                          config=f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n')
+    try:
+        for s in (n0, n1, spoke):
+            s.start()
+        lp = LeafPair.__new__(LeafPair)
+        lp.hub, lp.spoke = n0, spoke
+        lp.wait_connected()
+        far, leaf = await nats.connect(n1.url), await nats.connect(spoke.url)
+        at_far, at_leaf = [], []
+
+        async def on_far(m):
+            at_far.append(m.data)
+
+        async def on_leaf(m):
+            at_leaf.append(m.data)
+        await far.subscribe("x.>", cb=on_far)
+        await leaf.subscribe("y", cb=on_leaf)
+        await far.flush()
+        await leaf.flush()
+        deadline = time.monotonic() + 10
+        while not (at_far and at_leaf):  # until the interest has crossed both links
+            assert time.monotonic() < deadline, (at_far, at_leaf)
+            await leaf.publish("x.1", b"leaf->far")
+            await far.publish("y", b"far->leaf")
+            await leaf.flush()
+            await far.flush()
+            await asyncio.sleep(0.2)
+        assert set(at_far) == {b"leaf->far"} and set(at_leaf) == {b"far->leaf"}
+        await far.close()
+        await leaf.close()
+    finally:
+        for s in (n0, n1, spoke):
+            s.cleanup()
