@@ -320,7 +320,11 @@ class SystemAccount:
             if "status_code" not in doc:
                 doc = {**doc, "status_code": status}
             return doc
-        if kind in ("ROUTEZ", "GATEWAYZ", "LEAFZ", "IPQUEUESZ"):
+        if kind == "ROUTEZ":  # $SYS.REQ.SERVER.*.ROUTEZ: the routes of this server (core/cluster.py)
+            return p.routez(_params(opts, {"subscriptions": "subs"}), http=False)
+        if kind == "LEAFZ":
+            return p.leafz(_params(opts, {"subscriptions": "subs"}), http=False)
+        if kind in ("GATEWAYZ", "IPQUEUESZ"):
             from ..monitor.http import standalone_doc
 
             return standalone_doc("/" + kind.lower(), p.identity())

@@ -5,6 +5,7 @@ arrangement, so a Skiff node must behave as a nats-server node does to a nats-se
 from __future__ import annotations
 
 import asyncio
+import json
 
 import nats
 import pytest
@@ -138,3 +139,43 @@ async def test_a_restarted_node_rejoins_and_clients_learn_of_new_nodes(cluster):
         await sub_nc.close()
     finally:
         await nc.close()
+
+
+async def test_system_account_routez_ping_is_answered_by_every_node(target):
+    """``$SYS.REQ.SERVER.PING.ROUTEZ`` from a system user reaches both nodes of a cluster over the route, and each
+    answers with its own routes (events.go, monitor.go Routez)."""
+    from tests.harness import ServerProcess, free_ports
+
+    conf = 'accounts { SYS { users [ { user: sys, password: sys } ] } }\nsystem_account: SYS\n'
+    c0, c1 = free_ports(2)
+    nodes = [ServerProcess(kind=target, jetstream=False, config=conf,
+                           args=["--cluster", f"nats://127.0.0.1:{c}", "--cluster_name", "c1", "-n", f"n{i}"] +
+                           (["--routes", f"nats-route://127.0.0.1:{c0}"] if i else []))
+             for i, c in enumerate((c0, c1))]
+    try:
+        for n in nodes:
+            n.start()
+        nc = await nats.connect(nodes[0].url, user="sys", password="sys")
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        replies: dict[str, dict] = {}
+        for _ in range(50):  # until the route is up and both nodes answer
+            await nc.publish("$SYS.REQ.SERVER.PING.ROUTEZ", b"{}", reply=inbox)
+            await nc.flush()
+            await asyncio.sleep(0.2)
+            while True:
+                try:
+                    m = await sub.next_msg(timeout=0.05)
+                except nats.errors.TimeoutError:
+                    break
+                doc = json.loads(m.data)
+                replies[doc["server"]["name"]] = doc["data"]
+            if len(replies) == 2 and all(d["num_routes"] >= 1 for d in replies.values()):
+                break
+        assert set(replies) == {"n0", "n1"}
+        assert {r["remote_name"] for r in replies["n0"]["routes"]} == {"n1"}
+        assert {r["remote_name"] for r in replies["n1"]["routes"]} == {"n0"}
+        await nc.close()
+    finally:
+        for n in nodes:
+            n.cleanup()
