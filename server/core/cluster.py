@@ -260,11 +260,14 @@ class Cluster:
             if self.remote_urls.pop(route.remote_id, None) is not None:
                 self.server.cluster_changed()
             self.server.log.info("Route connection closed", remote=route.remote_id, reason=route.close_reason)
-        if not self.running or route.close_reason in (CLUSTER_NAME_CONFLICT, "Duplicate Route"):
-            if not route.retry:
-                return
-        if route.solicited and (not route.implicit or route.retry):
-            self._dial(route.url, explicit=not route.implicit, retry=True)
+        if not self.running or not route.solicited:
+            return
+        if route.close_reason == "Duplicate Route" and not route.retry:
+            return  # a route to ourselves, or a second one to a server we have a route to
+        # reConnectToRoute: a configured route is dialed again until it answers; an implicit one (learnt by
+        # gossip) connect_retries + 1 more times.  A cluster name conflict is dialed again too: one side may have
+        # adopted the other's name meanwhile (processRouteInfo).
+        self._dial(route.url, explicit=not route.implicit, retry=True)
 
     # ------------------------------------------------------------------ interest
     def local_sub(self, acc: str, subject: str, queue: str, delta: int) -> None:

@@ -284,7 +284,9 @@ class RouteConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ interest
     def _remote_sub(self, op: RSub) -> None:
         if not self.registered:
-            return self._protocol_error(ProtocolError("", "RS+ before the route was registered"))
+            # The other side registered first and this side is refusing or closing the route (a cluster name
+            # being settled, a duplicate): its interest comes again on the route that stays.
+            return
         acc = self.server.accounts.get(op.account)
         if acc is None:
             self.server.log_debug("Unknown account for remote subscription", account=op.account, subject=op.subject)
