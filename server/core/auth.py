@@ -140,7 +140,8 @@ class Auth:
 
 def connection_type(conn) -> str:
     """nats-server's connection type name of a client connection (jwt.ConnectionType*)."""
-    return "WEBSOCKET" if getattr(conn, "client_type", "nats") == "websocket" else "STANDARD"
+    kind = getattr(conn, "client_type", "nats")
+    return "WEBSOCKET" if kind == "websocket" else "LEAFNODE" if kind == "leafnode" else "STANDARD"
 
 
 def _eq(a: str, b: str) -> bool:

@@ -61,6 +61,7 @@ _CREDS = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}
 
 class LeafConnection(asyncio.Protocol):
     kind = "Leafnode"
+    client_type = "leafnode"  # auth.py connection_type: LEAFNODE for allowed_connection_types
     # What Server.route() reads of an origin: what a leaf brings may go to routes and to other leaf connections.
     is_route = False
     no_responders = False
@@ -220,7 +221,7 @@ class LeafConnection(asyncio.Protocol):
                 raise ValueError
         except ValueError:
             return self.on_route_op(ProtocolError("", "bad leafnode CONNECT"))
-        acc = self.leafnodes.authenticate(proto)
+        acc = self.leafnodes.authenticate(proto, self)
         if acc is None:
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
@@ -454,11 +455,19 @@ class LeafNodes:
             info["cluster"] = srv.cluster.name
         return info
 
-    def authenticate(self, proto: dict) -> Any:
-        """leafnodes { authorization }: one user/password, or users each bound to an account; none: $G."""
+    def authenticate(self, proto: dict, link: LeafConnection) -> Any:
+        """The account a leaf CONNECT binds to, or None (auth.go isLeafNodeAuthorized): the users of
+        ``leafnodes { authorization }`` when it has any; otherwise the server's own client users, as a client
+        would log in (with no client authentication configured: the global account)."""
         opts = self.options
         accs = self.server.accounts
         user, password = str(proto.get("user") or ""), str(proto.get("pass") or "")
+        if not opts.users and not opts.username:
+            auth = self.server.auth
+            if not auth.required:
+                return accs.get(opts.account) if opts.account else accs.gacc
+            u = auth.check(proto, link.nonce, link)
+            return None if u is None else (accs.get(u.account) or accs.gacc)
         if opts.users:
             for u in opts.users:
                 if secrets.compare_digest(user, u.get("user", "")) and \

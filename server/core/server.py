@@ -116,11 +116,16 @@ class Server:
         if lopts is not None and (lopts.port or lopts.remotes):
             from .leafnode import LeafNodes
 
+            from ..conf import ConfigError
+
             if options.jetstream:
-                from ..conf import ConfigError
                 from ..conf.leafnodes import JETSTREAM_REFUSED
 
                 raise ConfigError(JETSTREAM_REFUSED)
+            if lopts.port and self.accounts.operator is not None:
+                from ..conf.leafnodes import OPERATOR_REFUSED
+
+                raise ConfigError(OPERATOR_REFUSED)
 
             self.leafnodes = LeafNodes(self, lopts)
         copts = getattr(options, "cluster", None)

@@ -293,3 +293,24 @@ async def test_a_leaf_of_one_cluster_node_reaches_the_whole_cluster(pair):
     finally:
         for s in (n0, n1, spoke):
             s.cleanup()
+
+
+async def test_without_leaf_authorization_a_leaf_logs_in_as_a_client_would(pair):
+    """No ``leafnodes { authorization }`` but client users: a leaf must present one of them (auth.go
+    isLeafNodeAuthorized falls back to isClientAuthorized), and binds to that user's account."""
+    accounts = "accounts { A { users [ {user: a, password: a} ] } }\n"
+    anon = LeafPair(pair)
+    anon.hub.config = accounts + anon.hub.config
+    try:
+        anon.start(connected=False)
+        await asyncio.sleep(1.5)
+        assert anon.leafz(anon.hub)["leafnodes"] == 0  # no credentials: refused, as a client would be
+    finally:
+        anon.cleanup()
+    user = LeafPair(pair, remote_url="nats-leaf://a:a@127.0.0.1:{port}")
+    user.hub.config = accounts + user.hub.config
+    try:
+        user.start()
+        assert [lf["account"] for lf in user.leafz(user.hub)["leafs"]] == ["A"]
+    finally:
+        user.cleanup()
