@@ -314,3 +314,48 @@ async def test_without_leaf_authorization_a_leaf_logs_in_as_a_client_would(pair)
         assert [lf["account"] for lf in user.leafz(user.hub)["leafs"]] == ["A"]
     finally:
         user.cleanup()
+
+
+async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target):
+    """A spoke's ``credentials``: the user JWT goes in CONNECT with the hub's nonce signed by the seed
+    (leafnode.go sendLeafConnect).  The hub is nats-server in operator mode (conf/operator, the APP account); the
+    spoke is each kind in turn."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    op = root / "conf" / "operator"
+    text = (op / "operator.conf").read_text().replace("jetstream: enabled", "")
+    text = text.replace("listen: 127.0.0.1:4222", "").replace("conf/operator/operator.jwt",
+                                                                str(op / "operator.jwt"))
+    leaf_port, = free_ports(1)
+    hub = ServerProcess(kind="nats-server", jetstream=False,
+                        config=text + f'\nleafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n')
+    spoke = ServerProcess(kind=target, jetstream=False, config=(
+        f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}", '
+        f'credentials: "{op / "creds" / "app.creds"}" }} ] }}\n'))
+    try:
+        hub.start()
+        spoke.start()
+        lp = LeafPair.__new__(LeafPair)
+        lp.hub, lp.spoke = hub, spoke
+        lp.wait_connected()
+        hub_nc = await nats.connect(hub.url, user_credentials=str(op / "creds" / "app.creds"))
+        spoke_nc = await nats.connect(spoke.url)
+        got = []
+
+        async def cb(m):
+            got.append(m.data)
+        await hub_nc.subscribe("op.leaf", cb=cb)
+        await _settle(hub_nc)
+        deadline = time.monotonic() + 5
+        while not got:
+            assert time.monotonic() < deadline
+            await spoke_nc.publish("op.leaf", b"signed")
+            await spoke_nc.flush()
+            await asyncio.sleep(0.1)
+        assert set(got) == {b"signed"}
+        await hub_nc.close()
+        await spoke_nc.close()
+    finally:
+        hub.cleanup()
+        spoke.cleanup()
