@@ -53,9 +53,9 @@ def _until(sock: socket.socket, marker: bytes, timeout: float) -> bytes:
 def pubsub_once(pub_port: int, sub_port: int, msgs: int, timeout: float = 60.0) -> dict:
     sub, pub = _client(sub_port, timeout), _client(pub_port, timeout)
     try:
-        sub.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB rt 1\r\nPING\r\n')
+        sub.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB rt 1\r\nPING\r\n')
         _until(sub, b"PONG\r\n", timeout)
-        pub.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+        pub.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nPING\r\n')
         _until(pub, b"PONG\r\n", timeout)
         # Until the subscription's RS+ has reached node 1: a probe crosses.
         deadline = time.monotonic() + timeout

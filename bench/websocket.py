@@ -103,8 +103,8 @@ def pubsub_once(port: int, msgs: int, timeout: float = 60.0) -> dict:
     try:
         counter = _Counter()
         counter.feed(rest)
-        sub.sendall(_frame(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB ws 1\r\nPING\r\n'))
-        pub.sendall(_frame(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'))
+        sub.sendall(_frame(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB ws 1\r\nPING\r\n'))
+        pub.sendall(_frame(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nPING\r\n'))
         while b"PONG\r\n" not in counter.text:
             counter.feed(sub.recv(65536))
         counter.keep = False

@@ -786,9 +786,30 @@ class Server:
 
 
 
+_MSG_HEADS: dict[str, bytes] = {}
+_HMSG_HEADS: dict[str, bytes] = {}
+_TAILS: dict[int, bytes] = {}  # " <size>\r\n" by size: senders repeat their message sizes
+
+
 def _frame_parts(subject: str, reply: str, hdr_len: int, size: int) -> tuple[bytes, bytes]:
-    """(head, tail) of a MSG/HMSG frame: ``MSG <subject> `` and `` [reply] [hdr_len] <size>\\r\\n``."""
-    r = b" " + reply.encode("utf-8", "surrogateescape") if reply else b""
+    """(head, tail) of a MSG/HMSG frame: ``MSG <subject> `` and `` [reply] [hdr_len] <size>\\r\\n``.
+
+    Heads are kept per subject (at most 8,192 of each kind): a stream of messages on one subject, the common
+    case, then costs one dict lookup instead of an encode and two concatenations (12% of a core pub/sub profile)."""
+    heads = _HMSG_HEADS if hdr_len else _MSG_HEADS
+    head = heads.get(subject)
+    if head is None:
+        if len(heads) >= 8192:
+            heads.clear()
+        head = heads[subject] = (b"HMSG " if hdr_len else b"MSG ") + subject.encode("utf-8", "surrogateescape") + b" "
+    if reply:
+        r = b" " + reply.encode("utf-8", "surrogateescape")
+        return head, (b"%s %d %d\r\n" % (r, hdr_len, size)) if hdr_len else (b"%s %d\r\n" % (r, size))
     if hdr_len:
-        return b"HMSG " + subject.encode("utf-8", "surrogateescape") + b" ", b"%s %d %d\r\n" % (r, hdr_len, size)
-    return b"MSG " + subject.encode("utf-8", "surrogateescape") + b" ", b"%s %d\r\n" % (r, size)
+        return head, b" %d %d\r\n" % (hdr_len, size)
+    tail = _TAILS.get(size)
+    if tail is None:
+        if len(_TAILS) >= 4096:
+            _TAILS.clear()
+        tail = _TAILS[size] = b" %d\r\n" % size
+    return head, tail
