@@ -1,8 +1,9 @@
 """pyspark_jetstream: a JetStream stream as a Spark table and a Spark sink (PySpark Python Data Source API).
 
 Install ``skiff[spark]`` (pyspark 4.x, pyarrow, pandas).  The format name is ``jetstream``; Spark finds it by itself
-when the package is installed from a wheel (Spark looks up ``pyspark_*`` packages with a ``DefaultSource``); an
-editable install must register it (per session; with no argument, the active or first session)::
+in every session and thread (it looks up ``pyspark_*`` packages with a ``DefaultSource`` on ``sys.path``; an
+editable install gets a path file for that from Skiff's build backend, see spark/README.md).  Where the package is
+importable some other way, register it with a session by hand::
 
     import pyspark_jetstream
     pyspark_jetstream.register(spark)
@@ -61,9 +62,9 @@ def __getattr__(name: str):
 def register(spark=None):
     """Register the ``jetstream`` format with a SparkSession and return the session.
 
-    Spark discovers the format by itself when ``pyspark_jetstream`` is importable from a plain ``sys.path`` entry
-    (a wheel install); an editable install is found through an import hook that Spark's lookup cannot list, so
-    there it must be registered.  A registration belongs to one session (``spark.newSession()`` starts without
+    Not needed after ``pip install`` (wheel or editable): Spark discovers the format by itself when
+    ``pyspark_jetstream`` is listed on a plain ``sys.path`` entry.  For other setups (an import hook of one's own,
+    a zip Spark cannot list).  A registration belongs to one session (``spark.newSession()`` starts without
     it).  With no argument: the session active in the calling thread, else the one this process created (a new
     thread has no active session in PySpark, yet ``format("jetstream")`` there uses that session)."""
     from .source import JetStreamDataSource
