@@ -14,6 +14,10 @@ session whose Python workers are already warm:
   2 partitions, every message with a Nats-Msg-Id and all PubAcks awaited.
 
 Each figure is rows / wall-clock seconds of the whole action (planning, task start, connections included).
+On a shared 2-core machine those move with the load, so each row also shows the CPU time the server process spent
+in the action (from /proc), as rows per server CPU-second: the rate the server could sustain on one core of its
+own, which tells a server-bound action from a connector- or Spark-bound one.  ``connector publish`` and
+``connector read`` also show the connector's own CPU (this process) the same way.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import argparse
 import asyncio
 import os
 import platform
+import resource
 import sys
 import time
 from pathlib import Path
@@ -92,9 +97,13 @@ def spark_read(spark, url: str, stream: str, rows: int, method: str) -> float:
           .option("minPartitions", 2).option("maxSeqsPerPartition", 10**9).option("readMethod", method).load())
     t = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
-    el = time.perf_counter() - t
+    return rows / (time.perf_counter() - t)
+
+
+def check_rows(spark, url: str, stream: str, rows: int, method: str) -> None:
+    df = (spark.read.format("jetstream").option("servers", url).option("stream", stream)
+          .option("readMethod", method).load())
     assert df.count() == rows
-    return rows / el
 
 
 def spark_write(spark, url: str, stream: str, rows: int, size: int) -> float:
@@ -106,6 +115,25 @@ def spark_write(spark, url: str, stream: str, rows: int, size: int) -> float:
     t = time.perf_counter()
     df.write.format("jetstream").mode("append").option("servers", url).option("stream", stream).save()
     return rows / (time.perf_counter() - t)
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measured(srv, rows: int, fn):
+    """(rows/s wall, rows per server CPU-second, rows per CPU-second of this process) of ``fn()``."""
+    s0, c0 = proc_cpu(srv.proc.pid), own_cpu()
+    rate = fn()
+    s1, c1 = proc_cpu(srv.proc.pid), own_cpu()
+    return rate, rows / max(s1 - s0, 1e-3), rows / max(c1 - c0, 1e-3)
 
 
 def main() -> None:
@@ -124,20 +152,23 @@ def main() -> None:
                 continue
             try:
                 url = srv.url
-                r: dict[str, float] = {}
+                r: dict[str, tuple] = {}
                 # warm-up: Python workers, JIT of the JVM paths, connections
                 asyncio.run(fill(url, "WARM", 2000, args.size))
                 spark_read(spark, url, "WARM", 2000, "consumer")
                 asyncio.run(create(url, "WARMW"))
                 spark_write(spark, url, "WARMW", 2000, args.size)
-                r["connector publish"] = asyncio.run(fill(url, "R", args.rows, args.size))
-                r["connector read"] = asyncio.run(client_read(url, "R", args.rows))
-                r["spark read (consumer)"] = spark_read(spark, url, "R", args.rows, "consumer")
-                r["spark read (direct)"] = spark_read(spark, url, "R", args.rows, "direct")
+                n = args.rows
+                r["connector publish"] = measured(srv, n, lambda: asyncio.run(fill(url, "R", n, args.size)))
+                r["connector read"] = measured(srv, n, lambda: asyncio.run(client_read(url, "R", n)))
+                r["spark read (consumer)"] = measured(srv, n, lambda: spark_read(spark, url, "R", n, "consumer"))
+                r["spark read (direct)"] = measured(srv, n, lambda: spark_read(spark, url, "R", n, "direct"))
+                check_rows(spark, url, "R", n, "consumer")
+                check_rows(spark, url, "R", n, "direct")
                 asyncio.run(create(url, "W"))
-                r["spark write"] = spark_write(spark, url, "W", args.rows, args.size)
+                r["spark write"] = measured(srv, n, lambda: spark_write(spark, url, "W", n, args.size))
                 results[srv.label] = r
-                print(srv.label, {k: round(v) for k, v in r.items()}, flush=True)
+                print(srv.label, {k: round(v[0]) for k, v in r.items()}, flush=True)
             finally:
                 srv.stop()
                 srv.cleanup()
@@ -148,14 +179,20 @@ def main() -> None:
     print(f"{args.rows} rows of {args.size} bytes, local[2], {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     print()
+    print("rows/second, wall clock (in brackets: rows per CPU-second of the server; for the connector alone also of"
+          " the connector)")
+    print()
     print("| rows/second | " + " | ".join(labels) + (" | Skiff / nats-server |" if len(labels) == 2 else " |"))
     print("|---|" + "---:|" * (len(labels) + (1 if len(labels) == 2 else 0)))
     for key in next(iter(results.values()), {}):
-        cells = [f"{results[lbl][key]:,.0f}" for lbl in labels]
+        cells = []
+        for lbl in labels:
+            rate, per_server, per_own = results[lbl][key]
+            extra = f"; connector {per_own:,.0f}" if key.startswith("connector") else ""
+            cells.append(f"{rate:,.0f} (server {per_server:,.0f}{extra})")
         if len(labels) == 2:
-            cells.append(f"{results[labels[0]][key] / results[labels[1]][key]:.2f}")
+            cells.append(f"{results[labels[0]][key][0] / results[labels[1]][key][0]:.2f}")
         print(f"| {key} | " + " | ".join(cells) + " |")
-
 
 if __name__ == "__main__":
     main()

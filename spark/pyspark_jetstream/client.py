@@ -205,6 +205,15 @@ class Connection(asyncio.Protocol):
         self._out.clear()
         self._out_size = 0
 
+    @property
+    def write_paused(self) -> bool:
+        """The transport's write buffer is over its high-water mark (``drain()`` would wait)."""
+        return self._paused is not None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
     async def drain(self) -> None:
         """Wait while the transport's write buffer is over its high-water mark."""
         if self._paused is not None:

@@ -348,7 +348,14 @@ async def read_range_direct(js: JetStream, stream: str, first: int, last: int, f
 
 
 class Publisher:
-    """Pipelined JetStream publishing: many messages in flight, then every PubAck checked."""
+    """Pipelined JetStream publishing: many messages in flight, then every PubAck checked.
+
+    The hot path costs no future and no coroutine per message: :meth:`send` writes the request (its reply subject
+    is this publisher's inbox plus a counter) and returns; PubAcks arrive on one subscription and are checked as
+    they come, in the read callback; only when ``max_in_flight`` are unanswered (or the socket pushes back) does
+    the caller await :meth:`room`.  The first failed PubAck (an API error, a 503 no-responders status, a PubAck
+    from another stream than ``expected_stream``) is raised by the next :meth:`send`, :meth:`room` or
+    :meth:`wait`; so is the connection's own error when it breaks."""
 
     def __init__(self, conn: Connection, max_in_flight: int = 2048, timeout: float = 30.0,
                  expected_stream: str | None = None) -> None:
@@ -356,45 +363,108 @@ class Publisher:
         self.max_in_flight = max_in_flight
         self.timeout = timeout
         self.expected_stream = expected_stream
-        self._pending: list = []
+        self._expected = expected_stream.encode() if expected_stream else None
         self.published = 0
         self.duplicates = 0
+        self._sent = 0
+        self._received = 0
+        self._failure: Exception | None = None
+        self._waiter: asyncio.Future | None = None
+        self._wake_at = 0  # wake the waiter when this few (or fewer) PubAcks are outstanding
+        self._inbox = conn.new_inbox()
+        self._sid = conn.subscribe(self._inbox + ".*", self._on_ack)
+        conn.watch(self._on_conn_error)
+
+    @property
+    def in_flight(self) -> int:
+        return self._sent - self._received
+
+    @property
+    def full(self) -> bool:
+        """True when the caller should ``await room()`` before sending more."""
+        return self._sent - self._received >= self.max_in_flight or self.conn.write_paused or \
+            self._failure is not None
+
+    def send(self, subject: str, data: bytes, hdr: bytes = b"") -> None:
+        """Publish one message without waiting (check :attr:`full` after)."""
+        if self._failure is not None:
+            raise self._failure
+        self._sent += 1
+        self.conn.publish(subject, data, f"{self._inbox}.{self._sent}", hdr)
 
     async def publish(self, subject: str, data: bytes, hdr: bytes = b"") -> None:
-        if len(self._pending) >= self.max_in_flight:
-            await self._collect(len(self._pending) // 2)
-        self._pending.append(self.conn.request_future(subject, data, hdr))
-        await self.conn.drain()
+        self.send(subject, data, hdr)
+        if self.full:
+            await self.room()
 
-    async def _collect(self, n: int) -> None:
-        """Wait for the oldest ``n`` PubAcks."""
-        batch, self._pending = self._pending[:n], self._pending[n:]
-        try:
-            done, _ = await asyncio.wait([f for _, f in batch], timeout=self.timeout)
-        except BaseException:
-            for token, _ in batch:
-                self.conn.forget(token)
-            raise
-        for token, fut in batch:
-            if fut not in done:
-                self.conn.forget(token)
-                if self.conn.error is not None:
-                    raise NatsError(f"no PubAck: {self.conn.error}")
-                raise NatsError(f"no PubAck within {self.timeout}s")
-            msg = fut.result()
-            if status_of(msg.hdr) == 503:
-                raise NatsError(f"no stream listens on the subject of this message (503 no responders)")
-            ack = json.loads(msg.data)
-            err = ack.get("error")
-            if err:
-                raise ApiError(err.get("code", 0), err.get("err_code", 0), err.get("description", ""))
-            if self.expected_stream and ack.get("stream") != self.expected_stream:
-                raise NatsError(f"message stored in stream {ack.get('stream')!r}, not {self.expected_stream!r}")
-            self.published += 1
-            if ack.get("duplicate"):
-                self.duplicates += 1
+    async def room(self) -> None:
+        """Wait until at most half of ``max_in_flight`` PubAcks are outstanding and the socket takes more."""
+        if self.in_flight >= self.max_in_flight:
+            await self._wait_until(self.max_in_flight // 2)
+        await self.conn.drain()
+        if self._failure is not None:
+            raise self._failure
 
     async def wait(self) -> None:
         """Wait for every outstanding PubAck; raise on the first failure."""
-        if self._pending:
-            await self._collect(len(self._pending))
+        await self._wait_until(0)
+        if self._failure is not None:
+            raise self._failure
+
+    def close(self) -> None:
+        self.conn.unwatch(self._on_conn_error)
+        self.conn.unsubscribe(self._sid)
+
+    async def _wait_until(self, outstanding: int) -> None:
+        # a deadline that moves with progress: fail only after ``timeout`` seconds without any PubAck
+        while self._failure is None and self.in_flight > outstanding:
+            before = self._received
+            self._wake_at = outstanding
+            self._waiter = self.conn.loop.create_future()
+            try:
+                await asyncio.wait_for(self._waiter, self.timeout)
+            except asyncio.TimeoutError:
+                if self._received == before:
+                    self._failure = NatsError(f"no PubAck within {self.timeout}s")
+            finally:
+                self._waiter = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _on_conn_error(self, error: Exception) -> None:
+        if self._failure is None:
+            self._failure = NatsError(f"no PubAck: {error}")
+        self._wake()
+
+    def _on_ack(self, msg) -> None:
+        self._received += 1
+        if self._failure is None:
+            d = msg.data
+            # fast path, the PubAck as both servers write it: {"stream":"<name>","seq":<n>[,"duplicate":true]}
+            if d[:11] == b'{"stream":"' and b'"error"' not in d:
+                if self._expected is not None and d[11:d.find(b'"', 11)] != self._expected:
+                    self._check(json.loads(d))
+                else:
+                    self.published += 1
+                    if b'"duplicate":true' in d:
+                        self.duplicates += 1
+            elif status_of(msg.hdr) == 503:
+                self._failure = NatsError("no stream listens on the subject of this message (503 no responders)")
+            else:
+                self._check(json.loads(d))
+        if self._waiter is not None and (self._sent - self._received <= self._wake_at or self._failure is not None):
+            self._wake()
+
+    def _check(self, ack: dict) -> None:
+        err = ack.get("error")
+        if err:
+            self._failure = ApiError(err.get("code", 0), err.get("err_code", 0), err.get("description", ""))
+        elif self.expected_stream and ack.get("stream") != self.expected_stream:
+            self._failure = NatsError(f"message stored in stream {ack.get('stream')!r}, not "
+                                      f"{self.expected_stream!r}")
+        else:
+            self.published += 1
+            if ack.get("duplicate"):
+                self.duplicates += 1

@@ -81,13 +81,9 @@ class JetStreamCommit(WriterCommitMessage):
 
 def content_digest(subject: str, hdr_items, payload: bytes) -> str:
     """16 characters (96 bits) of BLAKE2b over a row's subject, headers and data."""
-    h = hashlib.blake2b(digest_size=12)
-    h.update(subject.encode("utf-8", "surrogateescape"))
-    h.update(b"\0")
-    for k, v in hdr_items:
-        h.update(f"{k}\0{v}\0".encode("utf-8", "surrogateescape"))
-    h.update(b"\0")
-    h.update(payload)
+    # one buffer hashed at once (the same digest as feeding the pieces one by one, at a third of the calls)
+    head = subject + "\0" + "".join(f"{k}\0{v}\0" for k, v in hdr_items) + "\0"
+    h = hashlib.blake2b(head.encode("utf-8", "surrogateescape") + payload, digest_size=12)
     return base64.urlsafe_b64encode(h.digest()).decode()
 
 
@@ -169,7 +165,9 @@ async def _publish_columns(pub: Publisher, cols: dict, default_subject: str | No
             items, found = _header_items(entries, expected_stream)
             mid = mid or found or message_id(prefix, partition, row, content_digest(subject, items, payload))
             hdr = hdrs.build(items + [(MSG_ID, mid)] + tail)
-        await pub.publish(subject, payload, hdr)
+        pub.send(subject, payload, hdr)
+        if pub.full:  # the only await of the loop: a coroutine per row costs more than building the row
+            await pub.room()
         row += 1
     return row
 
@@ -197,6 +195,7 @@ def write_partition(opts: WriteOptions, column_chunks: Iterator[dict], prefix: s
                 pass
             raise
         runner.run(pub.wait())
+        pub.close()
         return JetStreamCommit(partition, pub.published, pub.duplicates)
     finally:
         if js is not None:
