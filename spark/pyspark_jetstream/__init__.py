@@ -15,6 +15,7 @@ Batch read (options modelled on Spark's Kafka source)::
           .option("stream", "ORDERS")
           .option("startingOffsets", "earliest")            # earliest | latest | a stream sequence (inclusive)
           .option("endingOffsets", "latest")                # latest | a stream sequence (exclusive)
+          # or .option("startingTimestamp", 1767225600000)  # ms since the epoch: first message stored then or later
           .option("filterSubjects", "orders.eu.*,orders.us.*")
           .option("minPartitions", 4)                       # at least this many tasks
           .option("maxSeqsPerPartition", 100000)            # at most this many sequences per task

@@ -40,6 +40,7 @@ The server appends ``Nats-Stream``/``Nats-Sequence``/... headers to each reply a
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from dataclasses import dataclass
 
@@ -69,6 +70,7 @@ class DataLossError(NatsError):
 # nats-server JSStreamNotFoundErr / JSConsumerNotFoundErr
 ERR_STREAM_NOT_FOUND = 10059
 ERR_CONSUMER_NOT_FOUND = 10014
+ERR_NO_MESSAGE_FOUND = 10037
 
 
 @dataclass(slots=True)
@@ -97,6 +99,21 @@ class JetStream:
 
     async def stream_info(self, stream: str) -> dict:
         return await self.api(f"STREAM.INFO.{stream}")
+
+    async def seq_at_time(self, stream: str, unix_ms: int) -> int | None:
+        """The sequence of the first message stored at or after ``unix_ms``, None when there is none.
+
+        STREAM.MSG.GET with ``start_time`` (nats-server jetstream_api.go jsMsgGetRequest, 2.11+; the store's
+        GetSeqFromTime); 10037 no message found means every message is older."""
+        t = datetime.datetime.fromtimestamp(unix_ms / 1000, datetime.timezone.utc)
+        try:
+            r = await self.api(f"STREAM.MSG.GET.{stream}",
+                               {"start_time": t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z", "no_hdr": True})
+        except ApiError as e:
+            if e.err_code == ERR_NO_MESSAGE_FOUND:
+                return None
+            raise
+        return int(r["message"]["seq"])
 
     async def create_consumer(self, stream: str, config: dict) -> dict:
         return await self.api(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": config})

@@ -22,8 +22,8 @@ __all__ = ["ConnectOptions", "ReadOptions", "WriteOptions", "check_option_names"
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 
 CONNECT_OPTIONS = ("servers", "user", "password", "token", "domain", "timeout")
-READ_OPTIONS = CONNECT_OPTIONS + ("stream", "startingOffsets", "endingOffsets", "filterSubjects", "minPartitions",
-                                  "maxSeqsPerPartition", "failOnDataLoss", "readMethod", "fetchBatch")
+READ_OPTIONS = CONNECT_OPTIONS + ("stream", "startingOffsets", "startingTimestamp", "endingOffsets", "filterSubjects",
+                                  "minPartitions", "maxSeqsPerPartition", "failOnDataLoss", "readMethod", "fetchBatch")
 STREAM_READ_OPTIONS = tuple(o for o in READ_OPTIONS if o != "endingOffsets") + ("maxOffsetsPerTrigger",)
 WRITE_OPTIONS = CONNECT_OPTIONS + ("stream", "subject", "writeId", "maxInFlight")
 STREAM_WRITE_OPTIONS = WRITE_OPTIONS + ("checkpointLocation", "queryName")  # the last two are added by Spark
@@ -138,6 +138,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     read_method: str = "consumer"
     fetch_batch: int = 2000
+    starting_timestamp: int | None = None  # ms since the epoch: start at the first message stored at/after it
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> "ReadOptions":
@@ -156,7 +157,8 @@ class ReadOptions:
         start_default = LATEST if streaming else EARLIEST
         ending = parse_offset_spec(o.get("endingoffsets", LATEST), "endingOffsets", allow_earliest=False)
         starting = parse_offset_spec(o.get("startingoffsets", start_default), "startingOffsets")
-        if starting == LATEST and not streaming:
+        starting_timestamp = _starting_timestamp(o)
+        if starting == LATEST and not streaming and starting_timestamp is None:
             # Kafka source: "starting offset can't be latest for batch queries" - it would always read nothing
             raise OffsetError("startingOffsets=latest is for streaming queries only: a batch query starting at "
                               "the end of the stream reads nothing")
@@ -172,6 +174,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(o, "failOnDataLoss", True),
             read_method=method,
             fetch_batch=_int(o, "fetchBatch", 2000, 1),
+            starting_timestamp=starting_timestamp,
         )
 
 
@@ -196,6 +199,15 @@ class WriteOptions:
         )
 
 
+def _starting_timestamp(o: dict) -> int | None:
+    """``startingTimestamp``: milliseconds since the epoch, as Spark's Kafka source takes it.  It names the start
+    by itself, so a ``startingOffsets`` beside it is refused rather than silently overridden."""
+    ms = _int(o, "startingTimestamp", None, 0)
+    if ms is not None and "startingoffsets" in o:
+        raise ValueError("options startingOffsets and startingTimestamp both name where to start: give one")
+    return ms
+
+
 def validate(options: Mapping[str, str]) -> None:
     """Check what can be checked before knowing whether the query reads or writes, batch or streaming: option
     names and the value of every option present.  Called from ``DataSource.schema()``, so a bad option fails
@@ -206,6 +218,7 @@ def validate(options: Mapping[str, str]) -> None:
     for key in ("startingOffsets", "endingOffsets"):
         if key.lower() in o:
             parse_offset_spec(o[key.lower()], key, allow_earliest=key == "startingOffsets")
+    _starting_timestamp(o)
     for key in ("minPartitions", "maxSeqsPerPartition", "maxOffsetsPerTrigger", "fetchBatch", "maxInFlight"):
         _int(o, key, None, 1)
     _bool(o, "failOnDataLoss", True)

@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1
         pass
 
 __all__ = ["SeqRange", "JetStreamBatchReader", "JetStreamStreamReader", "FailedStreamReader", "read_partition",
-           "fetch_bounds"]
+           "fetch_bounds", "fetch_start"]
 
 log = logging.getLogger("pyspark_jetstream")
 
@@ -69,17 +69,38 @@ class SeqRange(InputPartition):
         InputPartition.__init__(self, (self.start, self.end))
 
 
-def fetch_bounds(opts: ReadOptions) -> StreamBounds:
+def fetch_bounds(opts: ReadOptions, at_time: bool = False) -> tuple[StreamBounds, int | None]:
+    """The stream's bounds; with ``at_time``, also the first sequence at ``startingTimestamp`` (None: none)."""
     with LoopRunner() as runner:
 
         async def info():
             js = await open_jetstream(opts.connect, name=f"pyspark-jetstream plan {opts.stream}")
             try:
-                return await js.stream_info(opts.stream)
+                info = await js.stream_info(opts.stream)
+                seq = await js.seq_at_time(opts.stream, opts.starting_timestamp) if at_time else None
+                return info, seq
             finally:
                 await js.conn.close()
 
-        return StreamBounds.from_info(runner.run(info()))
+        info, seq = runner.run(info())
+        return StreamBounds.from_info(info), seq
+
+
+def fetch_start(opts: ReadOptions, streaming: bool) -> tuple[StreamBounds, int]:
+    """The bounds and the first sequence to read from ``startingOffsets`` or ``startingTimestamp``.
+
+    A time after the last message: a streaming query starts at the end (every message from then on is newer); a
+    batch query fails, as Spark's Kafka source does by default when no offset matches a timestamp."""
+    if opts.starting_timestamp is None:
+        bounds = fetch_bounds(opts)[0]
+        return bounds, resolve_start(opts.starting, bounds)
+    bounds, seq = fetch_bounds(opts, at_time=True)
+    if seq is not None:
+        return bounds, seq
+    if streaming:
+        return bounds, bounds.end
+    raise OffsetError(f"stream {opts.stream!r}: no message stored at or after startingTimestamp "
+                      f"{opts.starting_timestamp} (the stream holds sequences {bounds.start}..{bounds.last_seq})")
 
 
 def plan(opts: ReadOptions, start: int, end: int, created: str | None = None) -> list[SeqRange]:
@@ -129,8 +150,7 @@ class JetStreamBatchReader(DataSourceReader):
 
     def partitions(self) -> list[SeqRange]:
         opts = self.opts
-        bounds = fetch_bounds(opts)
-        start = resolve_start(opts.starting, bounds)
+        bounds, start = fetch_start(opts, streaming=False)
         end = resolve_end(opts.ending, bounds)
         if start > end:
             # Kafka's batch source fails the same way ("starting offset ... is after the ending offset")
@@ -156,8 +176,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._last: int | None = None  # the end last returned (old latestOffset() without arguments)
 
     def initialOffset(self) -> dict:
-        bounds = fetch_bounds(self.opts)
-        return encode_offset(self.opts.stream, resolve_start(self.opts.starting, bounds), bounds.created)
+        bounds, start = fetch_start(self.opts, streaming=True)
+        return encode_offset(self.opts.stream, start, bounds.created)
 
     def getDefaultReadLimit(self):
         if self.opts.max_offsets_per_trigger:
@@ -165,15 +185,18 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = fetch_bounds(self.opts).end
+        self._target = fetch_bounds(self.opts)[0].end
         log.info("jetstream %s: available-now target end %d", self.opts.stream, self._target)
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         opts = self.opts
-        bounds = fetch_bounds(opts)
-        if start is None:  # pyspark < 4.2 calls latestOffset() with no arguments and no read limit
+        if start is None and self._last is None:  # pyspark < 4.2: latestOffset() with no arguments, no limit
+            bounds, first = fetch_start(opts, streaming=True)
+        else:
+            bounds, first = fetch_bounds(opts)[0], None
+        if start is None:
             pos = self._last if self._last is not None else decode_position(
-                encode_offset(opts.stream, resolve_start(opts.starting, bounds), bounds.created), opts.stream)
+                encode_offset(opts.stream, first, bounds.created), opts.stream)
             max_rows = None
         else:
             pos = decode_position(start, opts.stream)
@@ -197,7 +220,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return off
 
     def reportLatestOffset(self) -> dict:
-        bounds = fetch_bounds(self.opts)
+        bounds = fetch_bounds(self.opts)[0]
         return encode_offset(self.opts.stream, bounds.end, bounds.created)
 
     def partitions(self, start: dict, end: dict) -> list[SeqRange]:

@@ -179,3 +179,51 @@ def test_register_from_any_thread_and_session(spark):
     fresh = pyspark_jetstream.register(spark.newSession())
     with pytest.raises(Exception, match="(?i)unknown option 'filterSubject'"):
         fresh.read.format("jetstream").option("stream", "S").option("filterSubject", "x").load()
+
+
+def _stored_ms(url: str, stream: str, seq: int) -> int:
+    """The store time of message ``seq`` in ms since the epoch, floored (from STREAM.MSG.GET's RFC 3339 time)."""
+    r = sync(url, lambda a: a.api(f"STREAM.MSG.GET.{stream}", {"seq": seq}))
+    text = r["message"]["time"]  # e.g. 2026-11-26T17:10:05.123456789Z
+    whole, _, frac = text.rstrip("Z").partition(".")
+    t = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp()) * 1000 + int((frac + "000")[:3])
+
+
+def test_starting_timestamp(spark, shared_server, tmp_path):
+    """startingTimestamp (ms since the epoch, as Spark's Kafka source takes it) starts at the first message stored
+    at or after it; a batch read past the last message is an error; startingOffsets beside it is refused."""
+    import time
+
+    url = shared_server.url
+    name = unique("TS")
+
+    async def first(a):
+        await a.create(name)
+        await a.publish_many([(f"{name}.a", b"%d" % i) for i in range(1, 11)])
+
+    sync(url, first)
+    time.sleep(0.05)  # seq 11 is stored at least 50 ms after seq 10
+    sync(url, lambda a: a.publish_many([(f"{name}.b", b"%d" % i) for i in range(11, 21)]))
+    t11 = _stored_ms(url, name, 11)
+    assert _stored_ms(url, name, 10) < t11
+    rows = load(spark, url, name, startingTimestamp=t11).collect()
+    assert sorted(r.seq for r in rows) == list(range(11, 21))
+    assert load(spark, url, name, startingTimestamp=0).count() == 20
+    assert sorted(r.seq for r in load(spark, url, name, startingTimestamp=t11, endingOffsets=15).collect()) == \
+        [11, 12, 13, 14]
+    after = _stored_ms(url, name, 20) + 60_000
+    with pytest.raises(Exception, match=f"no message stored at or after startingTimestamp {after}"):
+        load(spark, url, name, startingTimestamp=after).collect()
+    with pytest.raises(Exception, match="startingOffsets and startingTimestamp both name where to start"):
+        load(spark, url, name, startingTimestamp=t11, startingOffsets="earliest")
+    with pytest.raises(Exception, match="option startingTimestamp must be an integer"):
+        load(spark, url, name, startingTimestamp="yesterday")
+    # streaming: the same start, read to the end with Trigger.AvailableNow
+    q = (spark.readStream.format("jetstream").option("servers", url).option("stream", name)
+         .option("startingTimestamp", t11).load()
+         .writeStream.format("memory").queryName(f"ts_{name}").option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    assert sorted(r.seq for r in spark.sql(f"select seq from ts_{name}").collect()) == list(range(11, 21))
