@@ -39,7 +39,9 @@ Write (batch or streaming)::
 Every message carries a deterministic ``Nats-Msg-Id`` (the ``msg_id`` column, or one derived from the write /
 query id, batch id, partition, row and a digest of the row), so a retried task or a restarted query is deduplicated
 by the stream within its ``duplicate_window``, and a retry that sees rows in other places never drops one (see
-spark/README.md, "Guarantees").  Unknown options are errors naming the close matches.  Other options: ``user``/``password``, ``token``, ``domain``, ``timeout`` (seconds),
+spark/README.md, "Guarantees").  Unknown options are errors naming the close matches.  Other options: ``user``/``password``, ``token``, ``credsFile``,
+``nkeySeedFile``, ``tlsCaFile``/``tlsCertFile``/``tlsKeyFile``/``tlsHandshakeFirst`` (or a ``tls://`` server),
+``domain``, ``timeout`` (seconds),
 ``readMethod`` (``consumer`` or ``direct`` for streams with ``allow_direct``), ``fetchBatch``, ``maxInFlight``,
 ``writeId``.
 

@@ -6,11 +6,19 @@ The data source needs a client in three places - the driver-side planner (one ST
 ephemeral consumer, pulled until its sequence range is done) and a write task (many publishes in flight, then all
 PubAcks) - each short-lived and owned by one Spark task.  So this client is deliberately small: one TCP connection,
 no reconnect (a broken connection fails the task and Spark retries it; the reads and writes are built so that a
-retry is exact), no TLS.
+retry is exact).
 
 * ``Connection.connect`` tries the servers in order, reads ``INFO``, sends ``CONNECT`` (headers and no_responders
   on, credentials when given) and a ``PING``; the matching ``PONG`` (or ``-ERR``) decides success, the same
   handshake nats.go does with ``verbose`` off.
+* TLS as nats.go does it (nats.go ``processConnectInit`` / ``makeTLSConn``): the plain ``INFO`` first, then the
+  handshake on the same socket when the server requires TLS or the client asked for it (an ``SSLContext``, or a
+  ``tls://`` URL); asking for TLS from a server that offers none (neither ``tls_required`` nor ``tls_available``)
+  is an error, never a silent plain-text connection.  ``handshake_first`` (nats-server ``tls { handshake_first }``)
+  does the handshake before any byte of NATS.
+* Authentication: user/password, token, an nkey (``nkey`` + the server's ``nonce`` signed with the seed, ``sig``
+  in base64url without padding) or a user JWT with its seed (``jwt`` + ``sig``, from a ``.creds`` file: ADR-14,
+  nats-server client.go ``processConnect``).
 * A reader task feeds the socket into :class:`~.wire.ServerParser` and dispatches: ``MSG``/``HMSG`` to the
   subscription's callback by sid, ``PING`` answered with ``PONG``, each ``PONG`` completes the oldest ``flush``,
   ``-ERR`` fails everything pending (nats-server closes the connection after most of them).
@@ -25,8 +33,11 @@ retry is exact), no TLS.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
+import re
 import secrets
+import ssl
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -45,8 +56,9 @@ class NoRespondersError(NatsError):
     """A request found nobody subscribed (503 status with no_responders): e.g. JetStream is not enabled."""
 
 
-def parse_servers(servers: str) -> list[tuple[str, int, str | None, str | None]]:
-    """``nats://user:pass@host:4222,host2`` -> [(host, port, user, password)] (user/password None when absent)."""
+def parse_servers(servers: str) -> list[tuple[str, int, str | None, str | None, bool]]:
+    """``nats://user:pass@host:4222,tls://host2`` -> [(host, port, user, password, tls)] (user/password None when
+    absent; tls True for a ``tls://`` URL, which asks for TLS as nats.go does)."""
     out = []
     for item in servers.split(","):
         item = item.strip()
@@ -55,12 +67,47 @@ def parse_servers(servers: str) -> list[tuple[str, int, str | None, str | None]]
         if "://" not in item:
             item = "nats://" + item
         u = urlsplit(item)
-        if u.scheme not in ("nats", "tcp"):
-            raise ValueError(f"unsupported server URL scheme {u.scheme!r} in {item!r} (only nats:// is supported)")
-        out.append((u.hostname or "127.0.0.1", u.port or 4222, u.username, u.password))
+        if u.scheme not in ("nats", "tcp", "tls"):
+            raise ValueError(f"unsupported server URL scheme {u.scheme!r} in {item!r} (nats://, tls:// or tcp://)")
+        out.append((u.hostname or "127.0.0.1", u.port or 4222, u.username, u.password, u.scheme == "tls"))
     if not out:
         raise ValueError("no server given")
     return out
+
+
+_CREDS_BLOCK = re.compile(r"-{3,}[^\n]*-{3,}\r?\n(.+?)\r?\n\s*-{3,}[^\n]*-{3,}", re.S)
+
+
+def read_creds(path: str) -> tuple[str, bytes]:
+    """(user JWT, nkey seed) of a ``.creds`` file: the first two ``-----BEGIN ...-----`` blocks, as nats.go's
+    ``userFromFile`` / ``nkeyPairFromSeedFile`` read them."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    blocks = [b.strip() for b in _CREDS_BLOCK.findall(text)]
+    if len(blocks) < 2 or not blocks[0].startswith("ey") or not blocks[1].startswith("SU"):
+        raise ValueError(f"{path} is not a NATS credentials file (a user JWT block, then a user nkey seed block)")
+    return blocks[0], blocks[1].encode()
+
+
+def read_seed(path: str) -> bytes:
+    """The user nkey seed of a seed file: its first line that starts with ``SU`` (nats.go ``NkeyOptionFromSeed``)."""
+    with open(path, "rb") as f:
+        for line in f.read().decode("utf-8", "replace").splitlines():
+            if line.strip().startswith("SU"):
+                return line.strip().encode()
+    raise ValueError(f"{path} holds no user nkey seed (a line starting with SU)")
+
+
+def _sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
+    """(public key, base64url signature of the nonce without padding)."""
+    import nkeys  # a dependency of Skiff (the server verifies nkey users with it)
+
+    kp = nkeys.from_seed(bytearray(seed))
+    try:
+        sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).rstrip(b"=").decode()
+        return kp.public_key.decode(), sig
+    finally:
+        kp.wipe()
 
 
 def _nuid() -> str:
@@ -140,13 +187,18 @@ class Connection(asyncio.Protocol):
 
     @classmethod
     async def connect(cls, servers: str, *, user: str | None = None, password: str | None = None,
-                      token: str | None = None, name: str = "pyspark-jetstream",
-                      timeout: float = 5.0) -> "Connection":
+                      token: str | None = None, name: str = "pyspark-jetstream", timeout: float = 5.0,
+                      tls: ssl.SSLContext | None = None, tls_handshake_first: bool = False,
+                      jwt: str | None = None, nkey_seed: bytes | None = None) -> "Connection":
+        """``tls``: the context to use (CA, client certificate); a ``tls://`` URL or a server that requires TLS
+        without one uses the system's default context.  ``nkey_seed`` alone: nkey authentication; with ``jwt``:
+        a user JWT (a ``.creds`` file)."""
         errors = []
-        for host, port, url_user, url_pass in parse_servers(servers):
+        for host, port, url_user, url_pass, url_tls in parse_servers(servers):
             try:
                 return await cls._connect_one(host, port, user or url_user, password or url_pass, token, name,
-                                              timeout)
+                                              timeout, tls, url_tls or tls is not None, tls_handshake_first, jwt,
+                                              nkey_seed)
             except (OSError, NatsError, asyncio.TimeoutError) as e:
                 # TimeoutError's text is empty: say what timed out
                 reason = str(e) or (f"timed out after {timeout}s" if isinstance(e, (asyncio.TimeoutError,
@@ -156,25 +208,46 @@ class Connection(asyncio.Protocol):
         raise NatsError("could not connect to any server: " + "; ".join(errors))
 
     @classmethod
-    async def _connect_one(cls, host, port, user, password, token, name, timeout) -> "Connection":
+    async def _connect_one(cls, host, port, user, password, token, name, timeout, tls, want_tls, handshake_first,
+                           jwt, nkey_seed) -> "Connection":
         loop = asyncio.get_running_loop()
         conn = cls()
         conn._loop = loop
         conn._closed = loop.create_future()
         conn._info_fut = loop.create_future()
-        await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), timeout)
+        if handshake_first:
+            ctx = tls or ssl.create_default_context()
+            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port, ssl=ctx, server_hostname=host),
+                                   timeout)
+        else:
+            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), timeout)
         try:
             info = await asyncio.wait_for(asyncio.shield(conn._info_fut), timeout)
-            if info.get("tls_required"):
-                raise NatsError("server requires TLS, which this client does not support")
-            opts = {"verbose": False, "pedantic": False, "tls_required": False, "lang": "python-pyspark-jetstream",
-                    "version": _VERSION, "protocol": 1, "headers": True, "no_responders": True, "echo": True,
-                    "name": name}
+            if not handshake_first:
+                if want_tls and not (info.get("tls_required") or info.get("tls_available")):
+                    raise NatsError("secure connection not available: TLS was asked for (a tls option or a "
+                                    "tls:// URL) and the server offers none")
+                if want_tls or info.get("tls_required"):
+                    conn._transport = await asyncio.wait_for(
+                        loop.start_tls(conn._transport, conn, tls or ssl.create_default_context(),
+                                       server_hostname=host), timeout)
+            opts = {"verbose": False, "pedantic": False, "tls_required": want_tls or handshake_first,
+                    "lang": "python-pyspark-jetstream", "version": _VERSION, "protocol": 1, "headers": True,
+                    "no_responders": True, "echo": True, "name": name}
             if user is not None:
                 opts["user"] = user
                 opts["pass"] = password or ""
             if token is not None:
                 opts["auth_token"] = token
+            if nkey_seed is not None:
+                nonce = info.get("nonce")
+                if not nonce:
+                    raise NatsError("the server sent no nonce to sign: it has no nkey or JWT users")
+                public, opts["sig"] = _sign_nonce(nkey_seed, nonce)
+                if jwt is not None:
+                    opts["jwt"] = jwt
+                else:
+                    opts["nkey"] = public
             conn._write(wire.connect(opts))
             await conn.flush(timeout)
         except BaseException:

@@ -21,7 +21,8 @@ __all__ = ["ConnectOptions", "ReadOptions", "WriteOptions", "check_option_names"
 
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 
-CONNECT_OPTIONS = ("servers", "user", "password", "token", "domain", "timeout")
+CONNECT_OPTIONS = ("servers", "user", "password", "token", "credsFile", "nkeySeedFile", "tlsCaFile", "tlsCertFile",
+                   "tlsKeyFile", "tlsHandshakeFirst", "domain", "timeout")
 READ_OPTIONS = CONNECT_OPTIONS + ("stream", "startingOffsets", "startingTimestamp", "endingOffsets", "filterSubjects",
                                   "minPartitions", "maxSeqsPerPartition", "failOnDataLoss", "readMethod", "fetchBatch")
 STREAM_READ_OPTIONS = tuple(o for o in READ_OPTIONS if o != "endingOffsets") + ("maxOffsetsPerTrigger",)
@@ -112,17 +113,64 @@ class ConnectOptions:
     token: str | None = None
     domain: str | None = None
     timeout: float = 10.0
+    # files, read where the connection is made (the driver and every executor must have them at this path)
+    creds_file: str | None = None
+    nkey_seed_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_handshake_first: bool = False
 
     @classmethod
     def parse(cls, o: dict) -> "ConnectOptions":
-        return cls(
+        opts = cls(
             servers=o.get("servers", DEFAULT_SERVERS),
             user=o.get("user"),
             password=o.get("password"),
             token=o.get("token"),
             domain=o.get("domain") or None,
             timeout=_float(o, "timeout", 10.0),
+            creds_file=o.get("credsfile") or None,
+            nkey_seed_file=o.get("nkeyseedfile") or None,
+            tls_ca_file=o.get("tlscafile") or None,
+            tls_cert_file=o.get("tlscertfile") or None,
+            tls_key_file=o.get("tlskeyfile") or None,
+            tls_handshake_first=_bool(o, "tlsHandshakeFirst", False),
         )
+        # one way to authenticate: the server would pick one of several and silently ignore the others
+        ways = [name for name, on in (("user/password", opts.user is not None or opts.password is not None),
+                                      ("token", opts.token is not None), ("credsFile", opts.creds_file),
+                                      ("nkeySeedFile", opts.nkey_seed_file)) if on]
+        if len(ways) > 1:
+            raise ValueError(f"options {' and '.join(ways)} are two ways to authenticate: give one")
+        if bool(opts.tls_cert_file) != bool(opts.tls_key_file):
+            raise ValueError("options tlsCertFile and tlsKeyFile go together: the client certificate and its key")
+        if opts.tls_handshake_first and not opts.wants_tls:
+            raise ValueError("option tlsHandshakeFirst needs TLS: a tls:// server URL or the tlsCaFile / "
+                             "tlsCertFile options")
+        return opts
+
+    @property
+    def wants_tls(self) -> bool:
+        return bool(self.tls_ca_file or self.tls_cert_file or "tls://" in self.servers.lower())
+
+    def ssl_context(self):
+        """The TLS context of the tls* options (None when none is set: a ``tls://`` URL then uses the system's)."""
+        if not (self.tls_ca_file or self.tls_cert_file):
+            return None
+        import ssl
+
+        try:
+            ctx = ssl.create_default_context(cafile=self.tls_ca_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"option tlsCaFile: cannot load {self.tls_ca_file}: {e}") from None
+        if self.tls_cert_file:
+            try:
+                ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+            except (OSError, ssl.SSLError) as e:
+                raise ValueError(f"options tlsCertFile/tlsKeyFile: cannot load {self.tls_cert_file} and "
+                                 f"{self.tls_key_file}: {e}") from None
+        return ctx
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from .client import Connection
+from .client import Connection, read_creds, read_seed
 from .jetstream import JetStream
 from .options import ConnectOptions
 
@@ -79,7 +79,22 @@ class LoopRunner:
         self.close()
 
 
+def _auth_files(opts: ConnectOptions) -> tuple[str | None, bytes | None]:
+    """(user JWT, nkey seed) from the credsFile or nkeySeedFile option; errors name the option."""
+    try:
+        if opts.creds_file:
+            return read_creds(opts.creds_file)
+        if opts.nkey_seed_file:
+            return None, read_seed(opts.nkey_seed_file)
+    except (OSError, ValueError) as e:
+        which = "credsFile" if opts.creds_file else "nkeySeedFile"
+        raise ValueError(f"option {which}: {e}") from None
+    return None, None
+
+
 async def open_jetstream(opts: ConnectOptions, name: str = "pyspark-jetstream") -> JetStream:
+    jwt, seed = _auth_files(opts)
     conn = await Connection.connect(opts.servers, user=opts.user, password=opts.password, token=opts.token,
-                                    name=name, timeout=opts.timeout)
+                                    name=name, timeout=opts.timeout, tls=opts.ssl_context(),
+                                    tls_handshake_first=opts.tls_handshake_first, jwt=jwt, nkey_seed=seed)
     return JetStream(conn, domain=opts.domain, timeout=opts.timeout)

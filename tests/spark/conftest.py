@@ -20,6 +20,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The connector under test is this checkout's, in this process too (the client tests import it directly): an
+# editable install of another checkout maps the name pyspark_jetstream to its own folder, and only a sys.path entry
+# ahead of that import hook makes `import pyspark_jetstream` find this one.
+if str(ROOT / "spark") not in sys.path:
+    sys.path.insert(0, str(ROOT / "spark"))
 
 
 def ensure_java() -> str | None:
