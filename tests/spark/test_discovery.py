@@ -8,23 +8,35 @@ Each case installs Skiff into a fresh virtual environment and runs a fresh Spark
 a user gets.  The environment reaches pyspark, pyarrow and Skiff's dependencies through a folder of links to this
 suite's site-packages that leaves out this suite's own (editable) Skiff, so only the fresh install can be found.
 
-No server is needed: ``load()`` plans the read, which runs the data source's ``schema()`` (in a Python worker, where
-the class is unpickled), and an unknown option must come back as the connector's own error.
+The wheel case is also the suite's one run on a standalone cluster (issue #18 "Also"): a master and a worker
+started from the pyspark installation with ``spark-class`` (separate JVMs, stopped at the end), as a user with the
+wheel installed on every node has it.  Unlike ``local[n]``, the data source is pickled to an executor in another JVM
+whose Python workers import the installed ``pyspark_jetstream`` themselves: a write in 3 tasks and a read in 3 tasks
+go through them, every row checked, against one server (the first target of the run: server behaviour is covered on
+both servers by the local-mode tests, and a cluster costs three JVM starts).  The editable case plans a read only
+(``load()`` runs the data source's ``schema()`` in a Python worker, where the class is unpickled) and needs no server.
+In both, an unknown option must come back as the connector's own error.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import selected_targets
+from tests.harness import ServerProcess
 from tests.spark.conftest import ensure_java
+from tests.spark.helpers import sync, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -35,8 +47,15 @@ PROBE = r'''
 import json, sys, threading
 from pyspark.sql import SparkSession
 
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+master, url, stream = (sys.argv[1:] + ["local[1]", "", ""])[:3]
+builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+           .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+           # short-lived JVMs: skip the optimising JIT tier, it costs more than it saves here (as tests/spark does)
+           .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+           .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+if master.startswith("spark://"):
+    builder = builder.config("spark.executor.memory", "512m").config("spark.pyspark.python", sys.executable)
+spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 out = {}
 
@@ -60,6 +79,16 @@ t = threading.Thread(target=probe, args=(SparkSession.builder.getOrCreate(), "th
 t.start()
 t.join()
 probe(spark.newSession(), "new session")
+if url:
+    df = spark.range(0, 3000, 1, 3).selectExpr(f"concat('{stream}.', cast(id % 5 as string)) as subject",
+                                               "cast(id as string) as data")
+    df.write.format("jetstream").mode("append").option("servers", url).option("stream", stream).save()
+    read = (spark.read.format("jetstream").option("servers", url).option("stream", stream)
+            .option("minPartitions", 3).load())
+    out["partitions"] = read.rdd.getNumPartitions()
+    out["data"] = sorted(int(bytes(r.data)) for r in read.select("data").collect())
+    # the driver's own entry plus the executors of the worker
+    out["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
 spark.stop()
 print("RESULT " + json.dumps(out))
 '''
@@ -129,8 +158,8 @@ def pip_install(venv: Path, *args: str) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def run_probe(venv: Path, cwd: Path) -> dict:
-    r = subprocess.run([str(venv / "bin" / "python"), "-c", PROBE], cwd=cwd, env=user_env(venv),
+def run_probe(venv: Path, cwd: Path, *args: str) -> dict:
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", PROBE, *args], cwd=cwd, env=user_env(venv),
                        capture_output=True, text=True, timeout=300)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert r.returncode == 0 and line, r.stdout[-2000:] + r.stderr[-3000:]
@@ -160,7 +189,58 @@ def test_editable_install_is_discovered(java, source, deps, tmp_path):
     assert not pth.exists() and not list(site.glob("__editable__*skiff*"))
 
 
-def test_wheel_install_is_discovered(java, source, deps, tmp_path):
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_line(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {text!r} in {path.name}:\n{path.read_text(errors='replace')[-3000:]}")
+
+
+@contextlib.contextmanager
+def standalone_cluster(venv: Path, tmp: Path):
+    """A master and a worker (2 cores, 1 GB) of the venv's pyspark, in the foreground; both stopped at the end."""
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import pyspark; print(pyspark.__file__)"],
+                         capture_output=True, text=True, check=True, env=user_env(venv))
+    home = Path(out.stdout.strip()).parent
+    env = dict(user_env(venv), SPARK_HOME=str(home), SPARK_NO_DAEMONIZE="1",
+               # short-lived JVMs: the optimising JIT tier costs more than it saves (as the suite's own session)
+               SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    port = free_port()
+    master = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+    try:
+        for name, cls, args, ready in (
+                ("master", "org.apache.spark.deploy.master.Master", ["--port", str(port)], "elected leader"),
+                ("worker", "org.apache.spark.deploy.worker.Worker",
+                 [master, "--cores", "2", "--memory", "1g", "--work-dir", str(tmp / "work")],
+                 "Successfully registered with master")):
+            log = tmp / f"{name}.log"
+            with log.open("wb") as f:
+                procs.append(subprocess.Popen([str(home / "bin" / "spark-class"), cls, "--host", "127.0.0.1",
+                                               "--webui-port", str(free_port()), *args],
+                                              stdout=f, stderr=subprocess.STDOUT, env=env, cwd=tmp))
+            wait_for_line(log, ready, procs[-1], 120)
+        yield master
+    finally:
+        for p in reversed(procs):  # only the processes started here, by their handles
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+def test_wheel_install_on_a_standalone_cluster(java, source, deps, tmp_path, request):
     out = tmp_path / "wheel"
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
                        capture_output=True, text=True, timeout=600)
@@ -171,5 +251,17 @@ def test_wheel_install_is_discovered(java, source, deps, tmp_path):
     venv, site = fresh_venv(tmp_path, deps)
     pip_install(venv, str(whl))
     assert (site / "pyspark_jetstream" / "__init__.py").is_file()
-    assert not (site / "pyspark_jetstream-editable.pth").exists()
-    assert_found_everywhere(run_probe(venv, tmp_path))
+    assert not (site / "pyspark_jetstream-editable.pth").exists()  # a wheel needs no path file
+    srv = ServerProcess(kind=selected_targets(request.config)[0]).start()
+    try:
+        name = unique("CL")
+        sync(srv.url, lambda a: a.create(name))
+        with standalone_cluster(venv, tmp_path) as master:
+            result = run_probe(venv, tmp_path, master, srv.url, name)
+        assert_found_everywhere(result)
+        assert result["executors"] >= 1, result  # the tasks ran in an executor of the worker, not in the driver
+        assert result["partitions"] == 3
+        assert result["data"] == list(range(3000))
+        assert sync(srv.url, lambda a: a.info(name))["state"]["messages"] == 3000
+    finally:
+        srv.cleanup()
