@@ -40,6 +40,7 @@ The server appends ``Nats-Stream``/``Nats-Sequence``/... headers to each reply a
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import json
 from dataclasses import dataclass
@@ -143,7 +144,42 @@ def status_of(hdr: bytes) -> int:
     return 0
 
 
-async def _next_delivery(conn: Connection, queue: asyncio.Queue, timeout: float, what: str):
+class _Deliveries:
+    """The part of ``asyncio.Queue`` a read uses (put_nowait, get, get_nowait, empty), for one consumer task: a
+    deque and at most one waiter.  Every delivered message passes through it, and asyncio.Queue's bookkeeping for
+    many getters and a maximum size cost a third of the reader's own time per message."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque = collections.deque()
+        self._waiter: asyncio.Future | None = None
+
+    def put_nowait(self, item) -> None:
+        self._items.append(item)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def get(self):
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    def get_nowait(self):
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.popleft()
+
+    def empty(self) -> bool:
+        return not self._items
+
+
+async def _next_delivery(conn: Connection, queue: _Deliveries, timeout: float, what: str):
     """The next item of a delivery queue that is also watching the connection (:meth:`Connection.watch`).
 
     A broken connection raises its own error at once; a silent one (no FIN: a dead peer, a cut network) is told
@@ -185,7 +221,7 @@ async def read_range(js: JetStream, stream: str, first: int, last: int, filters:
     lost = False
     conn = js.conn
     inbox = conn.new_inbox()
-    queue: asyncio.Queue = asyncio.Queue()
+    queue = _Deliveries()
     sid = conn.subscribe(inbox + ".*", queue.put_nowait)  # one reply subject per pull: <inbox>.<pull number>
     conn.watch(queue.put_nowait)  # a broken connection puts its error in the queue
     next_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}"
@@ -322,7 +358,7 @@ async def read_range_direct(js: JetStream, stream: str, first: int, last: int, f
         raise ValueError("direct get reads take one filter subject at most")
     conn = js.conn
     inbox = conn.new_inbox()
-    queue: asyncio.Queue = asyncio.Queue()
+    queue = _Deliveries()
     sid = conn.subscribe(inbox, queue.put_nowait)
     conn.watch(queue.put_nowait)
     subject = f"{js.prefix}.DIRECT.GET.{stream}"
