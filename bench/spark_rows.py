@@ -82,13 +82,11 @@ def spark_session():
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "spark"), str(ROOT), os.environ.get("PYTHONPATH", "")])
     from pyspark.sql import SparkSession
 
-    import pyspark_jetstream
-
+    # no register(): Spark's own lookup finds pyspark_jetstream on the workers' PYTHONPATH set above
     spark = (SparkSession.builder.master("local[2]").appName("spark-rows-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    pyspark_jetstream.register(spark)
     return spark
 
 
