@@ -29,6 +29,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,10 @@ from tests.spark.helpers import sync, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(sysconfig.get_paths()["purelib"])
-# what pyproject.toml builds from
-SOURCES = ("pyproject.toml", "README.md", "skiff", "server", "protocol", "storage", "spark")
+# what pyproject.toml builds from: itself, the readme, and the top folder of every package-dir entry
+_PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SOURCES = ("pyproject.toml", _PYPROJECT["project"]["readme"],
+           *sorted({d.split("/")[0] for d in _PYPROJECT["tool"]["setuptools"]["package-dir"].values()}))
 
 PROBE = r'''
 import json, sys, threading
