@@ -40,7 +40,7 @@ from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolEr
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
 from ..version import GO_FIELD, VERSION
-from .route import RouteSub
+from .link import SERVER_SHUTDOWN, Link
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -50,92 +50,37 @@ RECONNECT_INTERVAL = 1.0  # DEFAULT_LEAF_NODE_RECONNECT
 LEAF_PROTO = 3
 CLIENT_CLOSED = "Client Closed"
 AUTH_VIOLATION = "Authentication Failure"
-AUTH_TIMEOUT = "Authentication Timeout"
 PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
-STALE_CONNECTION = "Stale Connection"
-SERVER_SHUTDOWN = "Server Shutdown"
 LOOP = "Loop Detected"
 _CREDS = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}\r?\n))")
 
 
-class LeafConnection(asyncio.Protocol):
+class LeafConnection(Link):
     kind = "Leafnode"
     client_type = "leafnode"  # auth.py connection_type: LEAFNODE for allowed_connection_types
-    # What Server.route() reads of an origin: what a leaf brings may go to routes and to other leaf connections.
-    is_route = False
-    no_responders = False
-    echo = True
+    closed_reason = CLIENT_CLOSED
 
     def __init__(self, leafnodes: "LeafNodes", remote: Any = None, url: str = "") -> None:
+        super().__init__(leafnodes.server, RouteParser(leafnodes.server.options.max_payload * 64, leaf=True))
         self.leafnodes = leafnodes
-        self.server = leafnodes.server
-        self.cid = self.server.next_cid()
         self.remote = remote  # the remotes {} entry this spoke dialed, None on the hub side
         self.solicited = remote is not None
         self.url = url
-        self.parser = RouteParser(self.server.options.max_payload * 64, leaf=True)
-        self.transport: asyncio.Transport | None = None
-        self.out: list[bytes] = []
-        self.closed = False
-        self.close_reason = ""
-        self.registered = False
         self.account = None  # the Account this link is bound to
-        self.remote_id = self.remote_name = ""
         self.nonce = "" if self.solicited else secrets.token_urlsafe(11)
-        self.subs: dict[tuple[str, str], RouteSub] = {}
-        self.host, self.port = "", 0
-        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
-        self.start_ns = self.server.clock.time_ns()
-        self.pings_out = 0
         self.loop_detected = False
-        self._timer = None
-        self._ping_timer = None
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.transport = transport
-        peer = transport.get_extra_info("peername") or ("", 0)
-        self.host, self.port = peer[0], peer[1]
+        self._made(transport)
         srv = self.server
         self.leafnodes.pending.add(self)
         if not self.solicited:
             self.send(encoder.info(self.leafnodes.hub_info(self)))
             self._timer = srv.clock.call_later(self.leafnodes.options.auth_timeout or 2.0, self._auth_timeout)
-        self._ping_timer = srv.clock.call_later(srv.first_ping_delay(), self._ping_tick)
         self.flush()
         srv.log_debug("Leafnode connection created", cid=self.cid, addr=f"{self.host}:{self.port}")
-
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.parser.parse(data, self)
-        self.server.flush_pending()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.close_reason = self.close_reason or CLIENT_CLOSED
-        self._teardown()
-
-    # ------------------------------------------------------------------ output
-    def send(self, data: bytes) -> None:
-        if self.closed:
-            return
-        if not self.out:
-            self.server.mark_pending(self)
-        self.out.append(data)
-
-    def flush(self) -> None:
-        out = self.out
-        if not out or self.transport is None:
-            return
-        data = b"".join(out)
-        out.clear()
-        if not self.transport.is_closing():
-            self.transport.write(data)
-
-    def pending_bytes(self) -> int:
-        return self.transport.get_write_buffer_size() if self.transport is not None else 0
 
     def send_msg(self, account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int,
                  data: bytes) -> None:
@@ -163,14 +108,11 @@ class LeafConnection(asyncio.Protocol):
         if isinstance(op, RSub):
             return self._remote_sub(op)
         if isinstance(op, RUnsub):
-            sub = self.subs.pop((op.subject, op.queue), None)
-            if sub is not None:
-                self.server.remove_subscription(sub)
-            return
+            return self._remove_remote_sub((op.subject, op.queue))
         if isinstance(op, Ping):
             self.send(encoder.PONG)
         elif isinstance(op, Pong):
-            self.pings_out = 0
+            self._pong()
         elif isinstance(op, Info):
             self._info(op.raw)
         elif isinstance(op, Connect):
@@ -191,11 +133,8 @@ class LeafConnection(asyncio.Protocol):
             pass
 
     def _info(self, data: bytes) -> None:
-        try:
-            info = json.loads(data)
-            if not isinstance(info, dict):
-                raise ValueError
-        except ValueError:
+        info = self._json(data)
+        if info is None:
             return self.on_route_op(ProtocolError("", "bad leafnode INFO"))
         if not self.solicited or self.registered:
             return  # the hub's INFO with connect_info, or an update: nothing Skiff acts on
@@ -215,19 +154,14 @@ class LeafConnection(asyncio.Protocol):
     def _connect(self, data: bytes) -> None:
         if self.solicited or self.registered:
             return
-        try:
-            proto = json.loads(data)
-            if not isinstance(proto, dict):
-                raise ValueError
-        except ValueError:
+        proto = self._json(data)
+        if proto is None:
             return self.on_route_op(ProtocolError("", "bad leafnode CONNECT"))
         acc = self.leafnodes.authenticate(proto, self)
         if acc is None:
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         self.remote_id = str(proto.get("server_id") or "")
         self.remote_name = str(proto.get("name") or "")
         info = self.leafnodes.hub_info(self)
@@ -250,18 +184,8 @@ class LeafConnection(asyncio.Protocol):
             return
         if op.subject == self.leafnodes.lds_subject(self.account):
             return self._loop()
-        key = (op.subject, op.queue)
-        sub = self.subs.get(key)
-        if sub is not None:
-            sub.weight = op.weight
-            return
-        sub = RouteSub(None, op.subject, op.queue, f"L{self.cid}", None, True)
-        sub.route = self
-        sub.account = self.account.name
-        sub.weight = op.weight
-        sub.sublist = self.account.sublist
-        self.subs[key] = sub
-        self.server.add_subscription(sub)
+        self._add_remote_sub((op.subject, op.queue), self.account.name, self.account.sublist, op.subject, op.queue,
+                             op.weight, "L")
 
     def _loop(self) -> None:
         """Our own $LDS subject came back: this link closes a loop (leafnode.go isLoopDetected)."""
@@ -275,49 +199,11 @@ class LeafConnection(asyncio.Protocol):
         if self.registered:
             self.send(ls_plus(subject, queue, weight) if weight else ls_minus(subject, queue))
 
-    # ------------------------------------------------------------------ timers
-    def _auth_timeout(self) -> None:
-        self._timer = None
-        if not self.closed and not self.registered:
-            self.send(encoder.err("Authentication Timeout"))
-            self.close(AUTH_TIMEOUT)
-
-    def _ping_tick(self) -> None:
-        self._ping_timer = None
-        if self.closed:
-            return
-        srv = self.server
-        if self.pings_out + 1 > srv.options.ping_max:
-            self.send(encoder.err("Stale Connection"))
-            self.close(STALE_CONNECTION)
-            return
-        self.pings_out += 1
-        self.send(encoder.PING)
-        srv.flush_pending()
-        self._ping_timer = srv.clock.call_later(srv.options.ping_interval, self._ping_tick)
-
     # ------------------------------------------------------------------ closing
-    def close(self, reason: str = CLIENT_CLOSED) -> None:
-        if self.closed:
-            return
-        self.close_reason = reason
-        if self.transport is not None:
-            self.flush()
-            self.transport.close()
-        self._teardown()
+    def _known(self) -> bool:
+        return self in self.leafnodes.pending
 
-    def _teardown(self) -> None:
-        if self.closed and not self.subs and not self.registered and self not in self.leafnodes.pending:
-            return
-        self.closed = True
-        for t in (self._timer, self._ping_timer):
-            if t is not None:
-                t.cancel()
-        self._timer = self._ping_timer = None
-        subs = list(self.subs.values())
-        self.subs.clear()
-        for sub in subs:
-            self.server.remove_subscription(sub)
+    def _gone(self) -> None:
         self.leafnodes.closed(self)
 
 

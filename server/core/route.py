@@ -17,14 +17,13 @@ came from a route is delivered to local subscribers only: the cluster is a full 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .subscription import Subscription
+from .link import SERVER_SHUTDOWN, Link, RouteSub  # noqa: F401 (RouteSub and SERVER_SHUTDOWN: re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -34,64 +33,31 @@ ROUTE_CLOSED = "Route Closed"
 DUPLICATE_ROUTE = "Duplicate Route"
 CLUSTER_NAME_CONFLICT = "Cluster Name Conflict"
 AUTH_VIOLATION = "Authentication Failure"
-AUTH_TIMEOUT = "Authentication Timeout"
 PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
-STALE_CONNECTION = "Stale Connection"
-SERVER_SHUTDOWN = "Server Shutdown"
 
 
-class RouteSub(Subscription):
-    """A remote server's interest, as its RS+ announced it."""
-
-    __slots__ = ("account", "weight")
-
-
-class RouteConnection(asyncio.Protocol):
+class RouteConnection(Link):
     kind = "Router"
-    # What Server.route() reads of a message's origin: a route never asks for no-responders, and what it brings
-    # is never forwarded to another route.
-    is_route = True
-    no_responders = False
-    echo = True
+    is_route = True  # what a route brings is never forwarded to another route (Server.route, deliver_routed)
+    closed_reason = ROUTE_CLOSED
 
     def __init__(self, cluster: "Cluster", solicited: bool = False, url: str = "", implicit: bool = False) -> None:
+        super().__init__(cluster.server, RouteParser(cluster.server.options.max_payload * 64))
         self.cluster = cluster
-        self.server = cluster.server
-        self.cid = self.server.next_cid()
         self.solicited = solicited
         self.implicit = implicit  # learnt from another route's gossip, not configured
         self.url = url
-        self.parser = RouteParser(self.server.options.max_payload * 64)
-        self.transport: asyncio.Transport | None = None
-        self.out: list[bytes] = []
-        self.closed = False
-        self.close_reason = ""
-        self.registered = False
-        self.remote_id = ""
-        self.remote_name = ""
         self.remote_info: dict = {}
         self.connect_received = solicited  # the accepting side waits for CONNECT
         self.headers = True
-        self.subs: dict[tuple[str, str, str], RouteSub] = {}
         self._prefixes: dict[tuple[str, str], bytes] = {}  # (account, subject) -> b"RMSG <acc> <subject> "
         self._sublists: dict[str, object] = {}  # account name -> its Sublist (on_rmsg)
-        self.host, self.port = "", 0
-        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
-        self.start_ns = self.server.clock.time_ns()
-        self.pings_out = 0
-        self.rtt_ns = 0
-        self._ping_sent_at = 0.0
-        self.last_activity_ns = self.start_ns
         self.retry = False  # reconnect even if implicit (both sides kept the other's connection: route.go)
-        self._timer = None
-        self._ping_timer = None
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self.transport = transport
-        peer = transport.get_extra_info("peername") or ("", 0)
-        self.host, self.port = peer[0], peer[1]
+        self._made(transport)
         srv = self.server
         cl = self.cluster
         cl.pending.add(self)
@@ -101,43 +67,9 @@ class RouteConnection(asyncio.Protocol):
             # With cluster authorization, a CONNECT must come within its timeout (2 s by default, as nats-server).
             self._timer = srv.clock.call_later(cl.options.auth_timeout or 2.0, self._auth_timeout)
         self.send(cl.info_proto())
-        self._ping_timer = srv.clock.call_later(srv.first_ping_delay(), self._ping_tick)
         self.flush()
         srv.log_debug("Route connection created", cid=self.cid, addr=f"{self.host}:{self.port}",
                       solicited=self.solicited)
-
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.last_activity_ns = self.server.clock.time_ns()
-        self.parser.parse(data, self)
-        self.server.flush_pending()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.close_reason = self.close_reason or ROUTE_CLOSED
-        self._teardown()
-
-    # ------------------------------------------------------------------ output
-    def send(self, data: bytes) -> None:
-        if self.closed:
-            return
-        if not self.out:
-            self.server.mark_pending(self)
-        self.out.append(data)
-
-    def flush(self) -> None:
-        out = self.out
-        if not out or self.transport is None:
-            return
-        data = b"".join(out)
-        out.clear()
-        if self.transport.is_closing():
-            return
-        self.transport.write(data)
-
-    def pending_bytes(self) -> int:
-        return self.transport.get_write_buffer_size() if self.transport is not None else 0
 
     def send_msg(self, account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int,
                  data: bytes) -> None:
@@ -193,11 +125,7 @@ class RouteConnection(asyncio.Protocol):
             self.send(encoder.PONG)
             return
         if isinstance(op, Pong):
-            self.pings_out = 0
-            if self._ping_sent_at:
-                self.rtt_ns = int((self.server.clock.monotonic() - self._ping_sent_at) * 1e9)
-                self._ping_sent_at = 0.0
-            return
+            return self._pong()
         if isinstance(op, Info):
             return self._info(op.raw)
         if isinstance(op, Connect):
@@ -223,11 +151,8 @@ class RouteConnection(asyncio.Protocol):
         """processRouteConnect: a client on the route port, wrong credentials and another cluster are refused."""
         if self.solicited or self.connect_received:
             return
-        try:
-            proto = json.loads(data)
-            if not isinstance(proto, dict):
-                raise ValueError
-        except ValueError:
+        proto = self._json(data)
+        if proto is None:
             return self._protocol_error(ProtocolError("", "bad route CONNECT"))
         if proto.get("lang"):  # clients send lang, routes do not (ErrClientConnectedToRoutePort)
             self.send(encoder.err("attempted to connect to route port"))
@@ -235,9 +160,7 @@ class RouteConnection(asyncio.Protocol):
         if not self.cluster.authorize(proto.get("user") or "", proto.get("pass") or ""):
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if not self.cluster.check_name(self, str(proto.get("cluster") or ""), bool(proto.get("cluster_dynamic"))):
             return
         self.connect_received = True
@@ -246,11 +169,8 @@ class RouteConnection(asyncio.Protocol):
         self._maybe_register()
 
     def _info(self, data: bytes) -> None:
-        try:
-            info = json.loads(data)
-            if not isinstance(info, dict):
-                raise ValueError
-        except ValueError:
+        info = self._json(data)
+        if info is None:
             return self._protocol_error(ProtocolError("", "bad route INFO"))
         if self.registered or self.remote_info:
             # An INFO on a working route: another server's, gossiped (an implicit route to make), or an update.
@@ -275,9 +195,7 @@ class RouteConnection(asyncio.Protocol):
     def _maybe_register(self) -> None:
         if self.registered or not self.remote_info or not self.connect_received or self.closed:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if not self.cluster.add_route(self):
             self.close(DUPLICATE_ROUTE)
 
@@ -291,23 +209,11 @@ class RouteConnection(asyncio.Protocol):
         if acc is None:
             self.server.log_debug("Unknown account for remote subscription", account=op.account, subject=op.subject)
             return
-        key = (op.account, op.subject, op.queue)
-        sub = self.subs.get(key)
-        if sub is not None:  # a queue weight update
-            sub.weight = op.weight
-            return
-        sub = RouteSub(None, op.subject, op.queue, f"R{self.cid}", None, True)
-        sub.route = self
-        sub.account = op.account
-        sub.weight = op.weight
-        sub.sublist = acc.sublist
-        self.subs[key] = sub
-        self.server.add_subscription(sub)
+        self._add_remote_sub((op.account, op.subject, op.queue), op.account, acc.sublist, op.subject, op.queue,
+                             op.weight, "R")
 
     def _remote_unsub(self, op: RUnsub) -> None:
-        sub = self.subs.pop((op.account, op.subject, op.queue), None)
-        if sub is not None:
-            self.server.remove_subscription(sub)
+        self._remove_remote_sub((op.account, op.subject, op.queue))
 
     def send_all_interest(self) -> None:
         """sendSubsToRoute: every account's interest, once per subject (and per queue group with its weight)."""
@@ -318,49 +224,10 @@ class RouteConnection(asyncio.Protocol):
         if self.registered:
             self.send(rs_plus(account, subject, queue, weight) if weight else rs_minus(account, subject, queue))
 
-    # ------------------------------------------------------------------ timers
-    def _auth_timeout(self) -> None:
-        self._timer = None
-        if not self.closed and not self.connect_received:
-            self.send(encoder.err("Authentication Timeout"))
-            self.close(AUTH_TIMEOUT)
-
-    def _ping_tick(self) -> None:
-        self._ping_timer = None
-        if self.closed:
-            return
-        srv = self.server
-        if self.pings_out + 1 > srv.options.ping_max:
-            self.send(encoder.err("Stale Connection"))
-            self.close(STALE_CONNECTION)
-            return
-        self.pings_out += 1
-        self._ping_sent_at = srv.clock.monotonic()
-        self.send(encoder.PING)
-        srv.flush_pending()
-        self._ping_timer = srv.clock.call_later(srv.options.ping_interval, self._ping_tick)
-
     # ------------------------------------------------------------------ closing
-    def close(self, reason: str = ROUTE_CLOSED) -> None:
-        if self.closed:
-            return
-        self.close_reason = reason
-        if self.transport is not None:
-            self.flush()
-            self.transport.close()
-        self._teardown()
+    def _known(self) -> bool:
+        return self in self.cluster.pending
 
-    def _teardown(self) -> None:
-        if self.closed and not self.subs and not self.registered and self not in self.cluster.pending:
-            return
-        self.closed = True
-        for t in (self._timer, self._ping_timer):
-            if t is not None:
-                t.cancel()
-        self._timer = self._ping_timer = None
-        subs = list(self.subs.values())
-        self.subs.clear()
-        for sub in subs:
-            self.server.remove_subscription(sub)
+    def _gone(self) -> None:
         self.cluster.route_closed(self)
         self.server.log_debug("Route connection closed", cid=self.cid, reason=self.close_reason)

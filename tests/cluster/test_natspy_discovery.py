@@ -44,15 +44,20 @@ def trio(target):
             n.cleanup()
 
 
-async def _start(node: ServerProcess, peers: int) -> None:
-    """Start a node and wait until it has routes to ``peers`` servers (nats.py sleeps 1 s instead)."""
+async def _start(node: ServerProcess, peers: int, others: list[ServerProcess]) -> None:
+    """Start a node and wait until it and the running ``others`` have routes to ``peers`` servers each (nats.py
+    sleeps 1 s instead)."""
     await asyncio.get_running_loop().run_in_executor(None, node.start)
-    for _ in range(200):
-        with urllib.request.urlopen(f"{node.http_url}/routez", timeout=2) as r:
-            if len({x["remote_id"] for x in json.loads(r.read())["routes"]}) >= peers:
-                return
+    for _ in range(300):
+        if all(_remote_ids(n) >= peers for n in [node, *others]):
+            return
         await asyncio.sleep(0.02)
     raise AssertionError(node.log())
+
+
+def _remote_ids(node: ServerProcess) -> int:
+    with urllib.request.urlopen(f"{node.http_url}/routez", timeout=2) as r:
+        return len({x["remote_id"] for x in json.loads(r.read())["routes"]})
 
 
 async def _until(pred) -> None:
@@ -65,8 +70,8 @@ async def _until(pred) -> None:
 async def test_discover_servers_on_first_connect(trio):
     t = trio()
     t.nodes[0].start()
-    await _start(t.nodes[1], 1)
-    await _start(t.nodes[2], 2)
+    await _start(t.nodes[1], 1, t.nodes[:1])
+    await _start(t.nodes[2], 2, t.nodes[:2])
     cb = mock.AsyncMock()
     nc = await nats.connect(servers=[t.url(0)], discovered_server_cb=cb)
     assert nc.is_connected
@@ -79,8 +84,8 @@ async def test_discover_servers_after_first_connect(trio):
     t.nodes[0].start()
     cb = mock.AsyncMock()
     nc = await nats.connect(servers=[t.url(0)], discovered_server_cb=cb)
-    await _start(t.nodes[1], 1)
-    await _start(t.nodes[2], 2)
+    await _start(t.nodes[1], 1, t.nodes[:1])
+    await _start(t.nodes[2], 2, t.nodes[:2])
     await _until(lambda: cb.call_count == 2)  # the asynchronous INFOs
     await nc.close()
     assert len(nc.servers) == 3 and len(nc.discovered_servers) == 2 and cb.call_count == 2
@@ -100,7 +105,11 @@ async def test_reconnect_to_new_server_with_auth(trio):
         pass
     nc = await nats.connect(servers=[t.url(0)], reconnected_cb=on_reconnect, error_cb=on_error,
                             reconnect_time_wait=0.1, user="foo", password="bar")
-    await asyncio.sleep(1)  # the cluster assembles
+    # The cluster assembles (nats.py sleeps 1 s): every node routed to the two others, and the client told of them.
+    for _ in range(300):
+        if all(_remote_ids(n) >= 2 for n in t.nodes) and len(nc.servers) == 3:
+            break
+        await asyncio.sleep(0.02)
 
     async def handler(msg):
         await nc.publish(msg.reply, b"ok")
