@@ -64,6 +64,7 @@ class Cluster:
         self.routes: dict[str, RouteConnection] = {}  # remote server id -> its registered route
         self.pending: set[RouteConnection] = set()  # connected, handshake not finished
         self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
+        self.remote_ws_urls: dict[str, list[str]] = {}  # remote server id -> its WebSocket URLs
         self.interest: dict[tuple[str, str, str], int] = {}  # (account, subject, queue) -> local subscriptions
         self._listener: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -160,6 +161,9 @@ class Cluster:
             info["auth_required"] = True
         if not opts.no_advertise:
             info["connect_urls"] = list(self.own_urls)
+            ws = self.own_ws_urls()
+            if ws:
+                info["ws_connect_urls"] = ws
         if opts.advertise:
             info["ip"] = f"nats-route://{opts.advertise}/"
         return info
@@ -224,11 +228,19 @@ class Cluster:
         for other in self.routes.values():
             if other is not route:
                 other.send(encoder.info(gossip))
-        urls = info.get("connect_urls") or []
-        if urls and not self.options.no_advertise:
-            self.remote_urls[rid] = list(urls)
+        if not self.options.no_advertise and self._remember_urls(rid, info):
             self.server.cluster_changed()
         return True
+
+    def _remember_urls(self, rid: str, info: dict) -> bool:
+        """The client and WebSocket URLs a remote's INFO announces; whether they changed."""
+        changed = False
+        for key, table in (("connect_urls", self.remote_urls), ("ws_connect_urls", self.remote_ws_urls)):
+            urls = info.get(key)
+            if isinstance(urls, list) and urls and urls != table.get(rid):
+                table[rid] = list(urls)
+                changed = True
+        return changed
 
     def async_info(self, route: RouteConnection, info: dict) -> None:
         rid = str(info.get("server_id") or "")
@@ -239,12 +251,10 @@ class Cluster:
             self._dial(str(info["ip"]), explicit=False)
             return
         if info.get("ldm"):  # the remote goes into lame duck mode: its clients' URLs are no more to be used
-            if self.remote_urls.pop(rid, None) is not None:
+            if self._forget_urls(rid):
                 self.server.cluster_changed()
             return
-        urls = info.get("connect_urls")
-        if isinstance(urls, list) and not self.options.no_advertise and urls != self.remote_urls.get(rid):
-            self.remote_urls[rid] = list(urls)
+        if not self.options.no_advertise and self._remember_urls(rid, info):
             self.server.cluster_changed()
 
     def remote_error(self, route: RouteConnection, text: str) -> None:
@@ -257,7 +267,7 @@ class Cluster:
         if route.registered and self.routes.get(route.remote_id) is route:
             del self.routes[route.remote_id]
             route.registered = False
-            if self.remote_urls.pop(route.remote_id, None) is not None:
+            if self._forget_urls(route.remote_id):
                 self.server.cluster_changed()
             self.server.log.info("Route connection closed", remote=route.remote_id, reason=route.close_reason)
         if not self.running or not route.solicited:
@@ -312,13 +322,28 @@ class Cluster:
             return [_join(a, srv.port) for a in addrs] or [_join("127.0.0.1", srv.port)]
         return [_join(host, srv.port)]
 
+    def _forget_urls(self, rid: str) -> bool:
+        a = self.remote_urls.pop(rid, None)
+        b = self.remote_ws_urls.pop(rid, None)
+        return a is not None or b is not None
+
+    def own_ws_urls(self) -> list[str]:
+        ws = self.server.websocket
+        if ws is None or not ws.port:
+            return []
+        if ws.opts.advertise:
+            return [ws.opts.advertise]
+        host = ws.opts.host if ws.opts.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return [_join(host, ws.port)]
+
     def connect_urls(self) -> list[str]:
-        out = list(self.own_urls)
-        for urls in self.remote_urls.values():
-            for u in urls:
-                if u not in out:
-                    out.append(u)
-        return out
+        """Client URLs of this server and the routed ones (INFO ``connect_urls`` on the client port)."""
+        return _merge(self.own_urls, self.remote_urls)
+
+    def ws_connect_urls(self) -> list[str]:
+        """WebSocket URLs of this server and the routed ones: what WebSocket clients get as ``connect_urls``
+        (route.go ``ws_connect_urls``, client.go generateClientInfoJSON)."""
+        return _merge(self.own_ws_urls(), self.remote_ws_urls)
 
     def varz(self) -> dict:
         opts = self.options
@@ -328,6 +353,15 @@ class Cluster:
             urls.append(_join(p.hostname or "", p.port or 0))
         return {"name": self.name, "addr": opts.host, "cluster_port": self.port,
                 "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": -1}
+
+
+def _merge(own: list[str], remote: dict[str, list[str]]) -> list[str]:
+    out = list(own)
+    for urls in remote.values():
+        for u in urls:
+            if u not in out:
+                out.append(u)
+    return out
 
 
 def _join(host: str, port: Any) -> str:

@@ -192,16 +192,18 @@ class Server:
         )
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
-        if self.cluster is not None:
-            await self.cluster.start()
-        if self.leafnodes is not None:
-            await self.leafnodes.start()
         self._build_info()
         if opts.websocket is not None and opts.websocket.port:
             from .websocket import WebSocketListener  # WebSocket clients (core/websocket.py)
 
             self.websocket = WebSocketListener(self)
             await self.websocket.start()
+        # Routes and leaf connections after every client listener: their INFO names the client and WebSocket URLs.
+        if self.cluster is not None:
+            await self.cluster.start()
+            self._build_info()  # connect_urls and the cluster name
+        if self.leafnodes is not None:
+            await self.leafnodes.start()
         self.running = True
         self.log_debug("listening", host=opts.host, port=self.port, version=VERSION, server_id=self.server_id)
         return self
@@ -337,8 +339,8 @@ class Server:
             return
         self._build_info()
         for c in list(self.clients.values()):
-            if c.protocol >= 1 and c.first_pong_sent and not c.closed and c.info_base is None:
-                c.send(self.info_for(c))
+            if c.protocol >= 1 and c.first_pong_sent and not c.closed:
+                c.send(self.info_for(c))  # a WebSocket client's carries the WebSocket URLs (core/websocket.py)
 
     def info_for(self, conn: ClientConnection, connect_info: bool = False) -> bytes:
         base = conn.info_base

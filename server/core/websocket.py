@@ -185,6 +185,13 @@ class WebSocketListener:
             info["tls_required"] = info["tls_available"] = True
         if self.auth.required:
             info["auth_required"] = True
+        # In a cluster, WebSocket clients are told of the WebSocket URLs, not of the client ports.
+        info.pop("connect_urls", None)
+        cluster = self.server.cluster
+        if cluster is not None:
+            urls = cluster.ws_connect_urls()
+            if urls:
+                info["connect_urls"] = urls
         return info
 
     def varz(self) -> dict:

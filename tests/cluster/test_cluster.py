@@ -179,3 +179,30 @@ async def test_system_account_routez_ping_is_answered_by_every_node(target):
     finally:
         for n in nodes:
             n.cleanup()
+
+
+async def test_websocket_clients_are_told_the_websocket_urls_of_the_cluster(target):
+    """A WebSocket client's INFO ``connect_urls`` lists the cluster's WebSocket addresses (routes carry them as
+    ``ws_connect_urls``), never the client ports it could not use; a plain client still gets the client ports."""
+    from tests.harness import ServerProcess, free_ports
+
+    c0, c1, w0, w1 = free_ports(4)
+    nodes = [ServerProcess(kind=target, jetstream=False,
+                           config=f'websocket {{ listen: "127.0.0.1:{w}", no_tls: true }}\n',
+                           args=["--cluster", f"nats://127.0.0.1:{c}", "--cluster_name", "c1"] +
+                           (["--routes", f"nats-route://127.0.0.1:{c0}"] if i else []))
+             for i, (c, w) in enumerate(((c0, w0), (c1, w1)))]
+    try:
+        for n in nodes:
+            n.start()
+        ws = await nats.connect(f"ws://127.0.0.1:{w0}")
+        tcp = await nats.connect(nodes[0].url)
+        await _until(lambda: f"127.0.0.1:{w1}" in (ws._server_info.get("connect_urls") or []))
+        assert set(ws._server_info["connect_urls"]) == {f"127.0.0.1:{w0}", f"127.0.0.1:{w1}"}
+        await _until(lambda: f"127.0.0.1:{nodes[1].port}" in (tcp._server_info.get("connect_urls") or []))
+        assert not {f"127.0.0.1:{w0}", f"127.0.0.1:{w1}"} & set(tcp._server_info["connect_urls"])
+        await ws.close()
+        await tcp.close()
+    finally:
+        for n in nodes:
+            n.cleanup()

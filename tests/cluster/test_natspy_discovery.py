@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import urllib.request
 from unittest import mock
 
@@ -55,6 +56,15 @@ async def _start(node: ServerProcess, peers: int, others: list[ServerProcess]) -
     raise AssertionError(node.log())
 
 
+def _info(node: ServerProcess) -> dict:
+    """The INFO a client gets from ``node`` right now."""
+    with socket.create_connection(("127.0.0.1", node.port), timeout=2) as sock:
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += sock.recv(65536)
+    return json.loads(buf.split(b"\r\n", 1)[0][5:])
+
+
 def _remote_ids(node: ServerProcess) -> int:
     with urllib.request.urlopen(f"{node.http_url}/routez", timeout=2) as r:
         return len({x["remote_id"] for x in json.loads(r.read())["routes"]})
@@ -72,6 +82,12 @@ async def test_discover_servers_on_first_connect(trio):
     t.nodes[0].start()
     await _start(t.nodes[1], 1, t.nodes[:1])
     await _start(t.nodes[2], 2, t.nodes[:2])
+    # nats-server adds a new route's client URLs just after the route shows in /routez: wait until node 0's INFO
+    # names all three, so that the client gets them on its first connect as the test means.
+    for _ in range(300):
+        if len(_info(t.nodes[0]).get("connect_urls") or []) == 3:
+            break
+        await asyncio.sleep(0.02)
     cb = mock.AsyncMock()
     nc = await nats.connect(servers=[t.url(0)], discovered_server_cb=cb)
     assert nc.is_connected
