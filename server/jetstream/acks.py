@@ -18,9 +18,10 @@ Any ack with a reply subject gets an empty message back (the clients' ``ack_sync
 applied - except ``+NXT``, an ack for a stream sequence the consumer has not reached yet, and acks of an
 ``ack_policy: none`` consumer (nats-server does not even subscribe to its ack subject: a requester gets 503).
 
-Acks move the ack floor as nats-server's ``moveAckFloor`` does: an explicit ack of the delivery just above the floor
-moves it up to just below the next outstanding delivery; with nothing outstanding the floor is the last delivery.
-On interest and workqueue streams each ack asks the stream whether any consumer still needs the message
+What an ack does to pending and the ack floor is decided by the consumer's core
+(:meth:`~.consumer_core.ConsumerCore.ack`, :meth:`~.consumer_core.ConsumerCore.nak`,
+:meth:`~.consumer_core.ConsumerCore.progress`); this module reads the ack, records the outcome in the consumer
+store, answers, and sends the advisories.  On interest and workqueue streams each ack asks the stream whether any consumer still needs the message
 (:meth:`~.stream_consumers.ConsumerSet.ack_msg`) and removes it if not.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from skiff.protocol.jsapi import gojson as go_json
 from skiff.protocol.jsapi.timefmt import DurationParseError, parse_go_duration
 
 from . import consumer_advisories as adv
+from .consumer_core import ALREADY, NAK_DELAYED, NAK_IGNORED
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
@@ -102,60 +104,28 @@ class AckMixin:
         """nats-server processAckMsgLocked for a standalone server; returns whether the caller may answer."""
         if self.closed:
             return False
-        if sseq >= self.sseq and not self.config.flow_control:
-            return False  # beyond what this consumer delivered: ignored, no reply
-        ack_in_place = self.stream.config.retention != "limits"
-        policy = self.config.ack_policy
-        acked: list[int] = []
-        need_signal = False
-        if policy == "explicit":
-            p = self.pending.get(sseq)
-            if p is not None:
-                if sample and self.sfreq > 0:
-                    self._sample_ack(sseq, dseq, dc, p[1])
-                if self.maxp > 0 and len(self.pending) >= self.maxp:
-                    need_signal = True
-                del self.pending[sseq]
-                dseq = p[0]
-                self._move_ack_floor(dseq, sseq)
-                acked.append(sseq)
-            self.rdc.pop(sseq, None)
-            self.rdq.pop(sseq, None)
-        elif policy in ("all", "flow_control"):
-            if dseq <= self.adflr or sseq <= self.asflr:
-                return True
-            if self.maxp > 0 and len(self.pending) >= self.maxp:
-                need_signal = True
-            sgap = sseq - self.asflr
-            self.adflr, self.asflr = dseq, sseq
-            pending = self.pending
-            if sgap > len(pending):
-                seqs = [s for s in pending if s <= sseq]
-            else:
-                seqs = [s for s in range(sseq, sseq - sgap, -1) if s in pending]
-            for s in seqs:
-                del pending[s]
-                self.rdc.pop(s, None)
-                self.rdq.pop(s, None)
-                acked.append(s)
-            if sseq not in acked:
-                acked.append(sseq)
-        else:
-            return False
+        r = self.core.ack(sseq, dseq)
+        if r is None:
+            return False  # beyond what this consumer delivered, or ack_policy none: ignored, no reply
+        if r is ALREADY:
+            return True
+        if sample and r.entry is not None and self.sfreq > 0:
+            self._sample_ack(sseq, dseq, dc, r.entry[1])
         try:
-            self.store.update_acks(dseq, sseq)
+            self.store.update_acks(r.dseq, sseq)
         except Exception as e:  # noqa: BLE001 - a state store refusing an ack must never break the ack path
             self._store_update_failed("ack", e)
         self.lat = self.clock.time_ns()
         self._state_changed()
-        if not self.pending:
+        if not self.core.pending:
             self.cset.maybe_no_pending(self)
+        ack_in_place = self.stream.config.retention != "limits"
         if not ack_in_place and reply:
             self._ack_reply(reply)
         if ack_in_place:
-            for s in acked:
+            for s in r.acked:
                 self.cset.ack_msg(self, s)
-        if need_signal:
+        if r.was_full:
             self.kick()
         return ack_in_place
 
@@ -167,25 +137,6 @@ class AckMixin:
         else:
             self.server.publish(reply, b"")
 
-    def _move_ack_floor(self: "Consumer", dseq: int, sseq: int) -> None:
-        if not self.pending:
-            self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
-        elif dseq == self.adflr + 1:
-            self.adflr, self.asflr = dseq, sseq
-            pending = self.pending
-            if len(pending) < self.sseq - sseq:
-                nxt = next(iter(pending))  # the lowest: pending is kept in stream order (redelivery.py)
-                p = pending[nxt]
-                if p[0] > 0:
-                    self.adflr, self.asflr = p[0] - 1, nxt - 1
-            else:
-                for ss in range(sseq + 1, self.sseq):
-                    p = pending.get(ss)
-                    if p is not None:
-                        if p[0] > 0:
-                            self.adflr, self.asflr = p[0] - 1, ss - 1
-                        break
-
     def _sample_ack(self: "Consumer", sseq: int, dseq: int, dc: int, ts: int) -> None:
         f = self.sfreq
         if f <= 0 or (f < 100 and random.randrange(100) > f):
@@ -193,33 +144,27 @@ class AckMixin:
         adv.ack_metric(self, dseq, sseq, self.clock.time_ns() - ts, dc)
 
     def _process_nak(self: "Consumer", sseq: int, dseq: int, dc: int, nak: bytes) -> None:
-        if dseq <= self.adflr or dseq > self.dseq:
-            return
-        p = self.pending.get(sseq)
-        if p is None:
+        arg = nak[len(ACK_NAK):].strip()
+        delay = _nak_delay(arg) if arg else None
+        r = self.core.nak(sseq, dseq, delay, self.clock.time_ns())
+        if r == NAK_IGNORED:
             return
         adv.naked(self, dseq, sseq, dc)
-        arg = nak[len(ACK_NAK):].strip()
-        if arg:
-            delay = _nak_delay(arg)
-            if delay is not None:
-                self.rdq.pop(sseq, None)
-                p[1] = self.clock.time_ns() - self.config.ack_wait + delay
-                self.store.update_delivered(p[0], sseq, dc, p[1])
-                self._state_changed()
-                if self._ptmr is not None:
-                    self._reset_ptmr(0.01)
-                return
+        if r == NAK_DELAYED:
+            p = self.core.pending[sseq]
+            self.store.update_delivered(p[0], sseq, dc, p[1])
+            self._state_changed()
+            if self._ptmr is not None:
+                self._reset_ptmr(0.01)
+            return
+        if arg and delay is None:  # nats-server logs it and NAKs without a delay
             self.server.log_warning("JetStream consumer bad NAK delay value", stream=self.stream.name,
                                     consumer=self.name, value=arg.decode("utf-8", "replace"))
-        if sseq not in self.rdq:
-            self.rdq[sseq] = None
         self.kick()
 
     def _progress_update(self: "Consumer", sseq: int) -> None:
-        p = self.pending.get(sseq)
+        p = self.core.progress(sseq, self.clock.time_ns())
         if p is not None:
-            p[1] = self.clock.time_ns()
             self.store.update_delivered(p[0], sseq, 1, p[1])
             self._state_changed()
 

@@ -2,18 +2,21 @@
 
 Theory of operation
 -------------------
-A consumer is a cursor over its stream (nats-server ``consumer``): ``sseq`` is the next stream sequence to look at,
-``dseq`` the next consumer (delivery) sequence.  ``pending`` / ``rdc`` / ``rdq`` hold what is delivered but not
-acknowledged (see :mod:`.redelivery`), ``adflr`` / ``asflr`` the ack floor.  Every change is mirrored into the
-``ConsumerStore`` (``update_delivered`` / ``update_acks``), which is what consumer info reports and what a restart
-reads back; file stores are flushed by the stream's :class:`~.stream_consumers.ConsumerSet` shortly after a change
-and when the server stops, so a delivered-but-unacked message is redelivered after a restart.
+A consumer is a cursor over its stream (nats-server ``consumer``).  Its bookkeeping is ``core``, a
+:class:`~.consumer_core.ConsumerCore` with no I/O: ``sseq`` (the next stream sequence to look at), ``dseq`` (the next
+consumer / delivery sequence), ``pending`` / ``rdc`` / ``rdq`` (what is delivered but not acknowledged, and what
+comes back), ``adflr`` / ``asflr`` (the ack floor).  The halves of this class feed it events (a delivery, an ack, a
+NAK, an expired ack timer) and carry out what it decides.  Every change is mirrored into the ``ConsumerStore``
+(``update_delivered`` / ``update_acks``), which is what consumer info reports and what a restart reads back; file
+stores are flushed by the stream's :class:`~.stream_consumers.ConsumerSet` shortly after a change and when the
+server stops, so a delivered-but-unacked message is redelivered after a restart.
 
 Delivery (:mod:`.delivery`) never waits: it runs in-line whenever something may allow it (a new message, a pull
 request, an ack, new interest, a timer).  The other halves of the class live next to it, by concept: acks
 (:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), priority groups (:mod:`.priority`),
 push delivery (:mod:`.push`), pause (:mod:`.pause`), inactivity and config updates (:mod:`.lifecycle`).  This
-module holds the state, the start position, the pending count, info, purge handling and stop.
+module holds the core and the rest of the state, the start position, the pending count, info, purge handling and
+stop.
 
 A consumer that cannot use a new message (no waiting pull, no push interest, at max_ack_pending, paused) is not in
 its stream's *ready* set and costs nothing per published message; being kicked by an ack, a pull request or new
@@ -42,6 +45,7 @@ from ..version import API_LEVEL, VERSION
 from . import consumer_advisories as adv
 from . import jsonout
 from .acks import AckMixin
+from .consumer_core import ConsumerCore
 from .delivery import DeliveryMixin
 from .lifecycle import LifecycleMixin, sample_freq
 from .pause import PauseMixin
@@ -66,9 +70,9 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
                PushMixin):
     # Thousands of consumers per stream are normal: no per-instance __dict__.
     __slots__ = (
-        "cset", "stream", "server", "clock", "config", "name", "created", "store", "persistent", "closed", "durable",
-        "filters", "_literal", "_wild", "filtered", "sseq", "dseq", "adflr", "asflr", "pending", "rdc", "rdq", "lss",
-        "lss_resume", "maxp", "maxdc", "sfreq", "waiting", "active", "ldt", "lat", "_ptmr", "_ptmr_end", "_hb_timer",
+        "cset", "stream", "server", "clock", "_config", "core", "name", "created", "store", "persistent", "closed",
+        "durable", "filters", "_literal", "_wild", "filtered", "lss", "lss_resume", "sfreq", "waiting", "active",
+        "ldt", "lat", "_ptmr", "_ptmr_end", "_hb_timer",
         "_dtmr", "_wq_timer", "_wq_timer_at", "_pause_timer", "_delay_timer", "_lwqic", "dthresh", "pbytes", "maxpb",
         "pblimit", "fcsz", "fcid", "_rl_rate", "_rl_burst", "_rl_tokens", "_rl_last", "_unwatch", "_replay",
         "_replay_lseq", "_lts", "_held", "_npc", "_np_last", "_np_gen", "_running", "_again", "_continue_scheduled",
@@ -82,7 +86,8 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.stream = stream
         self.server = stream.server
         self.clock = stream.clock
-        self.config = config
+        self.core = ConsumerCore()
+        self.config = config  # configures the core (the property below)
         self.name = name
         self.created = created
         self.store = store
@@ -90,17 +95,8 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.closed = False
         self.durable = is_durable(config)
         self._set_filters(config)
-        self.sseq = 1
-        self.dseq = 1
-        self.adflr = 0
-        self.asflr = 0
-        self.pending: dict[int, list[int]] = {}
-        self.rdc: dict[int, int] = {}
-        self.rdq: dict[int, None] = {}
         self.lss: deque[int] | None = None
         self.lss_resume = 0
-        self.maxp = config.max_ack_pending
-        self.maxdc = max(config.max_deliver, 0)
         self.sfreq = sample_freq(config.sample_freq)
         self.waiting: WaitQueue | None = None if config.deliver_subject else WaitQueue(config.max_waiting)
         self.active = False
@@ -139,6 +135,48 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self._continue_scheduled = False
         self._ack_pre = f"$JS.ACK.{stream.name}.{name}."
         self._pin = None  # pinned_client: the current pin (priority.Pin), in memory only
+
+    # ------------------------------------------------------------------ config and the core's state
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._config
+
+    @config.setter
+    def config(self, cfg: ConsumerConfig) -> None:
+        self._config = cfg
+        self.core.configure(cfg.ack_policy, cfg.ack_wait, cfg.backoff, cfg.max_ack_pending, cfg.max_deliver,
+                            cfg.flow_control)
+
+    # Read by the stream's consumer set (stream_consumers.py) and the life cycle (lifecycle.py); the state is the
+    # core's, these only name it.
+    @property
+    def pending(self) -> dict[int, list[int]]:
+        return self.core.pending
+
+    @property
+    def rdc(self) -> dict[int, int]:
+        return self.core.rdc
+
+    @property
+    def sseq(self) -> int:
+        return self.core.sseq
+
+    # lifecycle.update_config sets these before the new config (which carries the same values) is assigned.
+    @property
+    def maxp(self) -> int:
+        return self.core.maxp
+
+    @maxp.setter
+    def maxp(self, v: int) -> None:
+        self.core.maxp = v
+
+    @property
+    def maxdc(self) -> int:
+        return self.core.maxdc
+
+    @maxdc.setter
+    def maxdc(self, v: int) -> None:
+        self.core.maxdc = max(v, 0)
 
     # ------------------------------------------------------------------ filters
     def _set_filters(self, config: ConsumerConfig) -> None:
@@ -179,7 +217,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self._update_pause_timer()
         if self._replay:
             self._replay_lseq = self.stream.store.last_seq
-        if self.pending:
+        if self.core.pending:
             # After a restart check pending soon (nats-server: 500ms-1.5s, or sooner with a short ack_wait).
             delay = 0.5 + random.random()
             if self.config.ack_wait / 1e9 < delay:
@@ -190,31 +228,12 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
 
     def _apply_stored_state(self) -> None:
         st = self.store
-        self.sseq = st.ds + 1
-        self.dseq = st.dc + 1
-        self.adflr, self.asflr = st.ac, st.as_
-        self.pending = {s: [p.sequence, p.timestamp] for s, p in sorted(st.pending.items())}
-        self.rdc = dict(st.redelivered)
+        core = self.core
+        core.restore((st.dc, st.ds), (st.ac, st.as_), st.pending, st.redelivered)
         last = self.stream.store.last_seq
-        if self.sseq - 1 > last:
-            self._reconcile(last)
-        first = self.stream.store.first_seq
-        for s in [s for s in self.rdc if s < first]:
-            del self.rdc[s]
-
-    def _reconcile(self, last: int) -> None:
-        """The stream lost data and went back below our position (nats-server reconcileStateWithStream)."""
-        if self.asflr > last:
-            self.asflr = last
-            self.adflr = max(self.dseq - 1, 0)
-            self.pending, self.rdc = {}, {}
-        self.pending = {s: p for s, p in self.pending.items() if s <= last}
-        self.rdc = {s: n for s, n in self.rdc.items() if s <= last}
-        if not self.pending:
-            self.sseq, self.dseq = self.asflr + 1, self.adflr + 1
-        else:
-            self.sseq = max(self.pending) + 1
-            self.dseq = max(p[0] for p in self.pending.values()) + 1
+        if core.sseq - 1 > last:
+            core.reconcile(last)
+        core.forget_redelivered_below(self.stream.store.first_seq)
 
     def _select_starting_seq(self) -> None:
         """nats-server selectStartingSeqNo."""
@@ -265,12 +284,9 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             sseq = last + 1
         elif sseq < first:
             sseq = first
-        self.sseq = max(sseq, 1)
-        self.dseq = 1
-        self.adflr = 0
-        self.asflr = self.sseq - 1
+        self.core.start_at(sseq)
         if hasattr(self.store, "set_starting"):
-            self.store.set_starting(self.sseq - 1)
+            self.store.set_starting(self.core.sseq - 1)
             self._state_changed()
 
     def _state_changed(self) -> None:
@@ -293,7 +309,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
     def _calc_num_pending(self) -> int:
         if self.lss:
             return len(self.lss) + self._count(self.lss_resume + 1)
-        return self._count(self.sseq)
+        return self._count(self.core.sseq)
 
     def _count(self, start: int) -> int:
         store = self.stream.store
@@ -308,11 +324,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         """nats-server needAck: does this consumer still have to see (or ack) ``sseq``?"""
         if self.filtered and not self.matches(subject):
             return False
-        if self.config.ack_policy == "explicit":
-            need = sseq > self.asflr and (sseq >= self.sseq or sseq in self.pending)
-        else:
-            need = sseq > self.asflr
-        return need or sseq in self.rdc
+        return self.core.needs(sseq)
 
     def purged(self, first: int) -> None:
         """The stream was purged (fully, by subject or up to a sequence); ``first`` is its new first sequence
@@ -321,31 +333,15 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         if self.closed:
             return
         store = self.stream.store
-        if self.sseq < first:
-            self.sseq = first
+        core = self.core
         if self.lss:
             self.lss = deque(s for s in self.lss if s >= first and store.load_msg(s) is not None) or None
-        changed = False
-        for seq, p in list(self.pending.items()):
-            if seq < first or store.load_msg(seq) is None:
-                if p[0] > self.adflr:
-                    self.adflr = p[0]
-                    if self.adflr > self.dseq:
-                        self.dseq = self.adflr
-                del self.pending[seq]
-                self.rdc.pop(seq, None)
-                self.rdq.pop(seq, None)
-                self.lat = self.clock.time_ns()
-                changed = True
-        if self.asflr < first - 1:
-            self.asflr = first - 1
-            changed = True
-        if not self.pending:
-            self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
-            self.rdc.clear()
+        gone = [seq for seq in core.pending if seq < first or store.load_msg(seq) is None]
+        changed = core.purged(first, gone)
+        if gone:
+            self.lat = self.clock.time_ns()
+        if not core.pending:
             self.cset.maybe_no_pending(self)
-        for seq in [s for s in self.rdq if s < first]:
-            del self.rdq[seq]
         self._npc = -1
         if changed:
             # nats-server writes the consumer's own view to the store after a purge (writeStoreState).
@@ -370,11 +366,12 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             self._write_store_state()
 
     def _write_store_state(self) -> None:
-        state = ConsumerState(SequencePair(self.dseq - 1, self.sseq - 1), SequencePair(self.adflr, self.asflr),
-                              {s: Pending(p[0], p[1]) for s, p in self.pending.items()}, dict(self.rdc))
+        core = self.core
+        state = ConsumerState(SequencePair(core.dseq - 1, core.sseq - 1), SequencePair(core.adflr, core.asflr),
+                              {s: Pending(p[0], p[1]) for s, p in core.pending.items()}, dict(core.rdc))
         try:
             self.store.set_state(state, force=True)
-        except (ValueError, AttributeError) as e:
+        except ValueError as e:  # the store refuses a state it thinks impossible (storage/consumer.py set_state)
             self.server.log_warning("JetStream consumer state not written", stream=self.stream.name,
                                     consumer=self.name, error=str(e))
         self._state_changed()
@@ -419,7 +416,7 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         if st.dc != 0 or st.ds != 0:
             d_c, d_s = st.dc, st.ds
         else:
-            d_c, d_s = max(self.dseq, 1) - 1, max(self.sseq, 1) - 1
+            d_c, d_s = max(self.core.dseq, 1) - 1, max(self.core.sseq, 1) - 1
         delivered: dict = {"consumer_seq": d_c, "stream_seq": d_s}
         if self.ldt:
             delivered["last_active"] = format_time(self.ldt)
@@ -435,8 +432,8 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             "config": jsonout.Raw(cfg.to_json()),
             "delivered": delivered,
             "ack_floor": ack_floor,
-            "num_ack_pending": len(self.pending),
-            "num_redelivered": 0 if cfg.max_deliver == 1 else len(self.rdc),
+            "num_ack_pending": len(self.core.pending),
+            "num_redelivered": 0 if cfg.max_deliver == 1 else len(self.core.rdc),
             "num_waiting": len(self.waiting) if self.waiting is not None else 0,
             "num_pending": self._info_num_pending(),
         }
@@ -453,6 +450,6 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
 
     def _info_num_pending(self) -> int:
         store = self.stream.store
-        if self.sseq > store.last_seq and not self.lss:
+        if self.core.sseq > store.last_seq and not self.lss:
             return 0
         return self.num_pending()

@@ -29,7 +29,7 @@ def reset_starting_seq(c: "Consumer", seq: int) -> int | str:
     """Reset ``c``; the sequence it now starts from, or the reason it may not (the text after "invalid reset: ")."""
     cfg = c.config
     if seq == 0:
-        seq = c.asflr + 1
+        seq = c.core.asflr + 1
     elif cfg.deliver_policy == "all":
         pass
     elif cfg.deliver_policy == "by_start_sequence":
@@ -43,11 +43,7 @@ def reset_starting_seq(c: "Consumer", seq: int) -> int | str:
     seq = max(seq, 1)
     # resetLocalStartingSeq
     c._stop_ptmr()
-    c.pending = {}
-    c.rdc = {}
-    c.rdq = {}
-    c.sseq, c.dseq = seq, 1
-    c.adflr, c.asflr = 0, seq - 1
+    c.core.start_at(seq)
     c.ldt = c.lat = 0
     c._npc = -1
     c.cset.maybe_no_pending(c)

@@ -4,11 +4,12 @@ Theory of operation
 -------------------
 Delivery never waits on anything: :meth:`DeliveryMixin.kick` runs :meth:`_run` in-line, which repeats "pick the
 next message, pick its destination, send" until there is nothing to send or no one to send to.  The next message is,
-in this order: a queued redelivery (which ignores ``max_ack_pending``), nothing if ``max_ack_pending`` is reached,
-the next entry of the last-per-subject start list, else the next stored message at or after ``sseq`` that matches
-the filters, found with the store's filtered loads (no scans).  The destination is the deliver subject (push, while
-someone listens and flow control allows) or the head of the pull wait queue; a message nobody can take is put back
-(:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE` messages, continued on the next loop turn.
+in this order: a queued redelivery (which ignores ``max_ack_pending``; the core's
+:meth:`~.consumer_core.ConsumerCore.take_redelivery` counts it, or turns it into a max_deliver), nothing if
+``max_ack_pending`` is reached, the next entry of the last-per-subject start list, else the next stored message at
+or after the core's ``sseq`` that matches the filters, found with the store's filtered loads (no scans).  The
+destination is the deliver subject (push, while someone listens and flow control allows) or the head of the pull
+wait queue; a message nobody can take is put back (:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE` messages, continued on the next loop turn.
 
 ``replay_policy: original`` and ``rate_limit_bps`` hold a prepared delivery (``_held``) and finish it from a clock
 timer, as nats-server sleeps in its delivery loop; nothing else is delivered meanwhile.
@@ -86,7 +87,8 @@ class DeliveryMixin:
                         stop = "slice"
                         self._continue_later()
                         break
-                    if self.maxp > 0 and self.waiting is None and not self.rdq and len(self.pending) >= self.maxp:
+                    core = self.core
+                    if core.maxp > 0 and self.waiting is None and not core.rdq and len(core.pending) >= core.maxp:
                         # What _get_next_msg would answer next (push only: for a pull the stop reason also depends
                         # on the wait queue); an ack at max_ack_pending runs one delivery per ack, so this saves a
                         # pass through the loop for each of them.
@@ -98,7 +100,7 @@ class DeliveryMixin:
             self._running = False
         if self.closed:
             return
-        if self._replay and self.sseq > self._replay_lseq:
+        if self._replay and self.core.sseq > self._replay_lseq:
             self._replay = False
         if self.waiting is not None:
             # Only the end of the available messages ends no_wait requests (not max_ack_pending, not a paused
@@ -149,29 +151,21 @@ class DeliveryMixin:
     def _get_next_msg(self: "Consumer") -> "tuple[StoredMsg, int, str] | None":
         """nats-server getNextMsg: (message, delivery count, source) or None with ``_stop`` set."""
         store = self.stream.store
-        while self.rdq:
-            seq = self._next_redelivery()
-            r = self.rdc.get(seq, 0) + 1
-            self.rdc[seq] = r
-            dc = r + 1
-            if self.maxdc and dc > self.maxdc:
-                if dc == self.maxdc + 1:
-                    adv.max_deliveries(self, seq, dc - 1)
-                p = self.pending.pop(seq, None)
-                if p is not None:
-                    self.store.update_delivered(p[0], seq, dc, p[1])
-                    self._move_ack_floor(p[0], seq)
-                    self._state_changed()
+        core = self.core
+        while core.rdq:
+            seq, dc, md = core.take_redelivery()
+            if md is not None:
+                self._max_delivered(md)
                 continue
             sm = store.load_msg(seq)
             if sm is None:
-                self.rdc[seq] -= 1
-                p = self.pending.get(seq)
+                core.put_back(seq, requeue=False)
+                p = core.pending.get(seq)
                 if p is not None:
                     self.process_term(seq, p[0], dc - 1, adv.TERM_UNACKED_LIMITS_REASON, "")
                 continue
             return sm, dc, "rdq"
-        if self.maxp > 0 and len(self.pending) >= self.maxp:
+        if core.maxp > 0 and len(core.pending) >= core.maxp:
             self._stop = "maxp"
             return None
         valid = self._np_valid()
@@ -179,21 +173,21 @@ class DeliveryMixin:
             seq = self.lss.popleft()
             if not self.lss:
                 self.lss = None
-                self.sseq = self.lss_resume + 1
+                core.sseq = self.lss_resume + 1
             else:
-                self.sseq = seq + 1
+                core.sseq = seq + 1
             sm = store.load_msg(seq)
             if valid:
                 self._npc -= 1
             if sm is not None:
                 return sm, 1, "lss"
-        sm, seq = self._load_next(self.sseq)
+        sm, seq = self._load_next(core.sseq)
         if sm is None:
-            if seq >= self.sseq:
-                self.sseq = seq + 1
+            if seq >= core.sseq:
+                core.sseq = seq + 1
             self._stop = "eof"
             return None
-        self.sseq = sm.seq + 1
+        core.sseq = sm.seq + 1
         if valid:
             self._npc -= 1
         return sm, 1, "new"
@@ -201,20 +195,19 @@ class DeliveryMixin:
     def _unget(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> None:
         """A message was taken but could not be sent: put it back where it came from."""
         if src == "rdq":
-            self.rdc[sm.seq] = self.rdc.get(sm.seq, 1) - 1
-            self.rdq[sm.seq] = None
+            self.core.put_back(sm.seq, requeue=True)
         elif src == "lss":
             if self.lss is None:
                 self.lss = deque()
             self.lss.appendleft(sm.seq)
             self._npc = -1
-        elif sm.seq == self.sseq - 1:
-            self.sseq -= 1
+        elif sm.seq == self.core.sseq - 1:
+            self.core.sseq -= 1
             self._npc = -1
 
     def _prepare_and_send(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> bool:
         pending = self.num_pending()
-        ack = f"{self._ack_pre}{dc}.{sm.seq}.{self.dseq}.{sm.ts}.{pending}"
+        ack = f"{self._ack_pre}{dc}.{sm.seq}.{self.core.dseq}.{sm.ts}.{pending}"
         hdr, data = sm.hdr, sm.data
         if self.config.headers_only:
             hdr = _headers_only(hdr, len(data))
@@ -259,10 +252,18 @@ class DeliveryMixin:
 
     def _send(self: "Consumer", prepared: tuple) -> None:
         dsubj, ack, sm, dc, hdr, data, wrn, wrb = prepared
-        dseq = self.dseq
-        self.dseq += 1
         seq = sm.seq
         now = self.clock.time_ns()
+        core = self.core
+        first = not core.pending
+        dseq = core.deliver(seq, now)
+        policy = core.ack_policy
+        if policy != "none":
+            if first:
+                # Joining the stream's set of consumers with pending messages once is enough: it leaves only
+                # when pending is empty again (stream_consumers.maybe_no_pending).
+                self.cset.has_pending(self)
+            self._watch_ack(seq)
         psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
         if self.maxpb > 0:
             self.pbytes += psz
@@ -272,11 +273,6 @@ class DeliveryMixin:
             self._store_update_failed("deliver", e)
         self.ldt = now  # also what a push consumer's idle heartbeat timer measures from (push.py _hb_fired)
         self._state_changed()
-        policy = self.config.ack_policy
-        if policy == "none":
-            self.adflr, self.asflr = dseq, seq
-        else:
-            self._track_pending(seq, dseq, now)
         deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
         if self.maxpb > 0:
             self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
@@ -289,7 +285,7 @@ class DeliveryMixin:
 
     # ------------------------------------------------------------------ ready set
     def _update_ready(self: "Consumer") -> None:
-        ready = not self.closed and self._can_deliver() and not (self.maxp > 0 and len(self.pending) >= self.maxp)
+        ready = not self.closed and self._can_deliver() and not self.core.full()
         self.cset.set_ready(self, ready)
 
     def _after_change(self: "Consumer") -> None:

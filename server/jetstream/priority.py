@@ -143,7 +143,7 @@ class PriorityMixin:
         # num_pending has already been decremented for the message at hand: +1, as nats-server's o.npc+1.
         if wr.min_pending > 0 and wr.min_pending <= self.num_pending() + 1:
             return False
-        if wr.min_ack_pending > 0 and wr.min_ack_pending <= len(self.pending):
+        if wr.min_ack_pending > 0 and wr.min_ack_pending <= len(self.core.pending):
             return False
         return True
 

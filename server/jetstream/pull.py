@@ -169,7 +169,7 @@ class PullMixin:
         if wq.is_full() and now - self._lwqic > 1.0:
             self._process_waiting(False)
         if req.no_wait:
-            msgs_pending = self.num_pending() + len(self.rdq)
+            msgs_pending = self.num_pending() + len(self.core.rdq)
             if msgs_pending == 0 and expires_ns == 0:
                 wq.last = now
                 send(reply, b"", "", status(404, "No Messages"))

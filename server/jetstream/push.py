@@ -82,7 +82,7 @@ class PushMixin:
 
     def change_deliver_subject(self: "Consumer", new: str) -> None:
         """nats-server updateDeliverSubjectLocked: redeliver everything pending, watch the new subject."""
-        if self.pending:
+        if self.core.pending:
             self._force_expire_pending()
         if self._unwatch is not None:
             self._unwatch()
@@ -121,7 +121,7 @@ class PushMixin:
 
     def _send_idle_heartbeat(self: "Consumer", subject: str) -> None:
         hdr = b"NATS/1.0 100 Idle Heartbeat\r\n%s: %d\r\n%s: %d\r\n" % (
-            LAST_CONSUMER, self.dseq - 1, LAST_STREAM, self.sseq - 1)
+            LAST_CONSUMER, self.core.dseq - 1, LAST_STREAM, self.core.sseq - 1)
         if self.fcid:
             hdr += STALLED + b": " + self.fcid.encode() + b"\r\n"
         self.server.publish(subject, b"", "", hdr + b"\r\n")

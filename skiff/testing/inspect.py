@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 ``Inspector(server)`` reads the server's own structures at the moment it is asked: streams and their store
-(server/jetstream/stream.py, the ``StreamStore``), consumers (server/jetstream/consumer.py: ``pending``, ``rdc``,
-the ack floor, the pull ``WaitQueue``), connections (``Server.clients``) and accounts.  Nothing is copied on the
+(server/jetstream/stream.py, the ``StreamStore``), consumers (the bookkeeping of server/jetstream/consumer_core.py:
+``pending``, ``rdc``, the ack floor; the pull ``WaitQueue`` of server/jetstream/pull.py), connections (``Server.clients``) and accounts.  Nothing is copied on the
 side while the server runs, so a snapshot can never disagree with what the server does; and nothing here changes
 state: each call returns frozen dataclasses built from a read, and holding one does not keep anything alive.
 
@@ -214,10 +214,11 @@ class Inspector:
         # The same numbers as consumer info (Consumer.info), read without its side effects (it expires stale pull
         # requests first).
         store = c.store
+        core = c.core
         if store.dc != 0 or store.ds != 0:
             delivered = SeqPair(store.dc, store.ds)
         else:
-            delivered = SeqPair(max(c.dseq, 1) - 1, max(c.sseq, 1) - 1)
+            delivered = SeqPair(max(core.dseq, 1) - 1, max(core.sseq, 1) - 1)
         now = c.clock.monotonic()
         waiting = tuple(
             PullRequestView(reply=w.reply, batch=w.n, delivered=w.d, max_bytes=w.b,
@@ -229,10 +230,10 @@ class Inspector:
         return ConsumerView(
             account=js.server.js_account.name, stream=c.stream.name, name=c.name, config=_config(cfg),
             delivered=delivered, ack_floor=SeqPair(store.ac, store.as_),
-            num_pending=c._info_num_pending(), num_ack_pending=len(c.pending),
-            num_redelivered=0 if cfg.max_deliver == 1 else len(c.rdc), num_waiting=len(waiting),
-            pending={s: (p[0], p[1]) for s, p in sorted(c.pending.items())},
-            redelivered={s: n for s, n in sorted(c.rdc.items()) if n > 0},
+            num_pending=c._info_num_pending(), num_ack_pending=len(core.pending),
+            num_redelivered=0 if cfg.max_deliver == 1 else len(core.rdc), num_waiting=len(waiting),
+            pending={s: (p[0], p[1]) for s, p in sorted(core.pending.items())},
+            redelivered={s: n for s, n in sorted(core.rdc.items()) if n > 0},
             waiting=waiting, push_bound=c.waiting is None and bool(c.active), paused=bool(c._paused()),
         )
 
