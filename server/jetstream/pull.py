@@ -18,15 +18,16 @@ silently.  Priority groups (:mod:`.priority`) add their say before the byte budg
 a request or skips standbys and ends requests with a stale pin id (423), overflow requests below their thresholds
 are skipped, and a prioritized queue is kept in priority order.
 
-:meth:`PullMixin._process_waiting` runs after every delivery pass (nats-server runs it before it sleeps): at the end
-of the available messages a ``no_wait`` request ends with ``404 No Messages`` (or waits for its ``expires`` if it has
-one and got nothing), expired requests get 408, idle requests with ``idle_heartbeat`` get ``100 Idle Heartbeat``,
-and one clock timer is armed for the earliest of all expiries and heartbeats.  Status messages have no payload and
-no reply subject.
+:meth:`PullMixin._process_waiting` runs after every delivery pass (nats-server runs it before it sleeps); the
+decisions are :meth:`WaitQueue.sweep`'s, which has no I/O (tests/jetstream/test_consumer_core.py drives it with
+tables).  At the end of the available messages a ``no_wait`` request ends with ``404 No Messages`` (or waits for
+its ``expires`` if it has one and got nothing), expired requests get 408, idle requests with ``idle_heartbeat`` get
+``100 Idle Heartbeat``, and one clock timer is armed for the earliest of all expiries and heartbeats.  Status
+messages have no payload and no reply subject.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from skiff.protocol.jsapi.requests import parse_pull_request
 from skiff.protocol.jsapi.timefmt import format_go_duration
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # What the pinned_client rules let the head request do (PriorityMixin._pin_verdict in .priority)
 PIN_OK, PIN_ASSIGNED, PIN_STANDBY, PIN_WRONG = range(4)
+# What WaitQueue.sweep decided for a request (the caller sends it, in queue order)
+SWEEP_TIMEOUT, SWEEP_NO_MESSAGES, SWEEP_HEARTBEAT = range(3)
 
 PENDING_MSGS = "Nats-Pending-Messages"
 PENDING_BYTES = "Nats-Pending-Bytes"
@@ -120,6 +123,38 @@ class WaitQueue:
 
     def pending_batch(self) -> int:
         return sum(wr.n for wr in self.q)
+
+    def sweep(self, now: float, eos: bool, has_interest: Callable[[str], bool]) -> tuple[list, float]:
+        """nats-server processWaiting without the I/O: drop expired requests (408), ``no_wait`` requests at the end
+        of the stream (``eos``: 404, unless one with an ``expires`` got nothing yet: it waits for its expiry) and
+        requests whose reply subject lost interest (silently); advance due heartbeats.  Returns what to send, as
+        ``(SWEEP_*, request)`` in queue order, and the monotonic time of the earliest expiry or heartbeat left
+        (0.0: none)."""
+        out: list[tuple[int, WaitingRequest]] = []
+        keep: list[WaitingRequest] = []
+        fexp = 0.0
+        for wr in self.q:
+            expired = wr.expires and now >= wr.expires
+            if (eos and wr.no_wait) or expired:
+                if expired:
+                    out.append((SWEEP_TIMEOUT, wr))
+                    continue
+                if not wr.expires or wr.d > 0:
+                    out.append((SWEEP_NO_MESSAGES, wr))
+                    continue
+            if not has_interest(wr.reply):
+                continue
+            if wr.hbt:
+                if now >= wr.hbt:
+                    out.append((SWEEP_HEARTBEAT, wr))
+                    wr.hbt = now + wr.hb
+                if not fexp or wr.hbt < fexp:
+                    fexp = wr.hbt
+            if wr.expires and (not fexp or wr.expires < fexp):
+                fexp = wr.expires
+            keep.append(wr)
+        self.q = keep
+        return out, fexp
 
 
 class PullMixin:
@@ -250,8 +285,8 @@ class PullMixin:
         return None
 
     def _process_waiting(self: "Consumer", eos: bool) -> None:
-        """nats-server processWaiting: expire, end no_wait requests at the end of the stream, drop requests without
-        interest, send due heartbeats, and arm one timer for the next expiry or heartbeat."""
+        """nats-server processWaiting: the queue's :meth:`WaitQueue.sweep`, then its statuses and heartbeats go out
+        and one timer is armed for the next expiry or heartbeat."""
         wq = self.waiting
         if wq is None:
             return
@@ -260,31 +295,15 @@ class PullMixin:
         if not wq.q:
             self._arm_wait_timer(0.0)
             return
+        out, fexp = wq.sweep(now, eos, self.server.sublist.has_interest)
         send = self.server.publish
-        has_interest = self.server.sublist.has_interest
-        keep: list[WaitingRequest] = []
-        fexp = 0.0
-        for wr in wq.q:
-            expired = wr.expires and now >= wr.expires
-            if (eos and wr.no_wait) or expired:
-                if expired:
-                    send(wr.reply, b"", "", status_pending(408, "Request Timeout", wr.n, wr.b))
-                    continue
-                if not wr.expires or wr.d > 0:
-                    send(wr.reply, b"", "", status(404, "No Messages"))
-                    continue
-            if not has_interest(wr.reply):
-                continue
-            if wr.hbt:
-                if now >= wr.hbt:
-                    self._send_idle_heartbeat(wr.reply)
-                    wr.hbt = now + wr.hb
-                if not fexp or wr.hbt < fexp:
-                    fexp = wr.hbt
-            if wr.expires and (not fexp or wr.expires < fexp):
-                fexp = wr.expires
-            keep.append(wr)
-        wq.q = keep
+        for what, wr in out:
+            if what == SWEEP_TIMEOUT:
+                send(wr.reply, b"", "", status_pending(408, "Request Timeout", wr.n, wr.b))
+            elif what == SWEEP_NO_MESSAGES:
+                send(wr.reply, b"", "", status(404, "No Messages"))
+            else:
+                self._send_idle_heartbeat(wr.reply)
         self._arm_wait_timer(fexp)
 
     def _arm_wait_timer(self: "Consumer", at: float) -> None:

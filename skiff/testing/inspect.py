@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 ``Inspector(server)`` reads the server's own structures at the moment it is asked: streams and their store
 (server/jetstream/stream.py, the ``StreamStore``), consumers (the bookkeeping of server/jetstream/consumer_core.py:
-``pending``, ``rdc``, the ack floor; the pull ``WaitQueue`` of server/jetstream/pull.py), connections (``Server.clients``) and accounts.  Nothing is copied on the
-side while the server runs, so a snapshot can never disagree with what the server does; and nothing here changes
-state: each call returns frozen dataclasses built from a read, and holding one does not keep anything alive.
+``pending``, ``rdc``, the ack floor; the pull ``WaitQueue`` of server/jetstream/pull.py), connections
+(``Server.clients``) and accounts.  Nothing is copied on the side while the server runs, so a snapshot can never
+disagree with what the server does; and nothing here changes state: each call returns frozen dataclasses built from
+a read, and holding one does not keep anything alive.
 
 The names are nats-server's (``num_pending``, ``num_ack_pending``, ``ack_floor``, ``delivered``), so an assert reads
 like the consumer info a client would get, plus what the API does not show: the redelivery count of each pending

@@ -1,5 +1,6 @@
 """The consumer's bookkeeping core (server/jetstream/consumer_core.py) with no socket, no event loop and no clock:
-tables of event sequences and the state each leaves, then a property test of the invariants over random sequences.
+tables of event sequences and the state each leaves, then a property test of the invariants over random sequences;
+last the pull wait queue's own decisions (server/jetstream/pull.py ``WaitQueue``), also without I/O.
 
 The expected floors follow nats-server consumer.go (processAckMsg / checkPending / hasMaxDeliveries / purge); the
 same behaviour is checked end to end against both servers in test_ack.py, test_consumer_clock.py and test_pull.py.
@@ -12,6 +13,9 @@ from hypothesis import strategies as st
 
 from skiff.server.jetstream.consumer_core import (
     ACK_WAIT_DELAY, ALREADY, NAK_DELAYED, NAK_IGNORED, NAK_QUEUED, ConsumerCore, MaxDelivered,
+)
+from skiff.server.jetstream.pull import (
+    SWEEP_HEARTBEAT, SWEEP_NO_MESSAGES, SWEEP_TIMEOUT, WaitingRequest, WaitQueue,
 )
 
 S = 1_000_000_000  # ns per second
@@ -364,3 +368,54 @@ def test_invariants(policy, max_deliver, backoff, events):
         assert set(c.rdq) <= set(c.pending)
         if not c.pending and policy == "explicit":
             assert (c.adflr, c.asflr) == (c.dseq - 1, c.sseq - 1)
+
+
+# ---------------------------------------------------------------------------------------------- waiting pull requests
+def _wr(reply: str, expires: float = 0.0, no_wait: bool = False, d: int = 0, hb: float = 0.0) -> WaitingRequest:
+    wr = WaitingRequest(reply, 10, 0, expires, 0.0, hb, no_wait)
+    wr.d = d
+    return wr
+
+
+TO, NM, HB = SWEEP_TIMEOUT, SWEEP_NO_MESSAGES, SWEEP_HEARTBEAT
+
+# (case id, requests, now, end of stream, what to send, requests kept, next timer) - nats-server processWaiting
+SWEEPS = [
+    ("expired: 408", [_wr("a", expires=5.0)], 5.0, False, [(TO, "a")], [], 0.0),
+    ("not yet expired: the timer is its expiry", [_wr("a", expires=5.0)], 4.0, False, [], ["a"], 5.0),
+    ("no interest: dropped silently", [_wr("gone", expires=5.0)], 1.0, False, [], [], 0.0),
+    ("no_wait at the end of the stream: 404", [_wr("a", no_wait=True)], 1.0, True, [(NM, "a")], [], 0.0),
+    ("no_wait before the end: waits", [_wr("a", no_wait=True)], 1.0, False, [], ["a"], 0.0),
+    ("no_wait with expires that got nothing: waits for its expiry", [_wr("a", expires=9.0, no_wait=True)], 1.0, True,
+     [], ["a"], 9.0),
+    ("no_wait with expires that got some: 404", [_wr("a", expires=9.0, no_wait=True, d=1)], 1.0, True,
+     [(NM, "a")], [], 0.0),
+    ("heartbeat due: sent, next one an interval later", [_wr("a", hb=1.0)], 1.0, False, [(HB, "a")], ["a"], 2.0),
+    ("heartbeat not due: the timer is the heartbeat", [_wr("a", expires=9.0, hb=1.0)], 0.5, False, [], ["a"], 1.0),
+    ("queue order kept, earliest timer over all",
+     [_wr("a", expires=3.0), _wr("b", no_wait=True), _wr("gone"), _wr("c", expires=7.0, hb=2.0), _wr("d", expires=6.0)],
+     3.0, True, [(TO, "a"), (NM, "b"), (HB, "c")], ["c", "d"], 5.0),  # c's heartbeat: due at 2, next at 5
+]
+
+
+@pytest.mark.parametrize("reqs,now,eos,out,kept,fexp", [c[1:] for c in SWEEPS], ids=[c[0] for c in SWEEPS])
+def test_wait_queue_sweep(reqs, now, eos, out, kept, fexp):
+    wq = WaitQueue(10)
+    for wr in reqs:
+        assert wq.add(wr)
+    got, nxt = wq.sweep(now, eos, lambda reply: reply != "gone")
+    assert [(what, wr.reply) for what, wr in got] == out
+    assert [wr.reply for wr in wq.q] == kept
+    assert nxt == fexp
+
+
+def test_wait_queue_round_robin():
+    # nats-server waitQueue.pop: a request that wants more moves to the tail, one that is done leaves.
+    wq = WaitQueue(10)
+    a, b = _wr("a"), _wr("b")
+    a.n = 2
+    b.n = 1
+    wq.add(a)
+    wq.add(b)
+    assert [wq.pop().reply for _ in range(3)] == ["a", "b", "a"]
+    assert len(wq) == 0 and (a.d, b.d) == (2, 1)
