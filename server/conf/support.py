@@ -111,7 +111,8 @@ TOP_LEVEL = _entries(
     # max_pending, as nats-server does too; the deadline is a second trigger Skiff does not have.  Very common
     # in production files, so a warning rather than a refusal.
     (("write_deadline",), Unimplemented(WARN, "slow consumers are detected by max_pending only, not by a write "
-                                              "deadline")),
+                                              "deadline (routes and leaf connections use nats-server's default, "
+                                              "10s)")),
     (("write_timeout",), Unimplemented(WARN, "what to do when the write deadline passes; see write_deadline",
                                        lambda v: v == "default")),
 )

@@ -17,6 +17,12 @@ from skiff.protocol import encoder
 from .subscription import Subscription
 
 STALE_CONNECTION = "Stale Connection"
+SLOW_CONSUMER_WRITE_DEADLINE = "Slow Consumer (Write Deadline)"
+#: nats-server's default write_deadline (DEFAULT_FLUSH_DEADLINE): a link whose output has not drained for this long
+#: is closed, so that a stuck peer cannot make this server buffer without end (client.go handleWriteTimeout).
+LINK_WRITE_DEADLINE = 10.0
+#: what the transport holds before pause_writing (and the deadline timer) starts
+LINK_WRITE_HIGH = 1 << 20
 AUTH_TIMEOUT = "Authentication Timeout"
 SERVER_SHUTDOWN = "Server Shutdown"
 
@@ -53,10 +59,12 @@ class Link(asyncio.Protocol):
         self._ping_sent_at = 0.0
         self._timer = None  # the authorization timer of an accepted link
         self._ping_timer = None
+        self._wd_timer = None  # the write deadline, while the transport is full
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def _made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
+        transport.set_write_buffer_limits(high=LINK_WRITE_HIGH)
         self.host, self.port = (transport.get_extra_info("peername") or ("", 0))[:2]
         self._ping_timer = self.server.clock.call_later(self.server.first_ping_delay(), self._ping_tick)
 
@@ -91,6 +99,28 @@ class Link(asyncio.Protocol):
 
     def pending_bytes(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def pause_writing(self) -> None:
+        """The peer is not reading: it has LINK_WRITE_DEADLINE seconds to take the backlog."""
+        if self._wd_timer is None and not self.closed:
+            self._wd_timer = self.server.clock.call_later(LINK_WRITE_DEADLINE, self._write_deadline)
+
+    def resume_writing(self) -> None:
+        if self._wd_timer is not None:
+            self._wd_timer.cancel()
+            self._wd_timer = None
+
+    def _write_deadline(self) -> None:
+        self._wd_timer = None
+        if self.closed:
+            return
+        self.server.log_error("Slow Consumer Detected: WriteDeadline exceeded", cid=self.cid, kind=self.kind,
+                              remote=self.remote_name, pending=self.pending_bytes())
+        self.close_reason = SLOW_CONSUMER_WRITE_DEADLINE
+        self.out.clear()
+        if self.transport is not None:
+            self.transport.abort()  # a plain close would wait for the backlog the peer does not read
+        self._teardown()
 
     # ------------------------------------------------------------------ input helpers
     @staticmethod
@@ -169,10 +199,10 @@ class Link(asyncio.Protocol):
         if self.closed and not self.subs and not self.registered and not self._known():
             return
         self.closed = True
-        for t in (self._timer, self._ping_timer):
+        for t in (self._timer, self._ping_timer, self._wd_timer):
             if t is not None:
                 t.cancel()
-        self._timer = self._ping_timer = None
+        self._timer = self._ping_timer = self._wd_timer = None
         subs = list(self.subs.values())
         self.subs.clear()
         for sub in subs:
