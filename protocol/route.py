@@ -137,11 +137,11 @@ class RouteParser:
                 weight = 1
                 if len(args) == 4:
                     if not args[3].isdigit():
-                        return self._fail(sink, ERR_UNKNOWN_OP, "bad queue weight")
+                        return self._fail(sink, "", "bad queue weight")
                     weight = int(args[3])
                 sink.on_route_op(RSub(_s(args[0]), _s(args[1]), _s(args[2]), weight))
             else:
-                self._fail(sink, ERR_UNKNOWN_OP, "RS+ argument count")
+                self._fail(sink, "", "RS+ argument count")  # closed without an -ERR, as nats-server does
         elif w == self._unsub:
             args = rest.split()
             if self.leaf:
@@ -149,7 +149,7 @@ class RouteParser:
             if len(args) in (2, 3):
                 sink.on_route_op(RUnsub(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 3 else ""))
             else:
-                self._fail(sink, ERR_UNKNOWN_OP, "RS- argument count")
+                self._fail(sink, "", "RS- argument count")
         elif w == self._msg_word or w == b"HMSG":
             args = rest.split()
             if self.leaf:

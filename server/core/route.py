@@ -113,8 +113,9 @@ class RouteConnection(Link):
         self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
 
     def on_route_op(self, op: Any) -> None:
-        if not self.connect_received and not isinstance(op, Connect) and self.cluster.options.username:
-            # Anything but CONNECT first, with authorization on: nats-server's answer (checked with 2.15.1).
+        if not self.connect_received and not isinstance(op, Connect):
+            # Anything but CONNECT first, even bytes that are no operation at all, gets nats-server's answer
+            # (parser.go checks authorization before the operation), with or without cluster authorization.
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
         if isinstance(op, RSub):

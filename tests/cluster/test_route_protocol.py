@@ -154,11 +154,17 @@ async def test_local_interest_is_announced_and_routed_messages_reach_local_subsc
     (b'CONNECT {"name":"NX","cluster":"other"}\r\n',
      b"-ERR 'Rejecting connection, cluster name \"other\" does not match \"c1\"'"),
     (b'CONNECT {"lang":"python","verbose":false}\r\n', b"-ERR 'attempted to connect to route port'"),
+    (b"FOO BAR\r\n", b"-ERR 'Authorization Violation'"),  # anything but CONNECT first, even without route auth
+    (b'CONNECT {"name":"NX","cluster":"c1"}\r\nINFO {"server_id":"NX","cluster":"c1","port":1}\r\nFOO BAR\r\n',
+     b"-ERR 'Unknown Protocol Operation'"),
 ])
 def test_route_port_refusals(node, connect, reply):
     r = FakeRoute(node.cluster_port)
     r.send(connect)
-    assert r.read_line() == reply
+    line = r.read_line()
+    while line.startswith((b"RS+ ", b"PING", b"INFO ")):  # a registered route first gets the server's interest
+        line = r.read_line()
+    assert line == reply
     with pytest.raises((ConnectionError, OSError)):
         for _ in range(100):
             r.read_line()
@@ -180,3 +186,14 @@ def test_route_authorization(server_factory, tmp_path):
     r.sync()  # accepted: a PONG comes back
     r.close()
     assert srv.proc.poll() is None
+
+
+def test_a_malformed_interest_line_closes_the_route_without_an_error(node):
+    r = FakeRoute(node.cluster_port)
+    r.handshake()
+    r.sync()
+    r.send(b"RS+ onlyone\r\n")
+    with pytest.raises((ConnectionError, OSError)):
+        for _ in range(1000):
+            assert not r.read_line().startswith(b"-ERR"), "nats-server closes without an -ERR"
+    r.close()
