@@ -68,7 +68,10 @@ class Cluster:
         self.interest: dict[tuple[str, str, str], int] = {}  # (account, subject, queue) -> local subscriptions
         self._listener: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._dialing: set[str] = set()  # URLs being dialed
+        # URL -> the task dialing it.  The entry goes as soon as the connection is made (dialed()), not when the
+        # task ends: a route refused at once (a cluster name being settled) is closed, and dialed again, before
+        # the dialing task has even resumed.
+        self._dialing: dict[str, asyncio.Task] = {}
         self.port = 0
         self.running = False
         self.own_urls: list[str] = []
@@ -106,8 +109,8 @@ class Cluster:
     def _dial(self, url: str, explicit: bool, retry: bool = False) -> None:
         if not self.running or url in self._dialing:
             return
-        self._dialing.add(url)
         task = asyncio.get_running_loop().create_task(self._connect_loop(url, explicit, retry))
+        self._dialing[url] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -136,7 +139,12 @@ class Cluster:
                         return
                 await asyncio.sleep(CONNECT_INTERVAL)
         finally:
-            self._dialing.discard(url)
+            if self._dialing.get(url) is asyncio.current_task():
+                del self._dialing[url]
+
+    def dialed(self, url: str) -> None:
+        """A dialed route is connected: a later close may dial its URL again."""
+        self._dialing.pop(url, None)
 
     # ------------------------------------------------------------------ handshake
     def info(self) -> dict:

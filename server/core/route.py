@@ -62,6 +62,7 @@ class RouteConnection(Link):
         cl = self.cluster
         cl.pending.add(self)
         if self.solicited:
+            cl.dialed(self.url)
             self.send(cl.connect_proto(self.url))
         elif cl.options.username:
             # With cluster authorization, a CONNECT must come within its timeout (2 s by default, as nats-server).

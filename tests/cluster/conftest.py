@@ -23,6 +23,21 @@ ARRANGEMENTS = {
 }
 
 
+def wait_listening(port: int, timeout: float = 10.0) -> None:
+    """Until something accepts on ``port``: the harness waits for the client port, and a server opens its route and
+    leaf ports a moment later."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on {port}"
+            time.sleep(0.02)
+
+
 def pytest_generate_tests(metafunc):
     if "arrangement" in metafunc.fixturenames:
         targets = selected_targets(metafunc.config)

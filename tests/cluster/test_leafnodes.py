@@ -13,6 +13,7 @@ import time
 import nats
 import pytest
 
+from tests.cluster.conftest import wait_listening
 from tests.conftest import selected_targets
 from tests.harness import ServerProcess, free_ports
 
@@ -221,6 +222,7 @@ def test_hub_refusals_and_loop_detection(target):
     port, = free_ports(1)
     hub = ServerProcess(kind=target, jetstream=False, config=(
         f'leafnodes {{ listen: "127.0.0.1:{port}", authorization {{ user: leaf, password: pw }} }}\n')).start()
+    wait_listening(port)
     try:
         f = FakeLeaf(port)
         # What a spoke checks to know it reached a leaf port (leafnode.go processLeafnodeInfo)

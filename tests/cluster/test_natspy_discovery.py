@@ -122,16 +122,19 @@ async def test_reconnect_to_new_server_with_auth(trio):
     nc = await nats.connect(servers=[t.url(0)], reconnected_cb=on_reconnect, error_cb=on_error,
                             reconnect_time_wait=0.1, user="foo", password="bar")
     # The cluster assembles (nats.py sleeps 1 s): every node routed to the two others, and the client told of them.
-    for _ in range(300):
+    for _ in range(500):
         if all(_remote_ids(n) >= 2 for n in t.nodes) and len(nc.servers) == 3:
             break
         await asyncio.sleep(0.02)
+    assert len(nc.servers) == 3, [_remote_ids(n) for n in t.nodes]
 
     async def handler(msg):
         await nc.publish(msg.reply, b"ok")
     await nc.subscribe("foo", cb=handler)
     await asyncio.get_running_loop().run_in_executor(None, t.nodes[0].stop)
-    await asyncio.wait_for(reconnected, 2)
+    # nats.py allows 2 s; with three server processes on a loaded 2-core CI machine, 5 (seen: 2 s missed once in a
+    # full directory run, never alone).
+    await asyncio.wait_for(reconnected, 5)
     msg = await nc.request("foo", b"hi")
     assert msg.data == b"ok"
     await nc.close()

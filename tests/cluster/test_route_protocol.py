@@ -9,6 +9,7 @@ import time
 import nats
 import pytest
 
+from tests.cluster.conftest import wait_listening
 from tests.harness import free_port
 
 FAKE_ID = "NFAKEROUTEPEERXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"
@@ -76,7 +77,9 @@ def node(server_factory):
     port = free_port()
     srv = server_factory("--cluster", f"nats://127.0.0.1:{port}", "--cluster_name", "c1", jetstream=False)
     srv.cluster_port = port
+    wait_listening(port)  # the harness waits for the client port; the route port may open a moment later
     return srv
+
 
 
 async def test_messages_cross_a_route_only_for_its_interest_with_queue_lists(node):
@@ -175,6 +178,7 @@ def test_route_authorization(server_factory, tmp_path):
     port = free_port()
     conf = f'cluster {{ name: c1, listen: "127.0.0.1:{port}", authorization {{ user: ru, password: rp }} }}\n'
     srv = server_factory(config=conf, jetstream=False)
+    wait_listening(port)
     for connect in (b'CONNECT {"user":"ru","pass":"bad","name":"NX","cluster":"c1"}\r\n', b"SUB foo 1\r\n"):
         r = FakeRoute(port)
         assert r.info.get("auth_required") is True
