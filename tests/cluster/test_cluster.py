@@ -206,3 +206,41 @@ async def test_websocket_clients_are_told_the_websocket_urls_of_the_cluster(targ
     finally:
         for n in nodes:
             n.cleanup()
+
+
+async def test_the_conf_cluster_example_runs_mixed():
+    """conf/cluster's two files, one node Skiff and the other nats-server, with route authorization: a message
+    crosses.  The files' fixed ports are swapped for free ones (tests run side by side)."""
+    from tests.harness import ROOT, ServerProcess, free_ports
+
+    ports = dict(zip(("4242", "4243", "6242", "6243"), map(str, free_ports(4))))
+
+    def text(name: str) -> str:
+        t = (ROOT / "conf" / "cluster" / name).read_text()
+        for old, new in ports.items():
+            t = t.replace(old, new)
+        return t
+    a = ServerProcess(kind="skiff", jetstream=False, port=int(ports["4242"]), config=text("node-a.conf"))
+    b = ServerProcess(kind="nats-server", jetstream=False, port=int(ports["4243"]), config=text("node-b.conf"))
+    try:
+        a.start()
+        b.start()
+        na, nb = await nats.connect(a.url), await nats.connect(b.url)
+        got = []
+
+        async def cb(m):
+            got.append(m.data)
+        await nb.subscribe("demo.x", cb=cb)
+        await nb.flush()
+        deadline = asyncio.get_running_loop().time() + 10
+        while not got:
+            assert asyncio.get_running_loop().time() < deadline
+            await na.publish("demo.x", b"across")
+            await na.flush()
+            await asyncio.sleep(0.1)
+        assert set(got) == {b"across"}
+        await na.close()
+        await nb.close()
+    finally:
+        a.cleanup()
+        b.cleanup()
