@@ -141,6 +141,7 @@ class ClusterOptions(_Model):
     advertise: str = ""
     no_advertise: bool = False
     connect_retries: int = 0
+    tls: TLSOptions | None = None  # cluster { tls {} }: TLS first on every route, both ends
 
 
 class RemoteLeafOptions(_Model):
@@ -311,6 +312,11 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         tls = dict(tls)
         tls.pop("timeout", None)
         s["tls"] = tls
+    cl = s.get("cluster")
+    if isinstance(cl, dict) and isinstance(cl.get("tls"), dict) and not cl["tls"].get("timeout"):
+        cl = dict(cl)
+        cl["tls"] = {k: v for k, v in cl["tls"].items() if k != "timeout"}
+        s["cluster"] = cl
     ws = s.get("websocket")
     if isinstance(ws, dict) and isinstance(ws.get("tls"), dict) and not ws["tls"].get("timeout"):
         ws = dict(ws)

@@ -50,6 +50,8 @@ def parse_cluster(m: "_Mapper", tok: Token) -> dict[str, Any]:
                 out["no_advertise"] = m.expect(mt, bool, mk)
             elif k == "connect_retries":
                 out["connect_retries"] = m.expect(mt, int, mk)
+            elif k == "tls":
+                out["tls"] = m.tls(mt)
             elif k in support.CLUSTER:
                 pass  # not implemented: refused above, or a value equal to Skiff's behaviour
             else:
@@ -88,8 +90,7 @@ def _routes(m: "_Mapper", tok: Token) -> list[str]:
         p = urlsplit(u)
         if not p.scheme or not p.hostname:
             m.err(tok, f"error parsing route url [{u!r}]")
-        elif p.scheme not in ("nats-route", "nats", "route"):
-            # Skiff dials plain TCP routes only (cluster tls {} is refused).
+        elif p.scheme not in ("nats-route", "nats", "route", "tls"):
             m.err(tok, f'route url "{u}": scheme {p.scheme!r} is not implemented by Skiff (nats-route:// only)')
     return urls
 

@@ -171,7 +171,6 @@ LEAF_REMOTE = _entries(
 #: Skiff's routes are one plain-TCP connection per server, without compression, as nats-server's with
 #: ``pool_size: -1`` and ``compression: off`` (core/route.py).
 CLUSTER = _entries(
-    (("tls",), Unimplemented(REFUSE, "TLS between the servers of a cluster", _empty)),
     (("permissions",), Unimplemented(REFUSE, "route import/export permissions", _empty)),
     (("pool_size",), Unimplemented(REFUSE, "route pooling (Skiff keeps one route per server, as pool_size: -1)",
                                    lambda v: v == -1)),

@@ -25,6 +25,7 @@ import asyncio
 import json
 import secrets
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -75,14 +76,20 @@ class Cluster:
         self.port = 0
         self.running = False
         self.own_urls: list[str] = []
+        self._tls_server: ssl.SSLContext | None = None  # cluster { tls }: both ends of every route
+        self._tls_client: ssl.SSLContext | None = None
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
         opts = self.options
         loop = asyncio.get_running_loop()
         port = 0 if opts.port == -1 else opts.port
+        tls = opts.tls
+        if tls is not None:
+            self._tls_server, self._tls_client = _route_tls(tls)
         self._listener = await loop.create_server(lambda: RouteConnection(self), host=opts.host, port=port,
-                                                  reuse_address=True)
+                                                  reuse_address=True, ssl=self._tls_server,
+                                                  ssl_handshake_timeout=_tls_timeout(tls))
         self.port = self._listener.sockets[0].getsockname()[1]
         self.running = True
         self.own_urls = self._client_urls()
@@ -128,12 +135,15 @@ class Cluster:
             while self.running:
                 attempt += 1
                 try:
+                    tls = self._tls_client
                     await asyncio.wait_for(
                         loop.create_connection(lambda: RouteConnection(self, solicited=True, url=url,
-                                                                       implicit=not explicit), host, port),
-                        DIAL_TIMEOUT)
+                                                                       implicit=not explicit), host, port,
+                                               ssl=tls, server_hostname=host if tls is not None else None,
+                                               ssl_handshake_timeout=_tls_timeout(self.options.tls)),
+                        DIAL_TIMEOUT + (_tls_timeout(self.options.tls) or 0))
                     return
-                except (OSError, asyncio.TimeoutError) as e:
+                except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
                     self.server.log_debug("Error trying to connect to route", url=url, error=str(e))
                     if (not explicit or retries > 0) and attempt > retries:
                         return
@@ -167,6 +177,10 @@ class Cluster:
             info["cluster_dynamic"] = True
         if opts.username:
             info["auth_required"] = True
+        if opts.tls is not None:
+            info["tls_required"] = True
+            if opts.tls.verify:
+                info["tls_verify"] = True
         if not opts.no_advertise:
             info["connect_urls"] = list(self.own_urls)
             ws = self.own_ws_urls()
@@ -185,7 +199,8 @@ class Cluster:
         if parts.username:
             proto["user"] = parts.username
             proto["pass"] = parts.password or ""
-        proto.update({"tls_required": False, "headers": True, "name": self.server.server_id, "cluster": self.name})
+        proto.update({"tls_required": self.options.tls is not None, "headers": True, "name": self.server.server_id,
+                      "cluster": self.name})
         if self.dynamic:
             proto["cluster_dynamic"] = True
         return b"CONNECT " + json.dumps(proto, separators=(",", ":")).encode() + b"\r\n"
@@ -361,6 +376,23 @@ class Cluster:
             urls.append(_join(p.hostname or "", p.port or 0))
         return {"name": self.name, "addr": opts.host, "cluster_port": self.port,
                 "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": -1}
+
+
+def _route_tls(tls: Any) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The two ends of cluster { tls }: the accepting side presents cert_file and, with ``verify``, asks the dialing
+    side for a certificate signed by ca_file; the dialing side presents the same certificate and checks the
+    accepting one against ca_file and the route URL's host (route.go createRoute: TLS before INFO, both ways)."""
+    from .tls import make_server_context
+
+    server = make_server_context(tls)
+    client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file or None)
+    client.minimum_version = ssl.TLSVersion.TLSv1_2
+    client.load_cert_chain(tls.cert_file, tls.key_file)
+    return server, client
+
+
+def _tls_timeout(tls: Any) -> float | None:
+    return (float(tls.timeout) or 2.0) if tls is not None else None
 
 
 def _merge(own: list[str], remote: dict[str, list[str]]) -> list[str]:

@@ -244,3 +244,53 @@ async def test_the_conf_cluster_example_runs_mixed():
     finally:
         a.cleanup()
         b.cleanup()
+
+
+@pytest.mark.parametrize("kinds", [("nats-server", "nats-server"), ("skiff", "skiff"), ("skiff", "nats-server"),
+                                   ("nats-server", "skiff")], ids=["nats-server", "skiff", "skiff-seed", "nats-seed"])
+async def test_routes_with_mutual_tls_and_a_plain_route_refused(kinds):
+    """cluster { tls { verify } }: TLS first on every route, both ends checked against the CA, in mixed clusters;
+    a node without TLS never gets a route to them (the handshake fails)."""
+    from tests.harness import ROOT, ServerProcess, free_ports
+
+    certs = ROOT / "conf" / "certs"
+    tls = (f'tls {{ cert_file: "{certs / "route-cert.pem"}", key_file: "{certs / "route-key.pem"}", '
+           f'ca_file: "{certs / "ca.pem"}", verify: true }}')
+    c0, c1, c2 = free_ports(3)
+
+    def conf(port: int, routes: list[int], with_tls: bool = True) -> str:
+        r = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
+        return (f'cluster {{ name: c1, listen: "127.0.0.1:{port}", routes: [{r}]' +
+                (f", {tls}" if with_tls else "") + " }\n")
+    a = ServerProcess(kind=kinds[0], jetstream=False, config=conf(c0, []))
+    b = ServerProcess(kind=kinds[1], jetstream=False, config=conf(c1, [c0]))
+    plain = ServerProcess(kind=kinds[1], jetstream=False, config=conf(c2, [c0], with_tls=False))
+    try:
+        for s in (a, b, plain):
+            s.start()
+        na, nb = await nats.connect(a.url), await nats.connect(b.url)
+        got = []
+
+        async def cb(m):
+            got.append(m.data)
+        await nb.subscribe("tls.x", cb=cb)
+        await nb.flush()
+        deadline = asyncio.get_running_loop().time() + 10
+        while not got:
+            assert asyncio.get_running_loop().time() < deadline, a.log() + b.log()
+            await na.publish("tls.x", b"over tls")
+            await na.flush()
+            await asyncio.sleep(0.1)
+        assert set(got) == {b"over tls"}
+        import urllib.request
+
+        await asyncio.sleep(1.5)  # the plain node has tried and been refused
+        with urllib.request.urlopen(f"{plain.http_url}/routez", timeout=2) as r:
+            assert json.loads(r.read())["num_routes"] == 0
+        with urllib.request.urlopen(f"{a.http_url}/routez", timeout=2) as r:
+            assert {x["remote_id"] for x in json.loads(r.read())["routes"]} != set()
+        await na.close()
+        await nb.close()
+    finally:
+        for s in (a, b, plain):
+            s.cleanup()

@@ -35,7 +35,6 @@ REFUSED_KEYS = [
     ("proxies { trusted: [] }", "proxies", True),
     ("default_js_domain { A: x }", "default_js_domain", True),
     # cluster {} is implemented (server/conf/cluster.py); what its routes do not do is refused key by key.
-    (f"cluster {{ port: 6222, tls {{ {TLS} }} }}", "cluster.tls", True),
     ("cluster { port: 6222, pool_size: 3 }", "cluster.pool_size", True),
     ("cluster { port: 6222, compression: s2_fast }", "cluster.compression", True),
     ("cluster { port: 6222, accounts: [A] }\naccounts { A {} }", "cluster.accounts", True),
