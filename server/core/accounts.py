@@ -170,6 +170,14 @@ class Accounts:
     def get(self, name: str) -> Account | None:
         return self.by_name.get(name)
 
+    def lookup(self, name: str) -> Account | None:
+        """``get``, and in operator mode the account JWT from the resolver when it is not loaded yet
+        (LookupAccount): a route or leaf connection may name an account no local client has used."""
+        acc = self.by_name.get(name)
+        if acc is None and self.operator is not None:
+            acc = self.operator.lookup(name)
+        return acc
+
     @property
     def jetstream_accounts(self) -> list[Account]:
         return [a for a in self.by_name.values() if a.jetstream]

@@ -297,7 +297,7 @@ class LeafNodes:
 
     def remote_account(self, remote: Any) -> Any:
         accs = self.server.accounts
-        return accs.get(remote.account) if remote.account else accs.gacc
+        return accs.lookup(remote.account) if remote.account else accs.gacc
 
     def connect_proto(self, remote: Any, url: str, nonce: str) -> bytes:
         srv = self.server

@@ -105,7 +105,7 @@ class RouteConnection(Link):
             return  # nats-server takes a message before the route's INFO and drops it (checked with 2.15.1)
         sl = self._sublists.get(account)
         if sl is None:
-            acc = self.server.accounts.get(account)
+            acc = self.server.accounts.lookup(account)
             if acc is None:
                 # route.go processInboundRoutedMsg: a message for an unknown account is dropped (debug log).
                 self.server.log_debug("Unknown account for routed message", account=account, subject=subject)
@@ -207,7 +207,7 @@ class RouteConnection(Link):
             # The other side registered first and this side is refusing or closing the route (a cluster name
             # being settled, a duplicate): its interest comes again on the route that stays.
             return
-        acc = self.server.accounts.get(op.account)
+        acc = self.server.accounts.lookup(op.account)
         if acc is None:
             self.server.log_debug("Unknown account for remote subscription", account=op.account, subject=op.subject)
             return

@@ -294,3 +294,42 @@ async def test_routes_with_mutual_tls_and_a_plain_route_refused(kinds):
     finally:
         for s in (a, b, plain):
             s.cleanup()
+
+
+async def test_a_cluster_in_operator_mode_routes_an_account_by_its_public_key(target):
+    """Operator mode (conf/operator, memory resolver) in a two-node cluster: RS+ and RMSG name the APP account by
+    its public key; a subscriber with app.creds on node 1 gets what a publisher with the same creds sends on node 0.
+    (An account a route names that this server has not loaded is fetched from its resolver: Accounts.lookup.)"""
+    from tests.harness import ROOT, ServerProcess, free_ports
+
+    op = ROOT / "conf" / "operator"
+    base = (op / "operator.conf").read_text().replace("jetstream: enabled", "").replace(
+        "listen: 127.0.0.1:4222", "").replace("conf/operator/operator.jwt", str(op / "operator.jwt"))
+    c0, c1 = free_ports(2)
+    nodes = [ServerProcess(kind=target, jetstream=False, config=base + (
+        f'\ncluster {{ name: c1, listen: "127.0.0.1:{c}"' +
+        (f', routes: ["nats-route://127.0.0.1:{c0}"]' if i else "") + " }\n")) for i, c in enumerate((c0, c1))]
+    creds = str(op / "creds" / "app.creds")
+    try:
+        for n in nodes:
+            n.start()
+        sub_nc = await nats.connect(nodes[1].url, user_credentials=creds)
+        got = []
+
+        async def cb(m):
+            got.append(m.data)
+        await sub_nc.subscribe("op.cluster", cb=cb)
+        await sub_nc.flush()
+        pub_nc = await nats.connect(nodes[0].url, user_credentials=creds)
+        deadline = asyncio.get_running_loop().time() + 10
+        while not got:
+            assert asyncio.get_running_loop().time() < deadline, nodes[0].log()[-2000:]
+            await pub_nc.publish("op.cluster", b"app")
+            await pub_nc.flush()
+            await asyncio.sleep(0.1)
+        assert set(got) == {b"app"}
+        await sub_nc.close()
+        await pub_nc.close()
+    finally:
+        for n in nodes:
+            n.cleanup()
