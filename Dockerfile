@@ -11,6 +11,7 @@ COPY protocol ./protocol
 COPY server ./server
 COPY storage ./storage
 COPY spark/pyspark_jetstream ./spark/pyspark_jetstream
+COPY spark/_packaging ./spark/_packaging
 RUN pip install . && useradd --system --uid 1000 --home /data skiff && mkdir -p /data && chown skiff /data
 
 USER skiff
