@@ -3,6 +3,12 @@
 ``--target=both`` (the default, and what CI runs) parametrizes the ``target`` fixture with both kinds;
 ``--target=skiff`` or ``--target=nats-server`` (or ``SKIFF_TARGET``) picks one.  Tests marked ``skiff_only``
 exercise what only Skiff offers (embedding, the driven clock, fault injection) and run once.
+
+The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, the Makefile's ``test``): tests go to
+whichever worker is free, one at a time, except the groups below, each of which runs whole on one worker because
+its tests share something costly or single: a module-scoped fixture (built once per worker that runs any of its
+tests), the one SparkSession (a JVM), or a cache directory that an install fills.  Ports are picked race-free
+across processes (``tests/harness.py`` ``free_ports``), and every server has its own temporary directory.
 """
 from __future__ import annotations
 
@@ -24,6 +30,41 @@ def pytest_addoption(parser):
         choices=["both", *TARGETS],
         help="which server the client-visible tests run against",
     )
+
+
+# Path (a file, or a folder ending in "/") under tests/ -> xdist group.  A test that is marked xdist_group itself
+# keeps its own mark.
+XDIST_GROUPS = {
+    "spark/": "spark",  # one SparkSession (a JVM, ~5 s to start and 1 GiB) for every Spark test: conftest.py
+    "packaging/test_wheel.py": "wheel",  # the wheel is built once (module fixture)
+    "bench/test_bench_smoke.py": "bench-smoke",  # the benchmark runs once (module fixture)
+    "bench/test_lab_smoke.py": "lab-smoke",  # the lab campaigns run once (module fixture)
+    "wire/test_parser_differential.py": "parser-differential",  # one server of each kind (module fixture)
+    # both fill (npm install) and then use the same nats.js cache directory under the temporary directory
+    "client/test_websocket_js.py": "nats-js",
+    "testing/test_control_js.py": "nats-js",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    # pytest-xdist registers its mark itself; without it (a plain `pytest` run) the groups are just labels
+    config.addinivalue_line("markers", "xdist_group(name): run every test of the group on one xdist worker")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the test ids (loadgroup)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        try:
+            rel = item.path.relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        for prefix, group in XDIST_GROUPS.items():
+            if rel == prefix or (prefix.endswith("/") and rel.startswith(prefix)):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 def selected_targets(config) -> list[str]:

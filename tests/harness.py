@@ -20,9 +20,37 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("skiff", "nats-server")
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports: the sockets are held open together so the kernel cannot hand out the
-    same port twice (two separate calls can get the same one back, and a server then fails to bind)."""
+# Ports for test servers.  A port that a test picks is free only until its server binds it, a few hundred
+# milliseconds later; asking the kernel for one (bind to port 0) is not enough when several pytest processes run at
+# once (pytest-xdist workers, or two engineers' runs on one machine): the kernel may hand the same port to another
+# process in that window, and a test then talks to the other process's server.  So ports come from a range below the
+# kernel's ephemeral range (where neither bind-to-0 nor outgoing connections take them), handed out in turn by one
+# counter that every process on the machine shares through a locked file: a port comes round again only after the
+# whole range has been used (thousands of servers later), and only if nothing holds it then.
+PORT_RANGE = (10000, 32000)
+_PORT_STATE = os.path.join(tempfile.gettempdir(), "skiff-test-ports")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(port: int) -> bool:
+    """Nothing listens on it nor holds it (no SO_REUSEADDR: a port with connections in TIME_WAIT is skipped too)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_ports(n: int) -> list[int]:
+    """``n`` distinct ports from the kernel, held open together so that it cannot hand out one twice."""
     socks = [socket.socket() for _ in range(n)]
     try:
         for s in socks:
@@ -31,6 +59,40 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports, never handed to another test process on this machine at the same time."""
+    low, high = PORT_RANGE[0], min(PORT_RANGE[1], _ephemeral_low())
+    try:
+        import fcntl
+        fd = os.open(_PORT_STATE, os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        return _kernel_ports(n)  # no shared counter here (not Unix, or no temp dir to share): the kernel's pick
+    if high - low < 1000:
+        os.close(fd)
+        return _kernel_ports(n)  # an ephemeral range that leaves no room below it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            nxt = int(os.pread(fd, 16, 0) or b"0")
+        except ValueError:
+            nxt = 0
+        ports: list[int] = []
+        for _ in range(high - low):
+            port = low + (nxt - low) % (high - low)
+            nxt = port + 1
+            if _bindable(port):
+                ports.append(port)
+                if len(ports) == n:
+                    break
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(nxt).encode(), 0)
+    finally:
+        os.close(fd)  # releases the lock
+    if len(ports) < n:
+        raise RuntimeError(f"no {n} free ports in {low}-{high}")
+    return ports
 
 
 def free_port() -> int:
