@@ -4,8 +4,8 @@
 ``--target=skiff`` or ``--target=nats-server`` (or ``SKIFF_TARGET``) picks one.  Tests marked ``skiff_only``
 exercise what only Skiff offers (embedding, the driven clock, fault injection) and run once.
 
-The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, the Makefile's ``test``): tests go to
-whichever worker is free, one at a time, except the groups below, each of which runs whole on one worker because
+The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, the Makefile's ``test``): each test goes
+to whichever worker is free, except the groups of ``XDIST_GROUPS``, each of which runs whole on one worker because
 its tests share something costly or single: a module-scoped fixture (built once per worker that runs any of its
 tests), the one SparkSession (a JVM), or a cache directory that an install fills.  Ports are picked race-free
 across processes (``tests/harness.py`` ``free_ports``), and every server has its own temporary directory.
@@ -32,8 +32,7 @@ def pytest_addoption(parser):
     )
 
 
-# Path (a file, or a folder ending in "/") under tests/ -> xdist group.  A test that is marked xdist_group itself
-# keeps its own mark.
+# Path under tests/ (a file, or a folder ending in "/") -> the group whose tests run all on one xdist worker.
 XDIST_GROUPS = {
     "spark/": "spark",  # one SparkSession (a JVM, ~5 s to start and 1 GiB) for every Spark test: conftest.py
     "packaging/test_wheel.py": "wheel",  # the wheel is built once (module fixture)
@@ -43,28 +42,36 @@ XDIST_GROUPS = {
     # both fill (npm install) and then use the same nats.js cache directory under the temporary directory
     "client/test_websocket_js.py": "nats-js",
     "testing/test_control_js.py": "nats-js",
+    # the README's and docs' server commands run as printed: fixed ports (4222, 8222, 6222) and ./data
+    "test_docs_commands.py": "docs-commands",
 }
-TESTS = Path(__file__).resolve().parent
 
 
-def pytest_configure(config):
-    # pytest-xdist registers its mark itself; without it (a plain `pytest` run) the groups are just labels
-    config.addinivalue_line("markers", "xdist_group(name): run every test of the group on one xdist worker")
+def xdist_group_of(nodeid: str) -> str | None:
+    path = nodeid.split("::", 1)[0].removeprefix("tests/")
+    for prefix, group in XDIST_GROUPS.items():
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return group
+    return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the test ids (loadgroup)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        try:
-            rel = item.path.relative_to(TESTS).as_posix()
-        except ValueError:
-            continue
-        for prefix, group in XDIST_GROUPS.items():
-            if rel == prefix or (prefix.endswith("/") and rel.startswith(prefix)):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent without it
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups of XDIST_GROUPS, read off the test ids by the controller.
+
+    xdist's own way (an ``xdist_group`` mark that its worker appends to the test id) does nothing with pytest 9.2,
+    whose test ids no longer come from the attribute xdist 3.8 rewrites; a test id's path is all the controller
+    needs.  Every other test is a unit of its own, as with ``--dist load``, and the groups (more than one test
+    each) are handed out first, the largest first, so that the long ones do not end up last on one worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid) or super()._split_scope(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def selected_targets(config) -> list[str]:
