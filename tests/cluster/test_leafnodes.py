@@ -81,7 +81,7 @@ def leaf_pair(pair):
         lp.cleanup()
 
 
-async def _until(pred, timeout: float = 5.0) -> None:
+async def _until(pred, timeout: float = 15.0) -> None:  # an upper bound for loaded CI machines
     deadline = time.monotonic() + timeout
     while not pred():
         assert time.monotonic() < deadline, "condition not met in time"
