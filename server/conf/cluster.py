@@ -22,43 +22,30 @@ JETSTREAM_REFUSED = ("clustered JetStream (a cluster with jetstream enabled) is 
 
 
 def parse_cluster(m: "_Mapper", tok: Token) -> dict[str, Any]:
-    v = tok.value
-    if not isinstance(v, dict):
-        m.err(tok, f"Expected map to define cluster, got {type(v).__name__}")
-        raise m.Bad
-    out: dict[str, Any] = {"_tok": tok}
-    for mk, mt in v.items():
-        k = mk.lower()
-        if m.not_implemented(support.CLUSTER, k, mt, f"cluster.{mk}"):
-            continue
-        try:
-            if m.listen_key(k, mt, mk, out):
-                pass
-            elif k == "name":
-                name = m.expect(mt, str, mk)
-                if " " in name or "\n" in name:
-                    m.err(mt, NAME_HAS_SPACES)
-                else:
-                    out["name"] = name
-            elif k == "authorization":
-                _authorization(m, mt, out)
-            elif k == "routes":
-                out["routes"] = _routes(m, mt)
-            elif k in ("cluster_advertise", "advertise"):
-                out["advertise"] = m.expect(mt, str, mk)
-            elif k == "no_advertise":
-                out["no_advertise"] = m.expect(mt, bool, mk)
-            elif k == "connect_retries":
-                out["connect_retries"] = m.expect(mt, int, mk)
-            elif k == "tls":
-                out["tls"] = m.tls(mt)
-            elif k in support.CLUSTER:
-                pass  # not implemented: refused above, or a value equal to Skiff's behaviour
+    def key(k: str, mk: str, mt: Token, out: dict[str, Any]) -> bool:
+        if k == "name":
+            name = m.expect(mt, str, mk)
+            if " " in name or "\n" in name:
+                m.err(mt, NAME_HAS_SPACES)
             else:
-                m.unknown(mt, mk)
-        except m.Bad:
-            continue
-    return out
+                out["name"] = name
+        elif k == "authorization":
+            _authorization(m, mt, out)
+        elif k == "routes":
+            out["routes"] = _routes(m, mt)
+        elif k in ("cluster_advertise", "advertise"):
+            out["advertise"] = m.expect(mt, str, mk)
+        elif k == "no_advertise":
+            out["no_advertise"] = m.expect(mt, bool, mk)
+        elif k == "connect_retries":
+            out["connect_retries"] = m.expect(mt, int, mk)
+        elif k == "tls":
+            out["tls"] = m.tls(mt)
+        else:
+            return False
+        return True
+
+    return m.block(tok, support.CLUSTER, "cluster", "Expected map to define cluster, got {type}", key)
 
 
 def _authorization(m: "_Mapper", tok: Token, out: dict) -> None:

@@ -25,35 +25,22 @@ OPERATOR_REFUSED = ("accepting leaf node connections in operator mode is not imp
 
 
 def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
-    v = tok.value
-    if not isinstance(v, dict):
-        m.err(tok, f"Expected map to define a leafnode, got {type(v).__name__}")
-        raise m.Bad
-    out: dict[str, Any] = {"_tok": tok}
-    for mk, mt in v.items():
-        k = mk.lower()
-        if m.not_implemented(support.LEAFNODES, k, mt, f"leafnodes.{mk}"):
-            continue
-        try:
-            if m.listen_key(k, mt, mk, out):
-                pass
-            elif k == "authorization":
-                _authorization(m, mt, out)
-            elif k == "remotes":
-                out["remotes"] = _remotes(m, mt)
-            elif k in ("reconnect", "reconnect_delay", "reconnect_interval"):
-                out["reconnect_interval"] = m.duration(mt, mk)
-            elif k in ("leafnode_advertise", "advertise"):
-                out["advertise"] = m.expect(mt, str, mk)
-            elif k == "no_advertise":
-                out["no_advertise"] = m.expect(mt, bool, mk)
-            elif k in support.LEAFNODES:
-                pass
-            else:
-                m.unknown(mt, mk)
-        except m.Bad:
-            continue
-    return out
+    def key(k: str, mk: str, mt: Token, out: dict[str, Any]) -> bool:
+        if k == "authorization":
+            _authorization(m, mt, out)
+        elif k == "remotes":
+            out["remotes"] = _remotes(m, mt)
+        elif k in ("reconnect", "reconnect_delay", "reconnect_interval"):
+            out["reconnect_interval"] = m.duration(mt, mk)
+        elif k in ("leafnode_advertise", "advertise"):
+            out["advertise"] = m.expect(mt, str, mk)
+        elif k == "no_advertise":
+            out["no_advertise"] = m.expect(mt, bool, mk)
+        else:
+            return False
+        return True
+
+    return m.block(tok, support.LEAFNODES, "leafnodes", "Expected map to define a leafnode, got {type}", key)
 
 
 def _authorization(m: "_Mapper", tok: Token, out: dict) -> None:

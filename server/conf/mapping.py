@@ -22,7 +22,7 @@ warning ("should be converted to a duration"); ``lame_duck_duration`` must be a 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from skiff.server.conf.errors import ConfigError
 from skiff.server.conf import operator as operator_conf
@@ -128,6 +128,28 @@ class _Mapper:
             return out
         self.err(tok, f"{key}: expected a string or an array of strings, got {_type_name(v)}")
         raise _Bad
+
+    def block(self, tok: Token, table: dict, prefix: str, not_a_map: str,
+              handle: Callable[[str, str, Token, dict[str, Any]], bool]) -> dict[str, Any]:
+        """A listener block (``websocket``, ``cluster``, ``leafnodes``) as nats-server reads one: a map whose keys
+        are ``listen``/``port``/``host``, or implemented by ``handle(key_lower, key, token, out)`` (False: a key it
+        does not know), or refused or warned about through ``table`` (support.py), or unknown.  A value of the
+        wrong kind is reported and the next key read, so that every error of the block is listed at once."""
+        v = tok.value
+        if not isinstance(v, dict):
+            self.err(tok, not_a_map.format(type=_go_kind(v)))
+            raise _Bad
+        out: dict[str, Any] = {"_tok": tok}
+        for mk, mt in v.items():
+            k = mk.lower()
+            if self.not_implemented(table, k, mt, f"{prefix}.{mk}"):
+                continue
+            try:
+                if not (self.listen_key(k, mt, mk, out) or handle(k, mk, mt, out) or k in table):
+                    self.unknown(mt, mk)
+            except _Bad:
+                continue
+        return out
 
     def listen_key(self, k: str, tok: Token, key: str, out: dict[str, Any]) -> bool:
         """``listen`` / ``port`` / ``host`` (``net``) of a listener block into ``out["host"]`` and ``out["port"]``;
@@ -730,3 +752,10 @@ def config_settings(
     if m.errors:
         raise ConfigError.combine(m.errors)
     return m.settings, m.warnings, m.ignored
+
+
+def _go_kind(v: Any) -> str:
+    """The Go type nats-server names in "Expected map ..." errors (%T of the decoded value)."""
+    v = plain(v)
+    return {bool: "bool", int: "int64", float: "float64", str: "string", list: "[]interface {}",
+            dict: "map[string]interface {}"}.get(type(v), type(v).__name__)

@@ -20,66 +20,57 @@ _ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin"
 
 
 def parse_websocket(m: "_Mapper", tok: Token) -> dict[str, Any]:
-    v = tok.value
-    if not isinstance(v, dict):
-        m.err(tok, f"Expected websocket to be a map, got {_go_type(v)}")
-        raise m.Bad
-    out: dict[str, Any] = {"_tok": tok}
-    for mk, mt in v.items():
-        k = mk.lower()
-        if m.not_implemented(support.WEBSOCKET, k, mt, f"websocket.{mk}"):
-            continue
-        try:
-            if m.listen_key(k, mt, mk, out):
-                pass
-            elif k == "advertise":
-                out["advertise"] = m.expect(mt, str, mk)
-            elif k == "no_tls":
-                out["no_tls"] = m.expect(mt, bool, mk)
-            elif k == "tls":
-                out["tls"] = m.tls(mt)
-            elif k == "same_origin":
-                out["same_origin"] = m.expect(mt, bool, mk)
-            elif k in _ORIGINS:
-                out["allowed_origins"] = m.string_list(mt, mk)
-            elif k == "handshake_timeout":
-                hv = mt.value
-                if isinstance(hv, int) and not isinstance(hv, bool):
-                    out["handshake_timeout"] = float(hv)
-                elif isinstance(hv, str):
-                    try:
-                        out["handshake_timeout"] = parse_duration(hv)
-                    except ValueError as e:
-                        m.err(mt, str(e))
-                else:
-                    m.err(mt, f"error parsing handshake timeout: unsupported type {_go_type(hv)}")
-            elif k in ("compress", "compression"):
-                out["compression"] = m.expect(mt, bool, mk)
-            elif k in ("authorization", "authentication"):
-                _simple_auth(m, mt, out)
-            elif k in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie", "no_auth_user"):
-                out[k] = m.expect(mt, str, mk)
-            elif k == "headers":
-                hm = mt.value
-                if not isinstance(hm, dict):
-                    m.err(mt, f"error parsing headers: unsupported type {_go_type(hm)}")
-                    continue
-                headers = {}
-                for hk, ht in hm.items():
-                    if not isinstance(ht.value, str):
-                        m.err(ht, f"error parsing header key {hk}: unsupported type {_go_type(ht.value)}")
-                        continue
-                    headers[hk] = ht.value
-                out["headers"] = headers
-            elif k == "ping_interval":
-                out["ping_interval"] = m.duration(mt, "ping_interval")
-            elif k in support.WEBSOCKET:
-                pass  # not implemented: refused above
+    def key(k: str, mk: str, mt: Token, out: dict[str, Any]) -> bool:
+        if k == "advertise":
+            out["advertise"] = m.expect(mt, str, mk)
+        elif k == "no_tls":
+            out["no_tls"] = m.expect(mt, bool, mk)
+        elif k == "tls":
+            out["tls"] = m.tls(mt)
+        elif k == "same_origin":
+            out["same_origin"] = m.expect(mt, bool, mk)
+        elif k in _ORIGINS:
+            out["allowed_origins"] = m.string_list(mt, mk)
+        elif k == "handshake_timeout":
+            hv = mt.value
+            if isinstance(hv, int) and not isinstance(hv, bool):
+                out["handshake_timeout"] = float(hv)
+            elif isinstance(hv, str):
+                try:
+                    out["handshake_timeout"] = parse_duration(hv)
+                except ValueError as e:
+                    m.err(mt, str(e))
             else:
-                m.unknown(mt, mk)
-        except m.Bad:
+                m.err(mt, f"error parsing handshake timeout: unsupported type {_go_type(hv)}")
+        elif k in ("compress", "compression"):
+            out["compression"] = m.expect(mt, bool, mk)
+        elif k in ("authorization", "authentication"):
+            _simple_auth(m, mt, out)
+        elif k in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie", "no_auth_user"):
+            out[k] = m.expect(mt, str, mk)
+        elif k == "headers":
+            out["headers"] = _headers(m, mt)
+        elif k == "ping_interval":
+            out["ping_interval"] = m.duration(mt, "ping_interval")
+        else:
+            return False
+        return True
+
+    return m.block(tok, support.WEBSOCKET, "websocket", "Expected websocket to be a map, got {type}", key)
+
+
+def _headers(m: "_Mapper", mt: Token) -> dict[str, str]:
+    hm = mt.value
+    if not isinstance(hm, dict):
+        m.err(mt, f"error parsing headers: unsupported type {_go_type(hm)}")
+        raise m.Bad
+    headers = {}
+    for hk, ht in hm.items():
+        if not isinstance(ht.value, str):
+            m.err(ht, f"error parsing header key {hk}: unsupported type {_go_type(ht.value)}")
             continue
-    return out
+        headers[hk] = ht.value
+    return headers
 
 
 def _simple_auth(m: "_Mapper", tok: Token, out: dict) -> None:
