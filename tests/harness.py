@@ -243,3 +243,20 @@ class ServerProcess:
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def parse_python(source: str):
+    """``ast.parse(source)``, immune to CPython 3.11's "AST constructor recursion depth mismatch" SystemError
+    (gh-106905): once a RecursionError has been caught in the process (the Go-JSON decoder's depth checks do that
+    on purpose), ast.parse can fail for any file.  Then the parse runs in a fresh interpreter and the tree comes
+    back pickled."""
+    import ast
+    import pickle
+
+    try:
+        return ast.parse(source)
+    except SystemError:
+        out = subprocess.run([sys.executable, "-c", "import ast, pickle, sys; "
+                              "sys.stdout.buffer.write(pickle.dumps(ast.parse(sys.stdin.read())))"],
+                             input=source.encode(), capture_output=True, check=True, timeout=60)
+        return pickle.loads(out.stdout)

@@ -4,6 +4,7 @@ what the code does."""
 import ast
 import re
 from pathlib import Path
+from tests.harness import parse_python
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
@@ -15,7 +16,7 @@ def _definitions() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for folder in CODE:
         for path in (ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parse_python(path.read_text())):
                 if isinstance(node, ast.ClassDef):
                     names = out.setdefault(node.name, set())
                     for item in node.body:

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from tests.harness import parse_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK = {"spark", "pyspark", "pyspark_jetstream"}
@@ -19,7 +20,7 @@ FORBIDDEN = {
 def _absolute_imports(folder: str):
     """(path, module name) for every absolute import in the .py files below ``folder``."""
     for path in (ROOT / folder).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_python(path.read_text())):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     yield path, a.name

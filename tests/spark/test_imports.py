@@ -4,6 +4,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from tests.harness import parse_python
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "spark" / "pyspark_jetstream"
@@ -12,7 +13,7 @@ SPARK_FREE = ("wire", "client", "jetstream", "offsets", "options", "runner")
 
 def imported(path: Path) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text())):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -7,6 +7,7 @@ import pytest
 
 from skiff.storage import CorruptMetadataError, InvalidPathError, StoreConfig, StoreRoot
 from skiff.storage.meta import read_meta, write_meta
+from tests.harness import parse_python
 
 
 def test_meta_roundtrip_and_atomic_replace(tmp_path):
@@ -72,7 +73,7 @@ def test_storage_never_imports_the_server_or_asyncio():
 
     root = Path(__file__).resolve().parents[2] / "storage"
     for path in root.rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = parse_python(path.read_text())
         for node in ast.walk(tree):
             names = []
             if isinstance(node, ast.Import):
