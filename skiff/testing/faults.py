@@ -13,6 +13,9 @@ fault                                  what the client sees, as with the real ev
                                        writing to it: its output is held until ``max_pending``, then it is
                                        closed as a slow consumer, as nats-server does
 ``latency(seconds, cid=|name=)``       everything the server sends it arrives ``seconds`` later
+``bandwidth(bytes_per_second,          its output leaves at most that fast, like a slow link: the rest waits and
+cid=|name=|every=True)``               counts as pending, so a reader that falls ``max_pending`` behind is closed
+                                       as a slow consumer, as nats-server does
 ``refuse_connections(seconds=None)``   the listener closes: new connections are refused (ECONNREFUSED) until
                                        ``undo()`` (or ``seconds``) opens it again on the same port
 ``fail_next_write(error, fsync)``      the file store's next write (or fsync) fails with ENOSPC / EIO: the
@@ -30,6 +33,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import time
+from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,12 +94,82 @@ class _Delayed(list):
             conn.transport.write(data)
 
 
+class _Throttled(list):
+    """Output that reaches the socket at most ``rate`` bytes a second (a slow link), drained by a loop timer.
+
+    A token bucket on the loop's real time (a link's speed is not the server's driven clock): every ``TICK`` the
+    bytes earned since the last drain are written, a message split wherever the budget ends, as TCP would.  What
+    waits is this list's items, counted in the connection's ``_held_bytes``, so ``pending_bytes`` (connz) and the
+    slow-consumer check (client.py ``_check_pending``) see it as they see a real reader's unread output, and a
+    close writes it out or frees it as it does any held output (client.py ``close``)."""
+
+    pinned = True
+    TICK = 0.01
+
+    def __init__(self, conn: "ClientConnection", rate: float) -> None:
+        super().__init__()
+        self.conn = conn
+        self.rate = rate
+        self.timer: asyncio.TimerHandle | None = None
+        self.credit = 0.0
+        self.last = time.monotonic()
+        self.burst = max(rate * self.TICK, 1.0)  # an idle link does not save up a burst beyond one tick
+        self.interval = self.TICK if rate * self.TICK >= 1 else 1.0 / rate
+
+    def append(self, data: bytes) -> None:  # called by ClientConnection.flush instead of transport.write
+        super().append(data)
+        if self.timer is None:  # never written from inside flush: it counts _held_bytes after this returns
+            self.timer = asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self.timer = None
+        conn = self.conn
+        transport = conn.transport
+        if conn.closed or conn._held is not self or transport is None or transport.is_closing():
+            return  # closed (close wrote or freed the items) or undone
+        now = time.monotonic()
+        self.credit = min(self.credit + (now - self.last) * self.rate, self.burst)
+        self.last = now
+        budget = int(self.credit)
+        sent = done = 0
+        while done < len(self) and budget > 0:
+            data = self[done]
+            if len(data) <= budget:
+                done += 1
+            else:
+                self[done], data = data[budget:], data[:budget]
+            transport.write(data)
+            budget -= len(data)
+            sent += len(data)
+        del self[:done]
+        self.credit -= sent
+        conn._held_bytes -= sent
+        if self:
+            self.timer = asyncio.get_running_loop().call_later(self.interval, self._drain)
+
+    def release(self) -> list[bytes]:
+        """Stop draining; what still waits, in order."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        rest = list(self)
+        self.clear()
+        return rest
+
+
 class Faults:
     def __init__(self, server: "Server") -> None:
         self.server = server
 
     # ------------------------------------------------------------------ connections
-    def _conns(self, cid: int | None, name: str | None) -> list["ClientConnection"]:
+    def _conns(self, cid: int | None, name: str | None, every: bool = False) -> list["ClientConnection"]:
+        if every:
+            if cid is not None or name is not None:
+                raise ValueError("give 'every' or one of 'cid' or 'name', not both")
+            found = [c for c in list(self.server.clients.values()) if not c.closed]
+            if not found:
+                raise ValueError("no connection")
+            return found
         if (cid is None) == (name is None):
             raise ValueError("give one of 'cid' or 'name'")
         found = [c for c in list(self.server.clients.values()) if (c.cid == cid if cid is not None else c.name == name)]
@@ -160,6 +235,37 @@ class Faults:
                     c._held = None  # what is already delayed still arrives, later output goes straight out
 
         return Fault(f"latency {seconds}s on {[c.cid for c in conns]}", undo)
+
+    def bandwidth(self, bytes_per_second: float, cid: int | None = None, name: str | None = None,
+                  every: bool = False) -> Fault:
+        """What the server sends these clients (or every connected client, ``every=True``) leaves at most
+        ``bytes_per_second``: a slow network reader that is not stalled.  The output waiting for the link counts
+        as pending, so a reader more than ``max_pending`` behind is closed as a slow consumer.  Connections that
+        come later are not limited."""
+        if not isinstance(bytes_per_second, (int, float)) or bytes_per_second <= 0:
+            raise ValueError("bytes_per_second must be positive")
+        conns = self._conns(cid, name, every)
+        for c in conns:
+            if getattr(c._held, "pinned", False):
+                raise ValueError(f"connection {c.cid} has a fault on its output already")
+        for c in conns:
+            earlier = c._held or ()  # output already held by the transport's backpressure goes first
+            throttled = _Throttled(c, float(bytes_per_second))
+            c._held = throttled
+            for data in earlier:
+                throttled.append(data)  # already counted in _held_bytes
+
+        def undo() -> None:
+            for c in conns:
+                held = c._held
+                if isinstance(held, _Throttled):
+                    rest = held.release()
+                    c._held, c._held_bytes = None, 0
+                    if not c.closed and c.transport is not None:
+                        for data in rest:  # the link is fast again: what waited leaves now, in order
+                            c.transport.write(data)
+
+        return Fault(f"bandwidth {bytes_per_second} B/s on {[c.cid for c in conns]}", undo)
 
     def refuse_connections(self, seconds: float | None = None) -> Fault:
         """Close the client listener: new connections are refused (ECONNREFUSED) until undo() reopens it on the

@@ -96,6 +96,71 @@ async def test_latency(nats_server):
     await nc.close()
 
 
+async def _receive(sub, n: int) -> tuple[float, list[bytes]]:
+    t = time.monotonic()
+    got = [(await sub.next_msg(timeout=5)).data for _ in range(n)]
+    return time.monotonic() - t, got
+
+
+@pytest.mark.parametrize("limited", ["name", "every"])
+async def test_bandwidth_makes_a_slow_reader_that_still_reads(nats_server, limited):
+    """40 messages of 1 KB to a reader limited to 80 KB/s take about half a second (without the limit: a few
+    milliseconds), all of them arrive in order, and the reader is not a slow consumer: it is below max_pending."""
+    nc, ev = await _events(nats_server.client_url, name="reader")
+    sub = await nc.subscribe("bw")
+    await nc.flush()
+    pub = await nats.connect(nats_server.client_url)
+    payloads = [b"%04d" % i + b"x" * 1020 for i in range(40)]
+
+    async def burst() -> tuple[float, list[bytes]]:
+        for p in payloads:
+            await pub.publish("bw", p)
+        await pub.flush()
+        return await _receive(sub, len(payloads))
+
+    fast, got = await burst()
+    assert got == payloads and fast < 0.25
+    kw = {"every": True} if limited == "every" else {"name": "reader"}
+    with Faults(nats_server).bandwidth(80_000, **kw):
+        slow, got = await burst()
+    assert got == payloads
+    assert 0.4 <= slow < 3, slow  # ~42 KB on the wire at 80 KB/s
+    again, got = await burst()
+    assert got == payloads and again < 0.25
+    assert not ev["disconnected"].is_set() and nats_server.slow_consumers == 0
+    await pub.close()
+    await nc.close()
+
+
+async def test_bandwidth_below_the_publish_rate_ends_in_a_slow_consumer(nats_server_factory):
+    """The reader gets some of its messages (it is slow, not stalled) until its unsent output passes max_pending:
+    then it is closed as a slow consumer, as nats-server closes a reader on a slow link."""
+    srv = await nats_server_factory(max_pending=64 * 1024)
+    nc, ev = await _events(srv.client_url, name="reader", allow_reconnect=False)
+    got = []
+
+    async def on_msg(msg):
+        got.append(msg)
+
+    await nc.subscribe("bw", cb=on_msg)
+    await nc.flush()
+    pub = await nats.connect(srv.client_url)
+    fault = Faults(srv).bandwidth(20_000, name="reader")
+    for _ in range(10):
+        await pub.publish("bw", b"x" * 1024)
+    await pub.flush()
+    await asyncio.sleep(0.3)
+    assert 0 < len(got) < 10 and srv.slow_consumers == 0  # a slow link, below max_pending: still reading
+    for _ in range(100):
+        await pub.publish("bw", b"x" * 1024)
+    await pub.flush()
+    await asyncio.wait_for(ev["disconnected"].wait(), 5)
+    assert srv.slow_consumers == 1
+    fault.undo()
+    await pub.close()
+    await nc.close()
+
+
 async def test_refused_connections_then_accepted_on_the_same_port(nats_server):
     port = nats_server.port
     fault = Faults(nats_server).refuse_connections()
@@ -153,4 +218,12 @@ async def test_bad_arguments_are_refused(nats_server):
         f.fail_next_write("ENOTANERRNO")
     with pytest.raises(ValueError):
         f.stall(name="x", reads=False, writes=False)
+    nc = await nats.connect(nats_server.client_url, name="app")
+    with pytest.raises(ValueError):
+        f.bandwidth(0, name="app")
+    with pytest.raises(ValueError):
+        f.bandwidth(1000, name="app", every=True)
+    with f.latency(0.1, name="app"), pytest.raises(ValueError):  # one fault on a connection's output at a time
+        f.bandwidth(1000, name="app")
+    await nc.close()
     assert errno.ENOSPC  # the names are errno's
