@@ -79,6 +79,10 @@ class Durability:
         # the next group commit (the latest one per store).
         self._cwrites: dict = {}
         self._csnap: dict = {}
+        # A test's one-shot crash between store and ack (skiff.testing.faults.crash_before_ack): called with a
+        # flush's acks once their messages were handed to the OS; True means the server "died" there and the acks
+        # never leave.  None (always, outside such a test) costs one attribute check per flush with acks.
+        self.before_ack = None
 
     # ------------------------------------------------------------------ producers
     def stored(self, stream: "Stream", seq: int, reply: str, tail: bytes = b"}") -> None:
@@ -160,6 +164,8 @@ class Durability:
                 self._start_group_commit()
             return
         acks, self._acks = self._acks, []
+        if self.before_ack is not None and self.before_ack(acks):
+            return
         publish = self.server.publish
         wait = self.sync_always
         for stream, seq, reply, payload in acks:

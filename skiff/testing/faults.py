@@ -20,6 +20,9 @@ cid=|name=|every=True)``               counts as pending, so a reader that falls
                                        ``undo()`` (or ``seconds``) opens it again on the same port
 ``fail_next_write(error, fsync)``      the file store's next write (or fsync) fails with ENOSPC / EIO: the
                                        publisher gets the error PubAck (10077) that a full disk gives
+``crash_before_ack(stream=None)``      the next stored message's PubAck never leaves: the server dies right after
+                                       handing it to the OS (connections cut, listener closed, stores left as a
+                                       kill -9 leaves them); restart it on the same store to see it kept
 ``api_status(status, count)``          the next ``count`` JetStream API requests are answered with a status
                                        message instead (503: no responders, as when JetStream is unavailable)
 ====================================  =========================================================================
@@ -321,6 +324,67 @@ class Faults:
                 setattr(s, attr, originals[id(s)])
 
         return Fault(f"fail next {count} {'fsync' if fsync else 'write'} with {error}", undo)
+
+    def crash_before_ack(self, stream: str | None = None) -> Fault:
+        """Arm a one-shot crash between store and ack: the next flush that has a PubAck to send for a message
+        stored in ``stream`` (any stream when None) hands the message to the OS, then the server dies instead of
+        acking (server/jetstream/durability.py ``Durability.before_ack``).
+
+        Dying is what a ``kill -9`` of nats-server does to the outside: every client connection is cut (the
+        publisher's request is left without an answer: it times out), the listener is closed (connections refused),
+        and the stores are closed without another write, so neither the stream's state file nor consumer states nor
+        an fsync follows: recovery on restart reads the blocks as the OS has them.  Under ``sync_always`` this is
+        before the message's fsync.  The dead server still needs ``nats_server_factory.restart(server)`` (or its
+        ``shutdown()``), which then writes nothing."""
+        jss = list(self.server.jetstreams.values())
+        if not jss:
+            raise ValueError("JetStream is not enabled")
+        if any(js.durability.before_ack is not None for js in jss):
+            raise ValueError("a crash is armed already")
+
+        def hook(acks: list[tuple]) -> bool:
+            if not any(s is not None and (stream is None or s.name == stream) for s, *_ in acks):
+                return False
+            undo()
+            self._die()
+            return True
+
+        for js in jss:
+            js.durability.before_ack = hook
+
+        def undo() -> None:
+            for js in jss:
+                if js.durability.before_ack is hook:
+                    js.durability.before_ack = None
+
+        return Fault(f"crash before the PubAck of {stream or 'any stream'}", undo)
+
+    def _die(self) -> None:
+        """The server process is gone: the OS closes its sockets; its files keep what was written, nothing more."""
+        from skiff.server.core.client import CLIENT_CLOSED
+
+        srv = self.server
+        if srv._listener is not None:
+            srv._listener.close()
+            srv._listener = None
+        for js in srv.jetstreams.values():
+            d = js.durability
+            d.stopped = True  # no group commit, no background fsync from here on
+            if d._bg_timer is not None:
+                d._bg_timer.cancel()
+                d._bg_timer = None
+            d._acks, d._sync_wait, d._dirty, d._unsynced, d._cwrites, d._csnap = [], [], {}, {}, {}, {}
+            for st in js.streams.values():
+                for consumer in list(getattr(st, "consumers", {}).values()):
+                    cstore = getattr(consumer, "store", None)
+                    if cstore is not None and hasattr(cstore, "discard"):
+                        cstore.discard()  # closed without touching the disk
+                store = st.store
+                if hasattr(store, "_close_fds"):  # a file store: close its files without writing
+                    store._close_fds()
+                    store._closed = True
+        for c in list(srv.clients.values()):
+            c.close(CLIENT_CLOSED, abort=True)
 
     # ------------------------------------------------------------------ the JetStream API
     def api_status(self, status: int = 503, count: int = 1, description: str = "") -> Fault:

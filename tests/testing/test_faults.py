@@ -198,6 +198,48 @@ async def test_failed_store_write_is_an_error_puback_then_publishes_go_on(nats_s
     await nc.close()
 
 
+async def test_crash_between_store_and_ack_keeps_the_message_and_the_retry_is_a_duplicate(nats_server_factory):
+    """The server stores the order and dies before its PubAck leaves: the publisher only sees a timeout.  After the
+    restart on the same store the order is there, and the publisher's retry with the same Nats-Msg-Id is told it
+    is a duplicate (the de-duplication window is rebuilt from the stored messages' headers, as nats-server
+    does), so the order is stored once."""
+    srv = await nats_server_factory()
+    nc, ev = await _events(srv.client_url, max_reconnect_attempts=-1)
+    js = nc.jetstream()
+    await js.add_stream(name="ORDERS", subjects=["orders.>"])
+    await js.publish("orders.new", b"order 41", headers={"Nats-Msg-Id": "order-41"})
+    Faults(srv).crash_before_ack("ORDERS")
+    with pytest.raises(nats.errors.TimeoutError):
+        await js.publish("orders.new", b"order 42", timeout=0.5, headers={"Nats-Msg-Id": "order-42"})
+    assert ev["disconnected"].is_set()  # the process died: its connections went with it
+    with pytest.raises(ConnectionRefusedError):  # ... and nothing listens on its port
+        await asyncio.open_connection("127.0.0.1", srv.port)
+    srv = await nats_server_factory.restart(srv)
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    stored = await js.get_msg("ORDERS", 2)
+    assert (stored.data, stored.headers["Nats-Msg-Id"]) == (b"order 42", "order-42")
+    ack = await js.publish("orders.new", b"order 42", headers={"Nats-Msg-Id": "order-42"})
+    assert (ack.seq, ack.duplicate) == (2, True)
+    ack = await js.publish("orders.new", b"order 43", headers={"Nats-Msg-Id": "order-43"})
+    assert ack.seq == 3 and not ack.duplicate
+    await nc.close()
+
+
+async def test_crash_before_ack_waits_for_its_stream_and_undo_disarms_it(nats_server):
+    nc = await nats.connect(nats_server.client_url)
+    js = nc.jetstream()
+    await js.add_stream(name="A", subjects=["a"])
+    await js.add_stream(name="B", subjects=["b"])
+    f = Faults(nats_server)
+    fault = f.crash_before_ack("B")
+    assert (await js.publish("a", b"1")).seq == 1  # another stream's ack leaves
+    with pytest.raises(ValueError):
+        f.crash_before_ack()  # one armed at a time
+    fault.undo()
+    assert (await js.publish("b", b"1")).seq == 1  # disarmed: acked
+    await nc.close()
+
+
 async def test_api_status_503_is_jetstream_unavailable(nats_server):
     """A 503 status is what nats-server sends when nothing answers the API (JetStream off): nats-py reports it as
     ServiceUnavailableError, exactly as against a server without JetStream."""
