@@ -23,6 +23,8 @@ cid=|name=|every=True)``               counts as pending, so a reader that falls
 ``crash_before_ack(stream=None)``      the next stored message's PubAck never leaves: the server dies right after
                                        handing it to the OS (connections cut, listener closed, stores left as a
                                        kill -9 leaves them); restart it on the same store to see it kept
+``power_loss()``                       the machine loses power now: the server dies as above and every file
+                                       store's block files keep only what was fsynced (sync_interval's promise)
 ``api_status(status, count)``          the next ``count`` JetStream API requests are answered with a status
                                        message instead (503: no responders, as when JetStream is unavailable)
 ====================================  =========================================================================
@@ -358,6 +360,39 @@ class Faults:
                     js.durability.before_ack = None
 
         return Fault(f"crash before the PubAck of {stream or 'any stream'}", undo)
+
+    def power_loss(self) -> dict:
+        """The machine loses power now: the server dies as in :meth:`crash_before_ack`, and every file store's
+        message blocks lose what the store wrote since their last fsync (the page cache is gone).  Restart it on the
+        same store (``nats_server_factory.restart``) to see what ``sync_interval`` guaranteed: with
+        ``sync_always`` every acknowledged message, otherwise what the last background fsync (every
+        ``sync_interval``) covered.  Returns ``{"lost_bytes": {stream: bytes}}``.
+
+        The worst case is modelled (none of the unsynced tail reached the disk); other files (state and consumer
+        files, written atomically by rename) are left as written, which recovery must not trust over the blocks
+        anyway (nats-server's recoverFullState in filestore.go rebuilds from the blocks when index.db does not
+        match the last block's checksum)."""
+        cuts = []
+        lost: dict[str, int] = {}
+        for js in self.server.jetstreams.values():
+            for st in js.streams.values():
+                store = st.store
+                if not hasattr(store, "_sync_lock"):
+                    continue  # a memory store: everything goes, as it goes on restart anyway
+                with store._sync_lock:  # a background fsync may be running: take the lengths it settled
+                    for b in store._chunks:
+                        if b.flushed > b.synced:
+                            cuts.append((b.path, b.synced))
+                            lost[st.name] = lost.get(st.name, 0) + b.flushed - b.synced
+        if not self.server.jetstreams:
+            raise ValueError("JetStream is not enabled")
+        self._die()
+        for path, synced in cuts:
+            try:
+                os.truncate(path, synced)
+            except FileNotFoundError:
+                pass
+        return {"lost_bytes": lost}
 
     def _die(self) -> None:
         """The server process is gone: the OS closes its sockets; its files keep what was written, nothing more."""

@@ -240,6 +240,39 @@ async def test_crash_before_ack_waits_for_its_stream_and_undo_disarms_it(nats_se
     await nc.close()
 
 
+@pytest.mark.parametrize("sync_always", [False, True])
+async def test_power_loss_keeps_what_was_fsynced(nats_server_factory, nats_clock, sync_always):
+    """What sync_interval guarantees.  Under the default (a background fsync every 2 minutes) a PubAck means the OS
+    has the message: the acked messages after the last fsync are lost with the power.  Under sync_interval: always
+    a PubAck follows an fsync: every acked message survives."""
+    srv = await nats_server_factory(sync_always=sync_always)
+    nc, ev = await _events(srv.client_url, max_reconnect_attempts=-1)
+    js = nc.jetstream()
+    await js.add_stream(name="S", subjects=["s"])
+    for i in (1, 2):
+        assert (await js.publish("s", b"%d" % i)).seq == i
+    durability = next(iter(srv.jetstreams.values())).durability
+    if not sync_always:
+        fsyncs = durability.fsyncs
+        await nats_clock.tick(120)  # the background fsync of sync_interval (2 minutes) runs, in a worker thread
+        for _ in range(200):
+            if durability.fsyncs > fsyncs:
+                break
+            await asyncio.sleep(0.01)
+        assert durability.fsyncs > fsyncs
+    assert (await js.publish("s", b"3")).seq == 3  # acked
+    lost = Faults(srv).power_loss()["lost_bytes"]
+    srv = await nats_server_factory.restart(srv)
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    state = (await js.stream_info("S")).state
+    if sync_always:
+        assert (lost, state.messages, state.last_seq) == ({}, 3, 3)
+    else:
+        assert lost["S"] > 0 and (state.messages, state.last_seq) == (2, 2)  # the third was acked, never fsynced
+        assert (await js.publish("s", b"3")).seq == 3
+    await nc.close()
+
+
 async def test_api_status_503_is_jetstream_unavailable(nats_server):
     """A 503 status is what nats-server sends when nothing answers the API (JetStream off): nats-py reports it as
     ServiceUnavailableError, exactly as against a server without JetStream."""
