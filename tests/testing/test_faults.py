@@ -119,14 +119,15 @@ async def test_bandwidth_makes_a_slow_reader_that_still_reads(nats_server, limit
         return await _receive(sub, len(payloads))
 
     fast, got = await burst()
-    assert got == payloads and fast < 0.25
+    assert got == payloads
     kw = {"every": True} if limited == "every" else {"name": "reader"}
     with Faults(nats_server).bandwidth(80_000, **kw):
         slow, got = await burst()
     assert got == payloads
     assert 0.4 <= slow < 3, slow  # ~42 KB on the wire at 80 KB/s
     again, got = await burst()
-    assert got == payloads and again < 0.25
+    assert got == payloads
+    assert max(fast, again) * 2 < slow, (fast, slow, again)  # unlimited: milliseconds (bounds loose for a busy CI)
     assert not ev["disconnected"].is_set() and nats_server.slow_consumers == 0
     await pub.close()
     await nc.close()
