@@ -201,24 +201,26 @@ def rs_minus(account: str, subject: str, queue: str = "") -> bytes:
 
 
 def rmsg_head(account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
-    """The RMSG/HMSG line of a message (client.go msgHeaderForRouteOrLeaf)."""
+    """The RMSG/HMSG line of a message on a route (client.go msgHeaderForRouteOrLeaf)."""
     if not queues and not hdr_len:  # the common case, formatted in one step
         if reply:
             return f"RMSG {account} {subject} {reply} {size}\r\n".encode("utf-8", "surrogateescape")
         return f"RMSG {account} {subject} {size}\r\n".encode("utf-8", "surrogateescape")
-    parts = ["HMSG" if hdr_len else "RMSG", account, subject]
+    return _msg_head("RMSG", [account, subject], reply, queues, hdr_len, size)
+
+
+def _msg_head(word: str, parts: list[str], reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
+    """``<word|HMSG> <parts..> [reply | + reply q.. | | q..] [hdr_len] <size>``."""
+    out = ["HMSG" if hdr_len else word, *parts]
     if queues:
-        if reply:
-            parts += ["+", reply]
-        else:
-            parts.append("|")
-        parts += list(queues)
+        out += ["+", reply] if reply else ["|"]
+        out += queues
     elif reply:
-        parts.append(reply)
+        out.append(reply)
     if hdr_len:
-        parts.append(str(hdr_len))
-    parts.append(str(size))
-    return (" ".join(parts) + "\r\n").encode("utf-8", "surrogateescape")
+        out.append(str(hdr_len))
+    out.append(str(size))
+    return (" ".join(out) + "\r\n").encode("utf-8", "surrogateescape")
 
 
 def ls_plus(subject: str, queue: str = "", weight: int = 0) -> bytes:
@@ -234,6 +236,5 @@ def ls_minus(subject: str, queue: str = "") -> bytes:
 
 
 def lmsg_head(subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
-    """The LMSG/HMSG line of a message on a leaf connection (no account token)."""
-    return b"L" + rmsg_head("", subject, reply, queues, hdr_len, size)[1:].replace(b"  ", b" ", 1) \
-        if not hdr_len else rmsg_head("", subject, reply, queues, hdr_len, size).replace(b"HMSG  ", b"HMSG ", 1)
+    """The LMSG/HMSG line of a message on a leaf connection (no account token: the link is bound to one)."""
+    return _msg_head("LMSG", [subject], reply, queues, hdr_len, size)

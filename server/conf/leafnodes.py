@@ -47,15 +47,10 @@ def _authorization(m: "_Mapper", tok: Token, out: dict) -> None:
     am = m.expect(tok, dict, "authorization")
     for mk, mt in am.items():
         k = mk.lower()
-        if k in ("user", "username"):
-            out["username"] = m.expect(mt, str, mk)
-        elif k in ("pass", "password"):
-            out["password"] = m.expect(mt, str, mk)
+        if m.auth_field(k, mt, mk, out):
+            pass
         elif k == "account":
             out["account"] = m.expect(mt, str, mk)
-        elif k == "timeout":
-            tv = mt.value
-            out["auth_timeout"] = float(tv) if isinstance(tv, (int, float)) and not isinstance(tv, bool) else 1.0
         elif k == "users":
             users = []
             for ut in m.expect(mt, list, mk):

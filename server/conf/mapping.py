@@ -151,6 +151,21 @@ class _Mapper:
                 continue
         return out
 
+    def auth_field(self, k: str, tok: Token, key: str, out: dict[str, Any]) -> bool:
+        """``user``/``password``/``timeout`` of a listener's ``authorization`` block (opts.go parseSimpleAuth,
+        parseAuthorization) into ``username``/``password``/``auth_timeout``; False for any other key.  Go reads an
+        int64 or float64 timeout as seconds and anything else as 1 second."""
+        if k in ("user", "username"):
+            out["username"] = self.expect(tok, str, key)
+        elif k in ("pass", "password"):
+            out["password"] = self.expect(tok, str, key)
+        elif k == "timeout":
+            tv = tok.value
+            out["auth_timeout"] = float(tv) if isinstance(tv, (int, float)) and not isinstance(tv, bool) else 1.0
+        else:
+            return False
+        return True
+
     def listen_key(self, k: str, tok: Token, key: str, out: dict[str, Any]) -> bool:
         """``listen`` / ``port`` / ``host`` (``net``) of a listener block into ``out["host"]`` and ``out["port"]``;
         False for any other key.  The client port and the websocket block read them alike (opts.go)."""

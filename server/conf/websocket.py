@@ -78,16 +78,10 @@ def _simple_auth(m: "_Mapper", tok: Token, out: dict) -> None:
     am = m.expect(tok, dict, "authorization")
     for mk, mt in am.items():
         k = mk.lower()
-        if k in ("user", "username"):
-            out["username"] = m.expect(mt, str, mk)
-        elif k in ("pass", "password"):
-            out["password"] = m.expect(mt, str, mk)
+        if m.auth_field(k, mt, mk, out):
+            pass
         elif k == "token":
             out["token"] = m.expect(mt, str, mk)
-        elif k == "timeout":
-            tv = mt.value
-            # Go: an int64 or float64 is seconds; any other type is 1 second.
-            out["auth_timeout"] = float(tv) if isinstance(tv, (int, float)) and not isinstance(tv, bool) else 1.0
         else:
             m.unknown(mt, mk)
 

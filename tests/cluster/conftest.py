@@ -38,6 +38,20 @@ def wait_listening(port: int, timeout: float = 10.0) -> None:
             time.sleep(0.02)
 
 
+async def publish_until_received(nc, subject: str, data: bytes, got: list, timeout: float = 10.0,
+                                 why=lambda: "") -> None:
+    """Publish ``data`` on ``subject`` every 0.1 s until a subscriber's callback has filled ``got``: interest takes
+    a moment to cross a route or leaf connection, and a message sent before it arrives goes nowhere."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not got:
+        assert time.monotonic() < deadline, why()
+        await nc.publish(subject, data)
+        await nc.flush()
+        await asyncio.sleep(0.1)
+
+
 def pytest_generate_tests(metafunc):
     if "arrangement" in metafunc.fixturenames:
         targets = selected_targets(metafunc.config)

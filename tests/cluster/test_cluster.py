@@ -12,6 +12,8 @@ import nats
 import pytest
 from nats.errors import NoRespondersError
 
+from tests.cluster.conftest import publish_until_received
+
 
 async def _until(pred, timeout: float = 15.0) -> None:
     # An upper bound only: three server processes on two loaded cores (CI runs two test workers) may need it.
@@ -243,12 +245,7 @@ async def test_the_conf_cluster_example_runs_mixed():
             got.append(m.data)
         await nb.subscribe("demo.x", cb=cb)
         await nb.flush()
-        deadline = asyncio.get_running_loop().time() + 10
-        while not got:
-            assert asyncio.get_running_loop().time() < deadline
-            await na.publish("demo.x", b"across")
-            await na.flush()
-            await asyncio.sleep(0.1)
+        await publish_until_received(na, "demo.x", b"across", got)
         assert set(got) == {b"across"}
         await na.close()
         await nb.close()
@@ -286,12 +283,7 @@ async def test_routes_with_mutual_tls_and_a_plain_route_refused(kinds):
             got.append(m.data)
         await nb.subscribe("tls.x", cb=cb)
         await nb.flush()
-        deadline = asyncio.get_running_loop().time() + 10
-        while not got:
-            assert asyncio.get_running_loop().time() < deadline, a.log() + b.log()
-            await na.publish("tls.x", b"over tls")
-            await na.flush()
-            await asyncio.sleep(0.1)
+        await publish_until_received(na, "tls.x", b"over tls", got, why=lambda: a.log() + b.log())
         assert set(got) == {b"over tls"}
         import urllib.request
 
@@ -332,12 +324,7 @@ async def test_a_cluster_in_operator_mode_routes_an_account_by_its_public_key(ta
         await sub_nc.subscribe("op.cluster", cb=cb)
         await sub_nc.flush()
         pub_nc = await nats.connect(nodes[0].url, user_credentials=creds)
-        deadline = asyncio.get_running_loop().time() + 10
-        while not got:
-            assert asyncio.get_running_loop().time() < deadline, nodes[0].log()[-2000:]
-            await pub_nc.publish("op.cluster", b"app")
-            await pub_nc.flush()
-            await asyncio.sleep(0.1)
+        await publish_until_received(pub_nc, "op.cluster", b"app", got, why=lambda: nodes[0].log()[-2000:])
         assert set(got) == {b"app"}
         await sub_nc.close()
         await pub_nc.close()

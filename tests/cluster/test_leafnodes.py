@@ -13,7 +13,7 @@ import time
 import nats
 import pytest
 
-from tests.cluster.conftest import wait_listening
+from tests.cluster.conftest import publish_until_received, wait_listening
 from tests.conftest import selected_targets
 from tests.harness import ServerProcess, free_ports
 
@@ -349,12 +349,7 @@ async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target):
             got.append(m.data)
         await hub_nc.subscribe("op.leaf", cb=cb)
         await _settle(hub_nc)
-        deadline = time.monotonic() + 5
-        while not got:
-            assert time.monotonic() < deadline
-            await spoke_nc.publish("op.leaf", b"signed")
-            await spoke_nc.flush()
-            await asyncio.sleep(0.1)
+        await publish_until_received(spoke_nc, "op.leaf", b"signed", got, timeout=5)
         assert set(got) == {b"signed"}
         await hub_nc.close()
         await spoke_nc.close()
