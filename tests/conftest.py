@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests import natspy_flush
 from tests.harness import TARGETS, ServerProcess
+
+natspy_flush.apply()  # nats-py's flush() must be a barrier for the tests that rely on it: tests/natspy_flush.py
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 

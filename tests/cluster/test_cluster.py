@@ -98,11 +98,19 @@ async def test_queue_groups_span_the_cluster_and_each_message_goes_to_one_member
         assert 40 < len(got_remote) < 160, len(got_remote)  # both members take a share (p < 1e-18 otherwise)
         await lsub.unsubscribe()
         await local.flush()
-        before = len(got_remote)
-        for i in range(30):
-            await pub.publish("work", b"%d" % i)
+        after = {b"after-%d" % i for i in range(30)}
+        for m in sorted(after):
+            await pub.publish("work", m)
         await pub.flush()
-        await _until(lambda: len(got_remote) == before + 30)
+        # Distinct payloads: what went where is in the failure message, and a late or repeated message of the first
+        # round cannot hide or fake one of these.
+        try:
+            await _until(lambda: after <= set(got_remote))
+        finally:
+            late = [m for m in got_local if m.startswith(b"after-")]
+            missing = sorted(after - set(got_remote))
+            assert not late and not missing, (late, missing, len(got_local), len(got_remote))
+        assert len(got_local) + len(got_remote) == 230
     finally:
         for nc in (pub, remote, local):
             await nc.close()
