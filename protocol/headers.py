@@ -25,6 +25,24 @@ def get(hdr: bytes, key: str) -> str | None:
     return hdr[i:j].lstrip(b" \t").decode("utf-8", "surrogateescape").rstrip(" \t")
 
 
+def get_exact(hdr: bytes, key: str) -> str | None:
+    """nats-server sliceHeader/getHeader, exactly: the first ``key`` at a line start followed by ``:``, leading
+    *spaces* skipped, nothing trimmed at the end (``@every 1s `` is an invalid schedule there, ``5 `` no number).
+    :func:`get` also trims tabs and trailing blanks, which would accept what nats-server refuses."""
+    if not hdr:
+        return None
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k)
+    if i < 0:
+        return None
+    i += len(k)
+    n = len(hdr)
+    while i < n and hdr[i] == 0x20:
+        i += 1
+    j = hdr.find(b"\r\n", i)
+    return hdr[i : j if j >= 0 else n].decode("utf-8", "surrogateescape")
+
+
 def parse(hdr: bytes) -> tuple[int, str, list[tuple[str, str]]]:
     """(status code or 0, status text, [(key, value), ...]) of a header block."""
     if not hdr:

@@ -130,7 +130,7 @@ class ConsumerApi:
             return
         c = self.lookup(toks[2], toks[3])
         if c is not None:
-            c.process_flow_control(subject)
+            c.process_flow_control(subject, bytes(data[:hdr_len]) if hdr_len else b"")
 
     # ------------------------------------------------------------------ create
     def create(self, req: ApiRequest) -> dict | ApiError:

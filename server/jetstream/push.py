@@ -18,6 +18,13 @@ window a ``NATS/1.0 100 FlowControl Request`` goes out with reply ``$JS.FC.<stre
 the whole window delivery pauses until the client answers on that subject.  The window starts at 2 MiB (32 MiB / 16)
 and doubles with every answer up to 32 MiB (nats-server ``setMaxPendingBytes`` / ``processFlowControl``).
 
+``ack_policy: flow_control`` (2.14, ADR-60; what a durable sourcing consumer uses) acks by flow control instead of
+an ack subject (there is none: an ack gets no responders).  A request also goes out when ``max_ack_pending`` messages
+are outstanding, and with an idle heartbeat while any are, so a stalled window is always asked about.  The answer's
+``Nats-Last-Stream`` / ``Nats-Last-Consumer`` headers ack everything up to them as ``ack_policy: all`` would; an answer
+without them (what a plain client sends) acks nothing (nats-server ``needFlowControl``, ``processFlowControl``, the
+``hbc`` case of ``loopAndGatherMsgs``).
+
 ``rate_limit_bps``: a token bucket in bytes (burst = the stream's max_msg_size or the server's max_payload, as Go's
 ``rate.NewLimiter`` is set up); a message that has to wait is put back and delivery resumes from a clock timer.
 """
@@ -25,6 +32,10 @@ from __future__ import annotations
 
 import random
 from typing import TYPE_CHECKING
+
+from skiff.protocol.headers import get_exact
+
+from .acks import parse_num
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
@@ -117,6 +128,9 @@ class PushMixin:
                 return
         if self.active:
             self._send_idle_heartbeat(self.config.deliver_subject)
+            # Acks come only with flow-control answers: ask again while anything is outstanding.
+            if self.config.ack_policy == "flow_control" and self.core.pending and not self.fcid:
+                self._send_flow_control()
         self._reset_hb()
 
     def _send_idle_heartbeat(self: "Consumer", subject: str) -> None:
@@ -132,10 +146,15 @@ class PushMixin:
 
     def _need_flow_control(self: "Consumer", size: int) -> None:
         """nats-server needFlowControl, called after a delivery whose ``size`` is already in ``pbytes``."""
-        if self.fcid == "" and self.pbytes > self.maxpb // 2:
+        if self.fcid == "" and (self.pbytes > self.maxpb // 2 or self._fc_acks_due()):
             self._send_flow_control()
         elif self.fcid and self.pbytes - self.fcsz >= self.maxpb:
             self.fcsz += size
+
+    def _fc_acks_due(self: "Consumer") -> bool:
+        """``ack_policy: flow_control`` at max_ack_pending: only a flow-control answer can free the window."""
+        core = self.core
+        return self.config.ack_policy == "flow_control" and 0 < core.maxp <= len(core.pending)
 
     def _send_flow_control(self: "Consumer") -> None:
         if self.waiting is not None:
@@ -149,7 +168,8 @@ class PushMixin:
         self.fcsz = self.pbytes
         self.server.publish(self.config.deliver_subject, b"", self.fcid, FC_REQUEST)
 
-    def process_flow_control(self: "Consumer", subject: str) -> None:
+    def process_flow_control(self: "Consumer", subject: str, hdr: bytes = b"") -> None:
+        """An answer on ``subject``; ``hdr`` is the answer's header block (acks, with ``ack_policy: flow_control``)."""
         if subject != self.fcid or self.closed:
             return
         if self.maxpb < self.pblimit:
@@ -157,6 +177,14 @@ class PushMixin:
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = "", 0
         self.kick()
+        if self.config.ack_policy != "flow_control" or not hdr:
+            return
+        lsseq = parse_num(get_exact(hdr, LAST_STREAM.decode()) or "")
+        if lsseq > 0:
+            # A zero (or missing) consumer sequence answers a request sent before any delivery: nothing to ack.
+            ldseq = max(parse_num(get_exact(hdr, LAST_CONSUMER.decode()) or ""), 0)
+            self.process_ack_msg(lsseq, ldseq, 1, "", False)
+            self._after_change()
 
     # ------------------------------------------------------------------ rate limit
     def _set_rate_limit(self: "Consumer") -> None:

@@ -37,6 +37,7 @@ from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
+from skiff.protocol.headers import get_exact as slice_header
 from skiff.protocol.jsapi.timefmt import MS, SECOND, TimeParseError, format_time, parse_time
 from skiff.protocol.subjects import is_valid_literal_subject, subjects_overlap
 
@@ -62,24 +63,6 @@ MIN_FIRE_INTERVAL = 250 * MS  # scheduler.go resetTimer: never fire more often t
 EARLY_WAKE = 10 * MS
 
 _INVALID = object()
-
-
-def slice_header(hdr: bytes, key: str) -> str | None:
-    """nats-server sliceHeader/getHeader, exactly: the first ``key`` at a line start followed by ``:``, leading
-    *spaces* skipped, nothing trimmed at the end (``@every 1s `` is an invalid pattern there).  Skiff's
-    ``headers.get`` also trims tabs and trailing blanks, which would accept what nats-server refuses."""
-    if not hdr:
-        return None
-    k = b"\r\n" + key.encode() + b":"
-    i = hdr.find(k)
-    if i < 0:
-        return None
-    i += len(k)
-    n = len(hdr)
-    while i < n and hdr[i] == 0x20:
-        i += 1
-    j = hdr.find(b"\r\n", i)
-    return hdr[i : j if j >= 0 else n].decode("utf-8", "surrogateescape")
 
 
 def load_location(hdr: bytes) -> tzinfo | None | object:
