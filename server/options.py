@@ -189,6 +189,9 @@ class ServerOptions(_Model):
     sync_always: bool = False
     jetstream_domain: str = ""
     jetstream_strict: bool = True
+    # jetstream { limits { batch { } } } under JSLimitOpts' JSON names (conf/jetstream_limits.py); 0 or absent:
+    # nats-server's default
+    jetstream_batch_limits: dict[str, int] = Field(default_factory=dict)
     jetstream_unique_tag: str = ""
     # -- limits
     max_payload: int = MAX_PAYLOAD_SIZE

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from skiff.server.conf.errors import ConfigError
 from skiff.server.conf import operator as operator_conf
 from skiff.server.conf import support
+from skiff.server.conf.jetstream_limits import parse_limits as jetstream_limits
 from skiff.server.conf.values import Token, parse_duration, plain
 
 MAX_INT32 = 2**31 - 1
@@ -409,6 +410,8 @@ class _Mapper:
                     s["jetstream_strict"] = self.expect(mt, bool, mk)
                 elif k == "unique_tag":
                     s["jetstream_unique_tag"] = self.expect(mt, str, mk).strip().lower()
+                elif k == "limits":
+                    s["jetstream_batch_limits"] = jetstream_limits(self, mt, _go_kind)
                 elif k in ("max_buffered_msgs", "request_queue_limit", "info_queue_limit", "max_concurrent_io",
                            "meta_compact"):
                     self.expect(mt, int, mk)

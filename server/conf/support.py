@@ -122,8 +122,6 @@ JETSTREAM = _entries(
     # Encryption at rest: the data would be on disk in plain text while the operator believes it encrypted.
     (("key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm"),
      Unimplemented(REFUSE, "encryption at rest (the store would be written in plain text)", _empty)),
-    (("limits",), Unimplemented(REFUSE, "server-wide JetStream limits (max_ack_pending, max_request_batch, "
-                                        "duplicate_window, batch...)", _empty)),
     (("extension_hint",), Unimplemented(WARN, "a hint about extending JetStream account limits; no client sees it")),
     (("unique_tag",), Unimplemented(WARN, f"placement of replicas on distinct servers; {_ONE_SERVER}")),
     (("max_outstanding_catchup",), Unimplemented(WARN, f"catch-up of cluster replicas; {_ONE_SERVER}")),
@@ -132,6 +130,14 @@ JETSTREAM = _entries(
     (("max_buffered_size", "max_buffered_msgs", "request_queue_limit", "info_queue_limit", "max_concurrent_io"),
      Unimplemented(WARN, "sizes of nats-server's internal queues and its I/O concurrency; Skiff has no such "
                          "queues")),
+)
+
+#: ``jetstream { limits { } }`` sub-keys (parseJetStreamLimits); ``batch { }`` is implemented (conf/jetstream_limits.py)
+JETSTREAM_LIMITS = _entries(
+    (("max_ack_pending", "max_request_batch", "duplicate_window"),
+     Unimplemented(REFUSE, "server-wide JetStream consumer and stream limits (nats-server would cap or default "
+                           "consumers' max_ack_pending / max_batch and streams' duplicate_window)")),
+    (("max_ha_assets",), Unimplemented(WARN, f"the number of replicated JetStream assets; {_ONE_SERVER}")),
 )
 
 #: ``websocket { }`` sub-keys (parseWebsocket); the block itself is implemented (conf/websocket.py,

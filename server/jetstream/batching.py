@@ -35,7 +35,8 @@ is refused (10177); ``Nats-Rollup: all`` only on the first message, ``sub`` only
 discard-new limits count the whole batch.  The first failure fails the whole batch.
 
 Limits (stream.go streamDefaultMaxAtomicBatch*): 50 open batches per stream and 1000 per server (10210), 1000
-messages per batch (10199), 10 s without a message abandons a batch.  The timer runs on the server's clock, so
+messages per batch (10199), 10 s without a message abandons a batch; ``jetstream { limits { batch { } } }`` sets
+other values (:func:`server_limit`, conf/jetstream_limits.py).  The timer runs on the server's clock, so
 ``ManualClock`` drives it in tests.
 """
 from __future__ import annotations
@@ -68,6 +69,17 @@ MAX_INFLIGHT_PER_STREAM = 50
 MAX_INFLIGHT_TOTAL = 1000
 MAX_BATCH_SIZE = 1000
 BATCH_TIMEOUT = 10.0  # seconds
+
+
+def server_limit(srv, key: str, default: int) -> int:
+    """``jetstream { limits { batch { } } }`` (JSLimitOpts ``key``) when positive, else nats-server's default."""
+    v = srv.options.jetstream_batch_limits.get(key, 0)
+    return v if v > 0 else default
+
+
+def batch_timeout(srv) -> float:
+    """Seconds an open batch may stay idle (getCleanupTimeout): the configured ``timeout`` or 10 s."""
+    return server_limit(srv, "max_batch_timeout", 0) / 1e9 or BATCH_TIMEOUT
 
 ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{stream}"
 ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
@@ -179,7 +191,7 @@ class Batching:
 
     def _arm(self, b: AtomicBatch) -> None:
         if b.timer is None:
-            b.timer = IdleTimer(self.stream.clock, BATCH_TIMEOUT, lambda: self._timed_out(b))
+            b.timer = IdleTimer(self.stream.clock, batch_timeout(self.stream.server), lambda: self._timed_out(b))
         else:
             b.timer.touch()
 
@@ -225,7 +237,7 @@ class Batching:
         commit = commit_val is not None and commit_val != ""
         eob = commit_val == COMMIT_EOB
         invalid_commit = commit and not eob and commit_val != "1"
-        max_size = MAX_BATCH_SIZE
+        max_size = server_limit(stream.server, "max_batch_size", MAX_BATCH_SIZE)
 
         b = self.atomic.get(batch_id)
         if b is None:
@@ -235,7 +247,9 @@ class Batching:
                     return nak("JSAtomicPublishTooLargeBatchErrF", size=max_size)
                 return nak("JSAtomicPublishIncompleteBatchErr")
             srv = stream.server
-            if len(self.atomic) + 1 > MAX_INFLIGHT_PER_STREAM or _inflight_total.get(srv, 0) + 1 > MAX_INFLIGHT_TOTAL:
+            if (len(self.atomic) + 1 > server_limit(srv, "max_batch_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
+                    or _inflight_total.get(srv, 0) + 1 > server_limit(srv, "max_batch_inflight_total",
+                                                                      MAX_INFLIGHT_TOTAL)):
                 return nak("JSAtomicPublishTooManyInflight")
             _inflight_total[srv] = _inflight_total.get(srv, 0) + 1
             b = self.atomic[batch_id] = AtomicBatch(batch_id)

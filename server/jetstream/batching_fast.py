@@ -39,7 +39,7 @@ from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 
 from . import jsonout
-from .batching import Batching, IdleTimer, _api_level_too_high
+from .batching import Batching, IdleTimer, _api_level_too_high, batch_timeout, server_limit
 from .publish_checks import Duplicate
 
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
@@ -52,7 +52,6 @@ MAX_U64 = (1 << 64) - 1
 # stream.go streamDefaultMaxFastBatch*, streamDefaultMaxBatchTimeout.
 MAX_INFLIGHT_PER_STREAM = 1000
 MAX_INFLIGHT_TOTAL = 50_000
-BATCH_TIMEOUT = 10.0
 MAX_ACK_MESSAGES = 500
 
 REQUIRED_API_LEVEL = "Nats-Required-Api-Level"
@@ -130,7 +129,7 @@ class FastBatches:
 
     def _arm(self, b: FastBatch) -> None:
         if b.timer is None:
-            b.timer = IdleTimer(self.stream.clock, BATCH_TIMEOUT, lambda: self._idle(b))
+            b.timer = IdleTimer(self.stream.clock, batch_timeout(self.stream.server), lambda: self._idle(b))
         else:
             b.timer.touch()
 
@@ -186,7 +185,9 @@ class FastBatches:
             if fb.seq != 1 or fb.op == OP_PING:
                 return nak(reply, can_respond, ApiError.of("JSBatchPublishUnknownBatchIDErr"))
             srv = stream.server
-            if len(self.open) + 1 > MAX_INFLIGHT_PER_STREAM or _inflight_total.get(srv, 0) + 1 > MAX_INFLIGHT_TOTAL:
+            if (len(self.open) + 1 > server_limit(srv, "max_batch_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
+                    or _inflight_total.get(srv, 0) + 1 > server_limit(srv, "max_batch_inflight_total",
+                                                                      MAX_INFLIGHT_TOTAL)):
                 return nak(reply, can_respond, ApiError.of("JSBatchPublishTooManyInflight"))
             _inflight_total[srv] = _inflight_total.get(srv, 0) + 1
             b = self.open[fb.id] = FastBatch(fb.id, fb.gap_ok, fb.flow)

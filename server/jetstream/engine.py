@@ -414,6 +414,12 @@ class JetStream:
             "strict": bool(getattr(opts, "jetstream_strict", True)),
         }
 
+    def server_limits(self) -> dict:
+        """/varz and /jsz ``limits`` (JSLimitOpts): the batch limits the configuration set, then the default
+        consumer limit nats-server always shows."""
+        batch = self.server.options.jetstream_batch_limits
+        return {**{k: v for k, v in batch.items() if v}, "default_max_consumers": 1000}
+
     def varz(self) -> dict:
         t = self.totals()
         return {
@@ -427,7 +433,7 @@ class JetStream:
                 "ha_assets": 0,
                 "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
             },
-            "limits": {"default_max_consumers": 1000},
+            "limits": self.server_limits(),
         }
 
     def jsz(self, params: dict) -> dict:
@@ -444,7 +450,7 @@ class JetStream:
             "server_id": s.server_id,
             "now": format_time(s.clock.time_ns()),
             "config": self.config_doc(),
-            "limits": {"default_max_consumers": 1000},
+            "limits": self.server_limits(),
             "streams": t["streams"],
             "consumers": t["consumers"],
             "messages": t["messages"],

@@ -163,6 +163,12 @@ ERRORS = [
     ("jetstream { bogus: 1 }", 'unknown field "bogus"'),
     ("jetstream { max_mem: \"12Q\" }", "must end in K, M, G, T"),
     ("store_dir: /a; jetstream { store_dir: /b }", "Duplicate 'store_dir'"),
+    ("jetstream { limits: 5 }", "Expected a map to define JetStreamLimits, got int64"),
+    ("jetstream { limits { batch: [] } }", "Expected a map to define batch limits, got []interface {}"),
+    ("jetstream { limits { batch { max_msgs: \"5\" } } }", "max_msgs: expected an integer"),
+    ("jetstream { limits { batch { timeout: \"5x\" } } }", 'time: unknown unit "x" in duration "5x"'),
+    ("jetstream { limits { batch { nope: 1 } } }", 'unknown field "nope"'),
+    ("jetstream { limits { nope: 1 } }", 'unknown field "nope"'),
     ("authorization { user: a, token: b }", "Cannot have a user/pass and token"),
     ("authorization { user: a, users: [] }", "single user/pass and a users array"),
     ("authorization { users: [{password: x}] }", "User entry requires a user"),
@@ -274,3 +280,10 @@ def test_size_suffixes_match_nats_server(tmp_path):
         f = tmp_path / f"s{v}.conf"
         f.write_text(f"max_payload: {v}\n")
         assert options_from_config(str(f)).max_payload == _varz_max_payload_from_nats_server(f), v
+
+
+def test_jetstream_batch_limits_are_read_under_nats_servers_json_names():
+    o = options_from_string('jetstream { limits { batch { max_inflight_per_stream: 2, max_inflight_total: 5, '
+                            'max_msgs: 3, timeout: "1.5s" } } }')
+    assert o.jetstream_batch_limits == {"max_batch_inflight_per_stream": 2, "max_batch_inflight_total": 5,
+                                        "max_batch_size": 3, "max_batch_timeout": 1_500_000_000}

@@ -64,7 +64,7 @@ REFUSED_KEYS = [
     ("syslog: true", "syslog", True),
     ('remote_syslog: "udp://127.0.0.1:514"', "remote_syslog", True),
     ('jetstream { key: "s3cr3t" }', "jetstream.key", True),
-    ("jetstream { limits { max_ack_pending: 10 } }", "jetstream.limits", True),
+    ("jetstream { limits { max_ack_pending: 10 } }", "jetstream.limits.max_ack_pending", True),
     ('authorization { auth_callout { issuer: "AAB", auth_users: [a] } }', "authorization.auth_callout", False),
     ("authorization { proxy_required: true }", "authorization.proxy_required", True),
     ('authorization { users: [{user: a, password: b, allowed_connection_types: ["FOO"]}] }',
@@ -176,6 +176,7 @@ WARNED = [
     ("write_timeout: close", "write_timeout"),
     ("jetstream { request_queue_limit: 100 }", "jetstream.request_queue_limit"),
     ('jetstream { unique_tag: "az" }', "jetstream.unique_tag"),
+    ("jetstream { limits { max_ha_assets: 2 } }", "jetstream.limits.max_ha_assets"),
 ]
 
 
