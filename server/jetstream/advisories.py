@@ -103,3 +103,33 @@ def stream_action(server: "Server", stream: str, action: str) -> None:
     ev["stream"] = stream
     ev["action"] = action
     publish_advisory(server, subject, ev)
+
+
+# -- snapshot and restore (jetstream_api.go jsStreamSnapshotRequest / processStreamRestore, jetstream_events.go)
+SNAPSHOT_CREATE = "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{stream}"
+SNAPSHOT_COMPLETE = "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{stream}"
+RESTORE_CREATE = "$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{stream}"
+RESTORE_COMPLETE = "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{stream}"
+_TRANSFER_TYPE = "io.nats.jetstream.advisory.v1.{kind}"
+
+
+def transfer(server: "Server", kind: str, stream: str, origin: Any, **fields: Any) -> None:
+    """A snapshot_create / snapshot_complete / restore_create / restore_complete advisory about ``stream``, for the
+    client ``origin`` that asked.  ``fields`` come in Go's field order (state; start, end, bytes), then client,
+    domain and (snapshot_complete) a non-empty error."""
+    subject = {"snapshot_create": SNAPSHOT_CREATE, "snapshot_complete": SNAPSHOT_COMPLETE,
+               "restore_create": RESTORE_CREATE, "restore_complete": RESTORE_COMPLETE}[kind].format(stream=stream)
+    if not server.sublist.has_interest(subject):
+        return
+    error = fields.pop("error", None)
+    ev = envelope(server, _TRANSFER_TYPE.format(kind=kind))
+    ev["stream"] = stream
+    for k, v in fields.items():
+        ev[k] = format_time(v) if k in ("start", "end") else v
+    ev["client"] = client_info(server, origin) if origin is not None else None
+    domain = server.options.jetstream_domain
+    if domain:
+        ev["domain"] = domain
+    if error:
+        ev["error"] = error
+    publish_advisory(server, subject, ev)

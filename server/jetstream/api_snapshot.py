@@ -24,7 +24,7 @@ from skiff.protocol.jsapi import requests as rq
 from skiff.protocol.jsapi._subjects import is_valid_publish_subject
 from skiff.protocol.jsapi.stream_config import normalize_stream_config
 
-from . import jsonout
+from . import advisories, jsonout
 from .api import ApiRequest, ApiRouter
 
 # snapshot.py, restore.py (the S2 codec, the archive format) and the restore request model are imported by the
@@ -67,9 +67,15 @@ class SnapshotApi:
 
         from . import snapshot as snap
 
+        start = srv.clock.time_ns()
+
         async def run() -> None:
+            # After the reply, as nats-server sends them; the complete one also when the transfer failed.
+            advisories.transfer(srv, "snapshot_create", stream.name, req.origin, state=state)
             err = await snap.send(stream, r.deliver_subject, state, not r.no_consumers, r.chunk_size or 0,
                                   r.window_size or 0)
+            advisories.transfer(srv, "snapshot_complete", stream.name, req.origin, start=start,
+                                end=srv.clock.time_ns(), error=err)
             if err is not None:
                 srv.log_warning("Snapshot of stream failed", stream=stream.name, error=err)
             else:
@@ -111,5 +117,5 @@ class SnapshotApi:
             return err
         if name in js.streams:  # a restore still under way does not count yet (as in nats-server)
             return ApiError.of("JSStreamNameExistRestoreFailedErr")
-        session = RestoreSession(js, ncfg)
+        session = RestoreSession(js, ncfg, req.origin)
         return {"deliver_subject": session.subject}

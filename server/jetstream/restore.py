@@ -81,9 +81,12 @@ def _parse_consumer_state(doc: Any) -> ConsumerState:
 
 
 class RestoreSession:
-    def __init__(self, js: "JetStream", cfg: "StreamConfig") -> None:
+    def __init__(self, js: "JetStream", cfg: "StreamConfig", origin=None) -> None:
         self.js = js
         self.server = js.server
+        self.origin = origin  # the client that asked: named in the restore advisories
+        self.start = js.server.clock.time_ns()
+        advisories.transfer(js.server, "restore_create", cfg.name, origin)
         self.cfg = cfg
         self.name = cfg.name
         self.subject = RESTORE_DELIVER_T.format(stream=cfg.name, id=advisories.nuid())
@@ -291,6 +294,9 @@ class RestoreSession:
             except Exception as e:  # noqa: BLE001
                 self.server.log_error("JetStream restore failed", stream=self.name, error=repr(e))
                 err = str(e) or type(e).__name__
+        # Whether it worked or not, before the reply (processStreamRestore finish); a stalled restore sends none.
+        advisories.transfer(self.server, "restore_complete", self.name, self.origin, start=self.start,
+                            end=self.server.clock.time_ns(), bytes=self.total)
         if err is not None:
             self._close(failed=True)
             self.server.log_warning("JetStream restore failed", stream=self.name, error=err, bytes=self.total)
