@@ -39,7 +39,7 @@ from .api import ApiRequest, ApiRouter, api_level_error
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
-from .consumer_reset import reset_request
+from .consumer_reset import reset_request, reset_starting_seq
 from .stream_consumers import consumer_set, open_store, recover
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,10 +148,16 @@ class ConsumerApi:
         stream = js.streams.get(stream_name)
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
-        cfg = creq.config
+        cfg, cname = sourcing_consumer(creq.config, cname, stream)
         existing = stream.consumers.get(cname) if cname else None
         if existing is not None:
-            cfg = cfg.model_copy(update={"pause_until": existing.config.pause_until})
+            keep = {"pause_until": existing.config.pause_until}
+            if cfg.sourcing and cfg.durable_name:
+                # A durable sourcing consumer asked for again resumes where it was acked: its start stays
+                # (jsConsumerCreateRequest), and the update below resets it to its ack floor.
+                keep.update(deliver_policy=existing.config.deliver_policy, opt_start_seq=existing.config.opt_start_seq,
+                            opt_start_time=existing.config.opt_start_time)
+            cfg = cfg.model_copy(update=keep)
         cfg = set_static_consumer_metadata(cfg)
         limits = ConsumerLimits(account_max_ack_pending=max(js.account_limit("max_ack_pending"), 0))
         ncfg = set_consumer_defaults(cfg, stream.config, pedantic=creq.pedantic, limits=limits)
@@ -175,6 +181,8 @@ class ConsumerApi:
             ucfg = apply_inactive_threshold_default(ncfg)
             eo.update_config(ucfg)
             cs.write_meta(eo)
+            if ucfg.sourcing:
+                reset_starting_seq(eo, 0)  # updateConfig: a sourcing consumer starts over from its ack floor
             info = eo.info()
             if eo._paused():  # nats-server's create handler announces the pause on every request that finds it
                 pause_advisory(eo, eo.config)
@@ -328,3 +336,18 @@ class ConsumerApi:
     # ------------------------------------------------------------------ reset
     def reset(self, req: ApiRequest) -> dict | ApiError | None:
         return reset_request(self.lookup(req.tokens[2], req.tokens[3]), req)
+
+
+def sourcing_consumer(cfg: ConsumerConfig, cname: str, stream) -> tuple[ConsumerConfig, str]:
+    """What nats-server makes of a mirror's or source's consumer request (``direct`` + ``sourcing`` + a stable
+    ``name``, 2.14+; jsConsumerCreateRequest): on an interest or workqueue origin a durable consumer acked by flow
+    control, so the origin keeps what the sourcing stream has not stored yet (ADR-60); on a limits origin an
+    ephemeral whose stable name gets a random suffix, so that several sourcing streams never share one."""
+    if not (cfg.direct and cfg.sourcing and cfg.name):
+        return cfg, cname
+    if stream.config.retention in ("interest", "workqueue"):
+        cfg = cfg.model_copy(update={"direct": False, "durable_name": cfg.name, "ack_policy": "flow_control",
+                                     "ack_wait": 0, "max_deliver": 0, "inactive_threshold": 0})
+        return cfg, cfg.name
+    name = f"{cfg.name}-{create_consumer_name()}"
+    return cfg.model_copy(update={"name": name}), name
