@@ -37,17 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
-# Deliberate difference: durable sourcing (a source's or mirror's ``consumer``, ADR-60 / 2.14) is not implemented;
-# accepting it would source through a consumer the user did not ask for, so the request fails and says why.
-NOT_SUPPORTED = ApiError.of("JSStreamInvalidConfigF",
-                            err="durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff")
-
-
-def unsupported(cfg: StreamConfig) -> ApiError | None:
-    if (cfg.mirror is not None and cfg.mirror.consumer is not None) or any(
-            s.consumer is not None for s in cfg.sources or []):
-        return NOT_SUPPORTED
-    return None
 
 
 def register(router: ApiRouter) -> None:
@@ -164,9 +153,6 @@ class StreamApi:
         name = req.tokens[2]
         if ncfg.num_replicas > 1:
             return ApiError.of("JSStreamReplicasNotSupportedErr")
-        err = unsupported(ncfg)
-        if err is not None:
-            return err
         existing = js.streams.get(ncfg.name)
         if existing is not None:
             if not configs_equal(ncfg, existing.config):
@@ -221,9 +207,6 @@ class StreamApi:
                                   lookup_stream=js.lookup_config)
         if isinstance(cfg, ApiError):
             return cfg
-        err = unsupported(cfg)
-        if err is not None:
-            return err
         if js.subjects_overlap(cfg.subjects or [], stream):
             return ApiError.of("JSStreamSubjectOverlapErr")
         err = js.check_stream_limits(cfg, exclude=stream)

@@ -14,6 +14,7 @@ Without a reply subject the request is ignored; a body that is not JSON is 10025
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
@@ -51,7 +52,9 @@ def reset_starting_seq(c: "Consumer", seq: int) -> int | str:
     c.cset.dirty(c)
     if c.stream.config.retention == "interest":
         c.cset.cleanup_no_interest()
-    c.kick()
+    # Delivery resumes after the caller's reply is out (nats-server signalNewMessages wakes the delivery goroutine):
+    # the reply's ``delivered`` is the reset position, which a sourcing stream starts from.
+    asyncio.get_running_loop().call_soon(c.kick)
     return seq
 
 

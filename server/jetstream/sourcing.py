@@ -42,6 +42,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import headers
+from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.timefmt import format_time
 
 from . import jsonout
@@ -61,6 +62,7 @@ HEALTH_CHECK_INTERVAL = 10.0            # sourceHealthCheckInterval (s)
 RETRY_THRESHOLD = 2.0                   # sourceConsumerRetryThreshold (s)
 RETRY_BACKOFF, RETRY_MAXIMUM = 5.0, 120.0
 CREATE_WAIT = 30.0                      # srcConsumerWaitTime (s)
+DURABLE_WAIT = 5.0                      # srcDurableConsumerWaitTime (s): a reset is quicker than a create
 ACK_WAIT_22H = 22 * 3600 * SECOND
 DGET_CAUGHT_UP = 10  # dgetCaughtUpThresh
 EARLY_MAX = 10_000  # deliveries held while the create reply is on its way
@@ -343,6 +345,8 @@ class Sourcing:
         si.lreq = self.clock.monotonic()
         cfg = si.cfg
         ext = cfg.external
+        if cfg.consumer is not None:
+            return self._setup_durable(si)
         if ext is not None and ext.deliver:
             deliver = sync_subject(ext.deliver + (".M" if si.mirror else ".S")).replace("..", ".")
         else:
@@ -405,10 +409,27 @@ class Sourcing:
         # import already gives the deliver subject interest); what arrives meanwhile waits in si.early.
         si.early = []
         si.sub = self.server.subscribe_internal(deliver, self._deliveries(si), server_msgs=True, msg_subject=True)
-        self._send_create(si, c, 5)
+        # A mirror asks for API level 4 and, refused, steps straight down to no level; a source starts at 5 (with
+        # its origin's identity) and steps down one level at a time (setupMirrorConsumer, trySetupSourceConsumer).
+        self._send_create(si, c, 4 if si.mirror else 5)
 
-    def _create_subject(self, si: SourceInfo, c: dict) -> str:
-        if c.get("filter_subject"):
+    def _setup_durable(self, si: SourceInfo) -> None:
+        """Durable sourcing (2.14, ADR-60): the user's own ``ack_policy: flow_control`` consumer on the origin,
+        reset to its ack floor (what this stream has confirmed storing, in its flow-control answers) instead of a
+        consumer made for us.  A mirror's reset carries no API level; a source's asks for 5, then 4."""
+        dc = si.cfg.consumer
+        si.err = None
+        si.sip = True
+        si.early = []
+        si.cname = dc.name
+        # Subscribed once the reset is answered, as nats-server does: the user's push consumer delivers as soon as
+        # its deliver subject has interest, and what it sent before the reset would only be sent again.
+        self._send_create(si, None, 0 if si.mirror else 5)
+
+    def _create_subject(self, si: SourceInfo, c: dict | None) -> str:
+        if c is None:
+            subject = f"$JS.API.CONSUMER.RESET.{si.name}.{si.cfg.consumer.name}"
+        elif c.get("filter_subject"):
             subject = f"$JS.API.CONSUMER.CREATE.{si.name}.{c['name']}.{c['filter_subject']}"
         else:
             subject = f"$JS.API.CONSUMER.CREATE.{si.name}"
@@ -417,7 +438,8 @@ class Sourcing:
             subject = subject.replace("$JS.API", ext.api, 1).replace("..", ".")
         return subject
 
-    def _send_create(self, si: SourceInfo, c: dict, level: int) -> None:
+    def _send_create(self, si: SourceInfo, c: dict | None, level: int) -> None:
+        """The consumer create request ``c`` (or, None, the durable consumer's reset) at API ``level`` (0: none)."""
         if si.reply_sub is not None:
             self.server.unsubscribe_internal(si.reply_sub)
         reply = "_INBOX." + secrets.token_hex(11)
@@ -426,18 +448,35 @@ class Sourcing:
             server_msgs=True)
         if si.wait_timer is not None:
             si.wait_timer.cancel()
-        si.wait_timer = self.clock.call_later(CREATE_WAIT, self._create_timed_out, si)
+        wait = CREATE_WAIT if c is not None else DURABLE_WAIT
+        si.wait_timer = self.clock.call_later(wait, self._create_timed_out, si)
         hdr = b""
         if level:
             hdr = headers.build([("Nats-Required-Api-Level", str(level))]
                                 + ([("Nats-Stream-Identity", si.ident)] if level >= 5 else []))
-        body = jsonout.dumpb({"stream_name": si.name, "config": c})
+        body = jsonout.dumpb({"stream_name": si.name, "config": c}) if c is not None else b""
         self.client.publish(self._create_subject(si, c), body, reply, hdr)
 
     def _create_timed_out(self, si: SourceInfo) -> None:
         si.wait_timer = None
         if self._current(si):
             self._failed(si, None)
+            if si.cfg.consumer is not None:
+                self._probe(si)
+
+    def _probe(self, si: SourceInfo) -> None:
+        """startProbeSubscription: while backing off after a durable consumer's reset timed out, watch its deliver
+        subject; a heartbeat or message there shows the origin is back, so ask again now."""
+        def seen(sub, subject, reply, hdr_len, data, origin) -> None:
+            if si.sub is not probe or si.sip or not si.fails or not self._current(si):
+                return
+            si.fails = 0
+            if si.timer is not None:
+                si.timer.cancel()
+                si.timer = None
+            self._schedule(si, si.sseq + 1)
+        if si.sub is None:
+            probe = si.sub = self.server.subscribe_internal(si.cfg.consumer.deliver_subject, seen, server_msgs=True)
 
     def _failed(self, si: SourceInfo, err: dict | None) -> None:
         self._cancel(si)
@@ -457,10 +496,11 @@ class Sourcing:
         err = ccr.get("error") if isinstance(ccr, dict) else None
         if err is not None or not isinstance(ccr, dict) or not isinstance(ccr.get("config"), dict):
             code = err.get("err_code") if isinstance(err, dict) else None
-            if c.get("sourcing") and code in (10185, 10025):
+            if (c is None or c.get("sourcing")) and code in (10185, 10025) and level:
                 # An origin server below API level 5 / 4 / without sourcing consumers: step down as nats-server does.
                 if level > 4:
                     return self._send_create(si, c, level - 1)
+            if c is not None and c.get("sourcing") and code in (10185, 10025):
                 c = dict(c)
                 c.pop("sourcing")
                 c["name"] = f"{c['name']}_{get_hash(secrets.token_hex(8))}"
@@ -470,6 +510,11 @@ class Sourcing:
             return self._failed(si, err if isinstance(err, dict) else
                                 {"code": 500, "err_code": 10029 if si.mirror else 10045,
                                  "description": "invalid consumer create response"})
+        if c is None and (ccr["config"].get("ack_policy") != "flow_control"):
+            # The user's consumer must be acked by this stream's flow-control answers, or the origin would keep
+            # (or drop) messages regardless of what was stored here.
+            return self._failed(si, ApiError.of("JSMirrorConsumerRequiresAckFCErr" if si.mirror
+                                                else "JSSourceConsumerRequiresAckFCErr").to_dict())
         if si.reply_sub is not None:
             self.server.unsubscribe_internal(si.reply_sub)
             si.reply_sub = None
@@ -495,6 +540,9 @@ class Sourcing:
         si.cname = ccr.get("name", "")
         si.dseq = 0
         si.last = self.clock.time_ns()
+        if c is None and si.sub is None:
+            si.sub = self.server.subscribe_internal(si.cfg.consumer.deliver_subject, self._deliveries(si),
+                                                    server_msgs=True, msg_subject=True)
         early, si.early = si.early, []
         for args in early:
             if not self._current(si) or si.sub is None:
@@ -511,8 +559,9 @@ class Sourcing:
         return deliver
 
     def _delete_consumer(self, si: SourceInfo) -> None:
-        """tryDeleteMirrorConsumer: ask the origin to drop the consumer now rather than after inactive_threshold."""
-        if not si.cname:
+        """tryDeleteMirrorConsumer: ask the origin to drop the consumer now rather than after inactive_threshold.
+        A durable consumer the user gave (``consumer``) is theirs and stays."""
+        if not si.cname or si.cfg.consumer is not None:
             return
         subject = f"$JS.API.CONSUMER.DELETE.{si.name}.{si.cname}"
         ext = si.cfg.external

@@ -374,20 +374,6 @@ async def test_body_errors(jsc, suffix, body, description):
     assert r["error"]["description"] == description
 
 
-@pytest.mark.skiff_only
-async def test_durable_sourcing_is_refused(jsc, target):
-    """A deliberate difference: durable sourcing (a mirror's or source's ``consumer``, 2.14) is not implemented, so
-    Skiff says so instead of sourcing through a consumer of its own (docs/parity.md)."""
-    origin, name = jsc.name(), jsc.name()
-    await jsc.create(origin, storage="memory")
-    durable = {"name": "D", "deliver_subject": "dlv.x"}
-    for cfg in ({"mirror": {"name": origin, "consumer": durable}},
-                {"sources": [{"name": origin, "consumer": durable}]}):
-        r = await jsc.api(f"STREAM.CREATE.{name}", {"name": name, "storage": "memory", **cfg})
-        assert r["error"] == {"code": 500, "err_code": 10052, "description":
-                              "durable sourcing consumers (mirror/source 'consumer') are not supported by Skiff"}
-
-
 async def test_api_audit_advisory(jsc):
     from tests.jetstream.conftest import validate
 
