@@ -4,12 +4,12 @@
 INFO ``version`` (nats.py uses named-consumer subjects only from 2.9; 2.11 brings priority groups and pause, 2.12
 the `prioritized` policy), so it must be a real 2.x.y.  ``API_LEVEL`` is the JetStream API level of that release
 (ADR-44 and jetstream_versioning.go: level 2 is 2.12, level 4 is 2.14 with AckFlowControl consumers, durable
-sourcing, consumer reset and fast batch publish; level 5, 2.15, adds stream identities, which Skiff does not have).
+sourcing, consumer reset and fast batch publish; level 5, 2.15, adds stream identities for sources).
 """
 import platform
 
 SKIFF_VERSION = "0.1.0"
-VERSION = "2.14.0"
-API_LEVEL = 4
+VERSION = "2.15.1"
+API_LEVEL = 5
 PROTO = 1
 GO_FIELD = f"python{platform.python_version()} (skiff {SKIFF_VERSION})"

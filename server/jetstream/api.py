@@ -46,6 +46,13 @@ REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
 OFFLOAD_BODY = 16 * 1024
 
 
+class WithHeader(NamedTuple):
+    """A handler's reply that goes out with a header block (the ``Nats-Stream-Identity`` of a sourcing consumer's
+    create or reset, 2.15: jetstream_api.go sendAPIHdrResponse)."""
+    body: dict
+    hdr: bytes
+
+
 class ApiRequest(NamedTuple):
     subject: str
     tokens: list[str]
@@ -262,12 +269,15 @@ class ApiRouter:
             return
         self.server.no_responders(subject, reply, origin)
 
-    def reply_ok(self, req: ApiRequest, route: Route, body: dict) -> None:
+    def reply_ok(self, req: ApiRequest, route: Route, body: "dict | WithHeader") -> None:
+        hdr = b""
+        if isinstance(body, WithHeader):
+            body, hdr = body
         out = {"type": route.type}
         out.update(body)
         data = jsonout.dumpb(out)
         if req.reply:
-            self.server.publish(req.reply, data)
+            self.server.publish(req.reply, data, "", hdr)
         if route.count_success:  # MSG.GET answers outside the API layer: no stats, no audit
             self.total += 1
             advisories.api_audit(self.server, req.origin, req.subject, req.body, data)

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
+from skiff.protocol.headers import get_exact
+from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.jsapi import requests as rq
 from skiff.protocol.jsapi.consumer_config import (
     ConsumerConfig, ConsumerLimits, apply_inactive_threshold_default, check_consumer_config, check_consumer_create,
@@ -35,7 +38,7 @@ from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens
-from .api import ApiRequest, ApiRouter, api_level_error
+from .api import ApiRequest, ApiRouter, WithHeader, api_level_error
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
@@ -149,6 +152,14 @@ class ConsumerApi:
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
         cfg, cname = sourcing_consumer(creq.config, cname, stream)
+        ident = ""
+        if cfg.direct or cfg.sourcing:
+            # 2.15 (API level 5): a sourcing stream names the origin it knew; another one (deleted and created
+            # again since) is refused so that the source starts over, and the reply says who answered.
+            ident = stream_identity(stream)
+            want = get_exact(req.hdr, IDENTITY)
+            if want and want != ident:
+                return ApiError.of("JSConsumerStreamIdentityMismatchF", msg=ident)
         existing = stream.consumers.get(cname) if cname else None
         if existing is not None:
             keep = {"pause_until": existing.config.pause_until}
@@ -186,7 +197,7 @@ class ConsumerApi:
             info = eo.info()
             if eo._paused():  # nats-server's create handler announces the pause on every request that finds it
                 pause_advisory(eo, eo.config)
-            return info
+            return with_identity(info, ident)
         if creq.action == "update":
             return ApiError.of("JSConsumerDoesNotExist")
         # nats-server 2.15 caps a stream without max_consumers at 1000 consumers (the "default_max_consumers"
@@ -243,7 +254,7 @@ class ConsumerApi:
         c.kick()
         if c._paused():
             pause_advisory(c, c.config)
-        return info
+        return with_identity(info, ident)
 
     def _store_failed(self, stream, name: str, e: Exception) -> ApiError:
         """jsConsumerCreateRequest hides the store's error from the client: 10012 ``error creating store for
@@ -334,8 +345,13 @@ class ConsumerApi:
         return pause_request(self.js, req, self.strict)
 
     # ------------------------------------------------------------------ reset
-    def reset(self, req: ApiRequest) -> dict | ApiError | None:
-        return reset_request(self.lookup(req.tokens[2], req.tokens[3]), req)
+    def reset(self, req: ApiRequest) -> dict | WithHeader | ApiError | None:
+        c = self.lookup(req.tokens[2], req.tokens[3])
+        res = reset_request(c, req)
+        if isinstance(res, dict) and get_exact(req.hdr, IDENTITY) is not None:
+            # processResetReq: the header asked for, even empty, the reply names the stream's identity
+            return WithHeader(res, headers.build([(IDENTITY, stream_identity(c.stream))]))
+        return res
 
 
 def sourcing_consumer(cfg: ConsumerConfig, cname: str, stream) -> tuple[ConsumerConfig, str]:
@@ -351,3 +367,18 @@ def sourcing_consumer(cfg: ConsumerConfig, cname: str, stream) -> tuple[Consumer
         return cfg, cfg.name
     name = f"{cfg.name}-{create_consumer_name()}"
     return cfg.model_copy(update={"name": name}), name
+
+
+IDENTITY = "Nats-Stream-Identity"
+
+
+def stream_identity(stream) -> str:
+    """nats-server stream.identity (2.15): getHash of the creation time, RFC3339Nano in UTC; it changes when a
+    stream of the same name is deleted and created again."""
+    from .sourcing import get_hash
+
+    return get_hash(format_time(stream.created))
+
+
+def with_identity(info: dict, ident: str) -> "dict | WithHeader":
+    return WithHeader(info, headers.build([(IDENTITY, ident)])) if ident else info

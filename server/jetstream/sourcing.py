@@ -11,9 +11,12 @@ import of its ``$JS.API``, or another domain) works the same way:
 1. ``$JS.API.CONSUMER.CREATE.<origin>[.<name>.<filter>]`` (the ``$JS.API`` prefix swapped for ``external.api``) for a
    push consumer: ``ack_policy none, ack_wait 22h, max_deliver 1, idle_heartbeat 1s, flow_control, direct,
    sourcing, inactive_threshold 10s``, deliver subject ``$JS.M.<8 base62>`` / ``$JS.S.<8>`` (or under
-   ``external.deliver``), starting after the last message taken from that origin.  The request asks for API level
-   5, then 4, then none without ``sourcing`` and with a unique name, each time the answer is 10185 / 10025,
-   exactly as nats-server steps down against an older server (Skiff's own API level is below 4).
+   ``external.deliver``), starting after the last message taken from that origin.  A source's request asks for API
+   level 5 with the origin's stream identity (``Nats-Stream-Identity``, a hash of its creation time, kept as the
+   sixth field of ``Nats-Stream-Source``), then 4, then none without ``sourcing`` and with a unique name, each time
+   the answer is 10185 / 10025, exactly as nats-server steps down against an older server; a mirror asks for 4.
+   An origin that answers with another identity, or refuses ours (10225), was created again: the source takes it
+   from its start.  A durable ``consumer`` (2.14, ADR-60) is reset to its ack floor instead of created.
 2. On the reply, subscribe the deliver subject.  Every delivery's ``$JS.ACK`` reply carries the origin sequence,
    delivery sequence and pending count: a gap in delivery sequences re-creates the consumer at the next origin
    sequence; a mirror stores each message at the origin's sequence and time (a gap with a continuous delivery
@@ -54,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 STREAM_SOURCE = "Nats-Stream-Source"
+IDENTITY = "Nats-Stream-Identity"
 LAST_CONSUMER = "Nats-Last-Consumer"
 CONSUMER_STALLED = "Nats-Consumer-Stalled"
 SECOND = 1_000_000_000
@@ -163,7 +167,8 @@ class SourceInfo:
         self.last = 0  # wall ns of the last message or control message from the origin, 0 = never
         self.err: dict | None = None
         self.cname = ""
-        self.ident = ""
+        self.ident = ""  # the origin's stream identity (2.15), as its last reply or our newest header gave it
+        self.rc = False  # the origin was found recreated: start over from its first message
         self.fails = 0
         self.lreq = -1e18  # monotonic time of the last create request
         self.sip = False  # a create request is in flight
@@ -390,7 +395,7 @@ class Sourcing:
                         if last_ts and st < last_ts:
                             st = last_ts
                         c["deliver_policy"], c["opt_start_time"] = "by_start_time", format_time(st)
-                    elif store.first_seq > 1 and last_ts:
+                    elif store.first_seq > 1 and last_ts and not si.rc:
                         c["deliver_policy"], c["opt_start_time"] = "by_start_time", format_time(last_ts)
             else:
                 c["deliver_policy"], c["opt_start_seq"] = "by_start_sequence", seq
@@ -444,7 +449,8 @@ class Sourcing:
             self.server.unsubscribe_internal(si.reply_sub)
         reply = "_INBOX." + secrets.token_hex(11)
         si.reply_sub = self.server.subscribe_internal(
-            reply, lambda sub, subj, r, hl, data, origin: self._on_create_reply(si, c, level, data[hl:]),
+            reply, lambda sub, subj, r, hl, data, origin: self._on_create_reply(si, c, level, data[hl:],
+                                                                                bytes(data[:hl]) if hl else b""),
             server_msgs=True)
         if si.wait_timer is not None:
             si.wait_timer.cancel()
@@ -485,7 +491,7 @@ class Sourcing:
         si.fails += 1
         self._schedule(si, si.sseq + 1)
 
-    def _on_create_reply(self, si: SourceInfo, c: dict, level: int, data: bytes) -> None:
+    def _on_create_reply(self, si: SourceInfo, c: dict | None, level: int, data: bytes, hdr: bytes = b"") -> None:
         if not self._current(si) or not si.sip:
             return
         try:
@@ -496,6 +502,15 @@ class Sourcing:
         err = ccr.get("error") if isinstance(ccr, dict) else None
         if err is not None or not isinstance(ccr, dict) or not isinstance(ccr.get("config"), dict):
             code = err.get("err_code") if isinstance(err, dict) else None
+            if code == 10225 and not si.mirror:
+                # The origin is not the stream this source knew (deleted and created again): start over from its
+                # beginning (trySetupSourceConsumer, JSConsumerStreamIdentityMismatchF).
+                si.sseq = si.dseq = 0
+                si.ident, si.rc = "", True
+                self.server.log_warning("JetStream source stream was recreated, resetting source state",
+                                        stream=self.stream.name, origin=si.name)
+                self._cancel(si)
+                return self._schedule(si, 0)
             if (c is None or c.get("sourcing")) and code in (10185, 10025) and level:
                 # An origin server below API level 5 / 4 / without sourcing consumers: step down as nats-server does.
                 if level > 4:
@@ -535,8 +550,15 @@ class Sourcing:
                     store.skip_msgs(last + 1, delivered - last)
                 self.stream.js.durability.dirty(self.stream)
             si.sseq = max(delivered, store.last_seq)
-        elif si.sseq < delivered:
-            si.sseq = delivered
+        else:
+            ident = headers.get_exact(hdr, IDENTITY) or ""
+            if si.rc or (ident and si.ident and si.ident != ident):
+                self.server.log_warning("JetStream source stream was recreated, resetting source state",
+                                        stream=self.stream.name, origin=si.name)
+                si.sseq = 0
+            si.ident, si.rc = ident, False
+            if si.sseq < delivered:
+                si.sseq = delivered
         si.cname = ccr.get("name", "")
         si.dseq = 0
         si.last = self.clock.time_ns()

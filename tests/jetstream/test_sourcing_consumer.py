@@ -5,6 +5,7 @@ for again, it resumes from its ack floor.  On a limits origin it stays an unlist
 random suffix.  The same requests go to both servers; the sourcing stream itself is played by the test."""
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -85,3 +86,33 @@ async def test_asked_for_again_it_resumes_from_its_ack_floor(jsc):
     info = await jsc.api(f"CONSUMER.INFO.{s}.JS_SRC_t3")
     assert info["ack_floor"]["stream_seq"] == 2 and info["delivered"]["stream_seq"] == 4
     assert info["delivered"]["consumer_seq"] == 2  # delivery sequences start over after a reset
+
+
+async def test_the_stream_identity_is_checked_and_returned(jsc):
+    """2.15 (API level 5): a sourcing request may name the origin stream it knew (Nats-Stream-Identity); another one
+    is 10225 with the current identity, and the create or reset reply carries it."""
+    s = jsc.name()
+    await jsc.create(s)
+    body = {"stream_name": s, "config": sourcing_request("JS_SRC_t4", jsc.name("dlv"))}
+    r = await jsc.request(f"$JS.API.CONSUMER.CREATE.{s}", body,
+                          headers={"Nats-Required-Api-Level": "5", "Nats-Stream-Identity": "nothere"})
+    err = json.loads(r.data)["error"]
+    assert (err["code"], err["err_code"]) == (400, 10225)
+    ident = err["description"].removeprefix("consumer's stream identity does not match: ")
+    assert re.fullmatch(r"[0-9A-Za-z]{8}", ident), err
+    r = await jsc.request(f"$JS.API.CONSUMER.CREATE.{s}", body,
+                          headers={"Nats-Required-Api-Level": "5", "Nats-Stream-Identity": ident})
+    assert "error" not in json.loads(r.data) and r.headers["Nats-Stream-Identity"] == ident
+    # A durable's reset names the identity when asked for it, even with an empty value.
+    await jsc.api(f"CONSUMER.CREATE.{s}.D", {"stream_name": s, "config": {
+        "durable_name": "D", "deliver_subject": jsc.name("dd"), "ack_policy": "flow_control", "max_ack_pending": 9}})
+    r = await jsc.request(f"$JS.API.CONSUMER.RESET.{s}.D", b"", headers={"Nats-Stream-Identity": ""})
+    assert json.loads(r.data)["reset_seq"] == 1 and r.headers["Nats-Stream-Identity"] == ident
+    r = await jsc.request(f"$JS.API.CONSUMER.RESET.{s}.D", b"")
+    assert not (r.headers or {}).get("Nats-Stream-Identity")
+    # A stream created again under the same name is another stream.
+    await jsc.api(f"STREAM.DELETE.{s}")
+    await asyncio.sleep(0.01)
+    await jsc.create(s)
+    r = await jsc.request(f"$JS.API.CONSUMER.CREATE.{s}", body, headers={"Nats-Stream-Identity": ident})
+    assert json.loads(r.data)["error"]["err_code"] == 10225
