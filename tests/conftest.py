@@ -45,8 +45,10 @@ XDIST_GROUPS = {
     # both fill (npm install) and then use the same nats.js cache directory under the temporary directory
     "client/test_websocket_js.py": "nats-js",
     "testing/test_control_js.py": "nats-js",
-    # the README's and docs' server commands run as printed: fixed ports (4222, 8222, 6222) and ./data
-    "test_docs_commands.py": "docs-commands",
+    # fixed ports (4222, 8222, 6222): the README's and docs' server commands run as printed (and ./data), and
+    # nats.py's own test harness (tests/upstream/natspy)
+    "test_docs_commands.py": "fixed-ports",
+    "upstream/": "fixed-ports",
 }
 
 
