@@ -15,7 +15,8 @@ fault                                  what the client sees, as with the real ev
 ``latency(seconds, cid=|name=)``       everything the server sends it arrives ``seconds`` later
 ``bandwidth(bytes_per_second,          its output leaves at most that fast, like a slow link: the rest waits and
 cid=|name=|every=True)``               counts as pending, so a reader that falls ``max_pending`` behind is closed
-                                       as a slow consumer, as nats-server does
+                                       as a slow consumer, as nats-server does; ``every=True``: every connection,
+                                       those accepted later too, until ``undo()``
 ``refuse_connections(seconds=None)``   the listener closes: new connections are refused (ECONNREFUSED) until
                                        ``undo()`` (or ``seconds``) opens it again on the same port
 ``fail_next_write(error, fsync)``      the file store's next write (or fsync) fails with ENOSPC / EIO: the
@@ -31,7 +32,11 @@ cid=|name=|every=True)``               counts as pending, so a reader that falls
 
 Nothing here costs the server anything until a fault is armed: connection faults swap the connection's output
 holder (client.py's ``_held``, which the publish path checks anyway), store faults swap the store's injectable
-``write``/``fsync`` functions, the API fault sets one attribute the router checks per request.
+``write``/``fsync`` functions, the API fault sets one attribute the router checks per request.  A fault on every
+connection (``every=True``) also reaches the connections accepted while it lasts, as a toxiproxy toxic does for
+every connection through its proxy: meanwhile ``server.clients`` is an :class:`_Accepting` dict, which applies the
+fault when ``connection_made`` registers a connection (before its INFO is written, so from its first byte); when the
+last such fault ends it is a plain dict again.
 """
 from __future__ import annotations
 
@@ -162,19 +167,53 @@ class _Throttled(list):
         return rest
 
 
+class _Accepting(dict):
+    """``server.clients`` while a fault waits for new connections.  ``ClientConnection.connection_made`` registers
+    every accepted connection with ``srv.clients[cid] = conn`` before it writes INFO (client.py), so a hook called
+    here covers the connection from its first byte.  ``hooks``: fault kind -> hook; one per kind, since two faults
+    cannot both own a connection's output."""
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, clients: dict) -> None:
+        super().__init__(clients)
+        self.hooks: dict[str, Callable[["ClientConnection"], None]] = {}
+
+    def __setitem__(self, cid: int, conn: "ClientConnection") -> None:
+        super().__setitem__(cid, conn)
+        for hook in list(self.hooks.values()):
+            hook(conn)
+
+
+def _on_accept(srv: "Server", kind: str, hook: Callable[["ClientConnection"], None]) -> Callable[[], None]:
+    """Call ``hook`` with every connection the server accepts from now on; returns the function that stops it."""
+    clients = srv.clients
+    if not isinstance(clients, _Accepting):
+        clients = srv.clients = _Accepting(clients)
+    if kind in clients.hooks:
+        raise ValueError(f"a {kind} fault on every connection is armed already")
+    clients.hooks[kind] = hook
+
+    def stop() -> None:
+        current = srv.clients
+        if isinstance(current, _Accepting) and current.hooks.get(kind) is hook:
+            del current.hooks[kind]
+            if not current.hooks:
+                srv.clients = dict(current)  # nothing waits for connections: registering is a plain dict store again
+
+    return stop
+
+
 class Faults:
     def __init__(self, server: "Server") -> None:
         self.server = server
 
     # ------------------------------------------------------------------ connections
     def _conns(self, cid: int | None, name: str | None, every: bool = False) -> list["ClientConnection"]:
-        if every:
+        if every:  # the connections there are now; the caller covers later ones (_on_accept)
             if cid is not None or name is not None:
                 raise ValueError("give 'every' or one of 'cid' or 'name', not both")
-            found = [c for c in list(self.server.clients.values()) if not c.closed]
-            if not found:
-                raise ValueError("no connection")
-            return found
+            return [c for c in list(self.server.clients.values()) if not c.closed]
         if (cid is None) == (name is None):
             raise ValueError("give one of 'cid' or 'name'")
         found = [c for c in list(self.server.clients.values()) if (c.cid == cid if cid is not None else c.name == name)]
@@ -230,8 +269,11 @@ class Faults:
             raise ValueError("latency must be positive")
         conns = self._conns(cid, name)
         for c in conns:
+            if getattr(c._held, "pinned", False):  # an empty throttle is falsy, but it owns the output
+                raise ValueError(f"connection {c.cid} has a fault on its output already")
             if c._held:  # already behind: keep the order
                 raise ValueError(f"connection {c.cid} has output held; try again when it caught up")
+        for c in conns:
             c._held = _Delayed(c, seconds)
 
         def undo() -> None:
@@ -243,24 +285,34 @@ class Faults:
 
     def bandwidth(self, bytes_per_second: float, cid: int | None = None, name: str | None = None,
                   every: bool = False) -> Fault:
-        """What the server sends these clients (or every connected client, ``every=True``) leaves at most
-        ``bytes_per_second``: a slow network reader that is not stalled.  The output waiting for the link counts
-        as pending, so a reader more than ``max_pending`` behind is closed as a slow consumer.  Connections that
-        come later are not limited."""
+        """What the server sends these clients leaves at most ``bytes_per_second``: a slow network reader that is
+        not stalled.  The output waiting for the link counts as pending, so a reader more than ``max_pending``
+        behind is closed as a slow consumer.  ``every=True``: every connection, the ones connected now and the
+        ones accepted until ``undo()`` (as a toxiproxy bandwidth toxic limits every connection through its
+        proxy); ``undo()`` lifts the limit from all of them."""
         if not isinstance(bytes_per_second, (int, float)) or bytes_per_second <= 0:
             raise ValueError("bytes_per_second must be positive")
+        rate = float(bytes_per_second)
         conns = self._conns(cid, name, every)
         for c in conns:
             if getattr(c._held, "pinned", False):
                 raise ValueError(f"connection {c.cid} has a fault on its output already")
-        for c in conns:
-            earlier = c._held or ()  # output already held by the transport's backpressure goes first
-            throttled = _Throttled(c, float(bytes_per_second))
-            c._held = throttled
-            for data in earlier:
-                throttled.append(data)  # already counted in _held_bytes
+        stop = None
+        if every:
+
+            def accepted(c: "ClientConnection") -> None:
+                if not c.closed:
+                    conns[:] = [k for k in conns if not k.closed]  # a churn of connections does not pile up here
+                    conns.append(c)
+                    _throttle(c, rate)
+
+            stop = _on_accept(self.server, "output", accepted)
+        for c in list(conns):
+            _throttle(c, rate)
 
         def undo() -> None:
+            if stop is not None:
+                stop()
             for c in conns:
                 held = c._held
                 if isinstance(held, _Throttled):
@@ -270,7 +322,8 @@ class Faults:
                         for data in rest:  # the link is fast again: what waited leaves now, in order
                             c.transport.write(data)
 
-        return Fault(f"bandwidth {bytes_per_second} B/s on {[c.cid for c in conns]}", undo)
+        on = "every connection" if every else str([c.cid for c in conns])
+        return Fault(f"bandwidth {bytes_per_second} B/s on {on}", undo)
 
     def refuse_connections(self, seconds: float | None = None) -> Fault:
         """Close the client listener: new connections are refused (ECONNREFUSED) until undo() reopens it on the
@@ -440,6 +493,14 @@ class Faults:
                     r.fault = None
 
         return Fault(f"API answers {status} x{count}", undo)
+
+
+def _throttle(c: "ClientConnection", rate: float) -> None:
+    earlier = c._held or ()  # output already held by the transport's backpressure goes first
+    throttled = _Throttled(c, rate)
+    c._held = throttled
+    for data in earlier:
+        throttled.append(data)  # already counted in _held_bytes
 
 
 async def _listen_again(srv: "Server") -> None:

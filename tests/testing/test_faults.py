@@ -133,6 +133,40 @@ async def test_bandwidth_makes_a_slow_reader_that_still_reads(nats_server, limit
     await nc.close()
 
 
+async def test_bandwidth_on_every_connection_covers_connections_made_later(nats_server):
+    """``every=True`` is "throttle every connection", as a toxiproxy toxic limits every connection through its
+    proxy: a reader that connects after the call is limited too, until undo(); then a new connection is not."""
+    early = await nats.connect(nats_server.client_url, name="early")  # connected at the call
+    fault = Faults(nats_server).bandwidth(80_000, every=True)
+    late, ev = await _events(nats_server.client_url, name="late")  # accepted while the fault lasts
+    sub = await late.subscribe("bw")
+    await late.flush()
+    payloads = [b"%04d" % i + b"x" * 1020 for i in range(40)]
+
+    async def burst(pub, sub) -> tuple[float, list[bytes]]:
+        for p in payloads:
+            await pub.publish("bw", p)
+        await pub.flush()
+        return await _receive(sub, len(payloads))
+
+    slow, got = await burst(early, sub)
+    assert got == payloads
+    assert 0.4 <= slow < 3, slow  # ~42 KB on the wire at 80 KB/s: the late reader is limited
+    fault.undo()
+    fast, got = await burst(early, sub)  # the late reader's link is fast again
+    assert got == payloads
+    after = await nats.connect(nats_server.client_url)  # accepted after undo(): never limited
+    sub2 = await after.subscribe("bw")
+    await after.flush()
+    again, got = await burst(early, sub2)
+    assert got == payloads
+    assert max(fast, again) * 2 < slow, (fast, slow, again)
+    assert type(nats_server.clients) is dict  # nothing waits for new connections any more
+    assert not ev["disconnected"].is_set() and nats_server.slow_consumers == 0
+    for nc in (early, late, after):
+        await nc.close()
+
+
 async def test_bandwidth_below_the_publish_rate_ends_in_a_slow_consumer(nats_server_factory):
     """The reader gets some of its messages (it is slow, not stalled) until its unsent output passes max_pending:
     then it is closed as a slow consumer, as nats-server closes a reader on a slow link."""
@@ -288,6 +322,8 @@ async def test_api_status_503_is_jetstream_unavailable(nats_server):
 
 async def test_bad_arguments_are_refused(nats_server):
     f = Faults(nats_server)
+    with f.bandwidth(1000, every=True), pytest.raises(ValueError):  # no connection yet: one fault owns later ones
+        f.bandwidth(2000, every=True)
     with pytest.raises(ValueError):
         f.drop(name="nobody")
     with pytest.raises(ValueError):
@@ -301,5 +337,7 @@ async def test_bad_arguments_are_refused(nats_server):
         f.bandwidth(1000, name="app", every=True)
     with f.latency(0.1, name="app"), pytest.raises(ValueError):  # one fault on a connection's output at a time
         f.bandwidth(1000, name="app")
+    with f.bandwidth(1000, name="app"), pytest.raises(ValueError):  # ... whichever came first
+        f.latency(0.1, name="app")
     await nc.close()
     assert errno.ENOSPC  # the names are errno's
