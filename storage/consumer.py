@@ -240,7 +240,7 @@ class MemoryConsumerStore(ConsumerStore):
 class FileConsumerStore(MemoryConsumerStore):
     """Persists to ``<dir>/o.dat``; ``durable=True`` fsyncs each write (stream ``sync_always``)."""
 
-    __slots__ = ("dir", "durable", "_wlock")
+    __slots__ = ("dir", "durable", "_wlock", "found")
 
     def __init__(self, directory: str | os.PathLike, ack_policy: str = ACK_EXPLICIT, max_deliver: int = -1,
                  durable: bool = False) -> None:
@@ -248,6 +248,11 @@ class FileConsumerStore(MemoryConsumerStore):
         self.dir = Path(directory)
         self.durable = durable
         self._wlock = threading.Lock()  # the loop (timer, stop) and the group-commit worker may both write
+        #: Without ``durable`` nothing here is ever fsynced (nats-server writeFileWithOptionalSync: only with
+        #: sync_always): the identity of each of ``FILES`` as the store found it, so that a file replaced since (a
+        #: new inode: write_atomic renames a temp file) is known to hold unsynced data (skiff.testing.faults
+        #: power_loss).  One stat per file when the consumer opens, nothing afterwards; None with ``durable``.
+        self.found = None if durable else _found(self.dir)
         self._load()
 
     @property
@@ -336,6 +341,24 @@ class FileConsumerStore(MemoryConsumerStore):
 
 
 DELETED_PREFIX = ".deleted."
+
+
+FILES = (meta.META_FILE, STATE_FILE)  # what a consumer directory holds
+_NOTHING = (None, None)  # shared by every consumer whose files did not exist yet (new, idle: 10,000 cost nothing)
+
+
+def _found(d: Path) -> tuple:
+    ids = tuple(file_identity(d / name) for name in FILES)
+    return _NOTHING if ids == _NOTHING else ids
+
+
+def file_identity(path: str | os.PathLike) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of a file, None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def remove_leftovers(consumers_dir: str | os.PathLike) -> int:

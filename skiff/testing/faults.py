@@ -24,8 +24,9 @@ cid=|name=|every=True)``               counts as pending, so a reader that falls
 ``crash_before_ack(stream=None)``      the next stored message's PubAck never leaves: the server dies right after
                                        handing it to the OS (connections cut, listener closed, stores left as a
                                        kill -9 leaves them); restart it on the same store to see it kept
-``power_loss()``                       the machine loses power now: the server dies as above and every file
-                                       store's block files keep only what was fsynced (sync_interval's promise)
+``power_loss()``                       the machine loses power now: the server dies as above and every file of
+                                       the stores keeps only what was fsynced (sync_interval's promise): blocks
+                                       are cut back, unsynced state files left empty, new blocks gone
 ``api_status(status, count)``          the next ``count`` JetStream API requests are answered with a status
                                        message instead (503: no responders, as when JetStream is unavailable)
 ====================================  =========================================================================
@@ -415,37 +416,66 @@ class Faults:
         return Fault(f"crash before the PubAck of {stream or 'any stream'}", undo)
 
     def power_loss(self) -> dict:
-        """The machine loses power now: the server dies as in :meth:`crash_before_ack`, and every file store's
-        message blocks lose what the store wrote since their last fsync (the page cache is gone).  Restart it on the
+        """The machine loses power now: the server dies as in :meth:`crash_before_ack`, and every file of every
+        file store loses what the server wrote since its last fsync (the page cache is gone).  Restart it on the
         same store (``nats_server_factory.restart``) to see what ``sync_interval`` guaranteed: with
-        ``sync_always`` every acknowledged message, otherwise what the last background fsync (every
-        ``sync_interval``) covered.  Returns ``{"lost_bytes": {stream: bytes}}``.
+        ``sync_always`` every acknowledged message and every confirmed consumer ack, otherwise what the last
+        background fsync (every ``sync_interval``) covered.
 
-        The worst case is modelled (none of the unsynced tail reached the disk); other files (state and consumer
-        files, written atomically by rename) are left as written, which recovery must not trust over the blocks
-        anyway (nats-server's recoverFullState in filestore.go rebuilds from the blocks when index.db does not
-        match the last block's checksum)."""
-        cuts = []
-        lost: dict[str, int] = {}
-        for js in self.server.jetstreams.values():
-            for st in js.streams.values():
-                store = st.store
-                if not hasattr(store, "_sync_lock"):
-                    continue  # a memory store: everything goes, as it goes on restart anyway
-                with store._sync_lock:  # a background fsync may be running: take the lengths it settled
-                    for b in store._chunks:
-                        if b.flushed > b.synced:
-                            cuts.append((b.path, b.synced))
-                            lost[st.name] = lost.get(st.name, 0) + b.flushed - b.synced
+        The worst case is modelled: none of the unsynced writes reached the disk, however long ago they were made.
+
+        - message blocks are cut back to their fsynced length, and a block created since the last fsync of
+          ``msgs/`` is gone (its name never reached the disk);
+        - files replaced atomically (temp file + rename) and not fsynced since are left empty: the rename reached
+          the disk, their data did not (the delayed-allocation outcome of ext4/XFS).  These are the stream state
+          file ``msgs/state.dat`` and the block summaries ``msgs/<n>.idx``, and without ``sync_always`` a
+          consumer's ``o.dat`` and ``meta.inf`` (nats-server fsyncs them only with sync_always as well:
+          filestore.go writeFileWithOptionalSync).
+
+        What the store found on disk when it opened counts as on the disk (what the kernel wrote back before a
+        restart cannot be known).  Not modelled: files deleted or renamed aside stay so (their content is gone),
+        directories stay, and records erased in place (secure delete) stay erased.
+
+        Returns ``{"lost_bytes": {stream: bytes of blocks lost}, "emptied": [paths], "removed": [paths]}``."""
         if not self.server.jetstreams:
             raise ValueError("JetStream is not enabled")
-        self._die()
-        for path, synced in cuts:
-            try:
-                os.truncate(path, synced)
-            except FileNotFoundError:
-                pass
-        return {"lost_bytes": lost}
+        streams = [st for js in self.server.jetstreams.values() for st in js.streams.values()]
+        consumers = [c.store for st in streams for c in list(getattr(st, "consumers", {}).values())
+                     if getattr(getattr(c, "store", None), "found", None) is not None]
+        self._die()  # first: from here on neither the loop nor a worker thread writes (store._closed)
+        lost: dict[str, int] = {}
+        emptied: list[str] = []
+        removed: list[str] = []
+        for st in streams:
+            store = st.store
+            if not hasattr(store, "_sync_lock"):
+                continue  # a memory store: everything goes, as it goes on restart anyway
+            # The state lock keeps a background sync that is still running from writing the state file after
+            # the power is gone (it checks _closed under it); the sync lock gives the lengths it settled.
+            with store._state_lock, store._sync_lock:
+                fresh = {b.path for b in store._fresh}
+                cuts = [(b.path, b.synced, b.flushed) for b in [*store._chunks, *store._dead] if b.path not in fresh]
+                unsynced = sorted(store._unsynced_files)
+                for path in sorted(fresh):
+                    if _remove(path):
+                        removed.append(path)
+                for path, synced, flushed in cuts:
+                    if flushed > synced and _truncate(path, synced):
+                        lost[st.name] = lost.get(st.name, 0) + flushed - synced
+                lost_fresh = sum(b.flushed for b in store._fresh)
+                if lost_fresh:
+                    lost[st.name] = lost.get(st.name, 0) + lost_fresh
+                for path in unsynced:
+                    if _truncate(path, 0):
+                        emptied.append(path)
+        from skiff.storage.consumer import FILES, file_identity
+
+        for cstore in consumers:  # not sync_always: replaced since the store opened means never fsynced
+            for name, found in zip(FILES, cstore.found):
+                path = cstore.dir / name
+                if file_identity(path) != found and _truncate(path, 0):
+                    emptied.append(str(path))
+        return {"lost_bytes": lost, "emptied": emptied, "removed": removed}
 
     def _die(self) -> None:
         """The server process is gone: the OS closes its sockets; its files keep what was written, nothing more."""
@@ -501,6 +531,23 @@ def _throttle(c: "ClientConnection", rate: float) -> None:
     c._held = throttled
     for data in earlier:
         throttled.append(data)  # already counted in _held_bytes
+
+
+def _truncate(path, length: int) -> bool:
+    """Cut a file to ``length`` bytes (the power loss): False when it is not there (deleted meanwhile)."""
+    try:
+        os.truncate(path, length)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove(path) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 async def _listen_again(srv: "Server") -> None:

@@ -59,7 +59,8 @@ def state_path(msgs_dir: str) -> str:
     return os.path.join(msgs_dir, STATE_FILE)
 
 
-def write_state(msgs_dir: str, st: StreamFileState, durable: bool) -> None:
+def write_state(msgs_dir: str, st: StreamFileState, durable: bool) -> bool:
+    """Write the state file; False (logged) when it could not be written: the file is then as it was."""
     doc = {"v": STATE_VERSION, "last_seq": st.last_seq, "last_ts": st.last_ts,
            "blocks": [list(b) for b in st.blocks], "lost": st.lost[:MAX_LOST]}
     try:
@@ -67,6 +68,8 @@ def write_state(msgs_dir: str, st: StreamFileState, durable: bool) -> None:
     except OSError as e:
         log.warning("could not write the stream state file (a lost block would go unnoticed)", dir=msgs_dir,
                     error=str(e))
+        return False
+    return True
 
 
 def read_state(msgs_dir: str) -> StreamFileState | None:

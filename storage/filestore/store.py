@@ -29,6 +29,12 @@ flush, rebuilds the index from disk (recovery.py) and raises ``StoreWriteError``
 were not stored.  Everything flushed earlier is untouched.  ``write``/``fsync`` can be injected to simulate
 this in tests.
 
+What a power loss would take.  Besides each block's ``synced`` length the store knows which of its files hold
+writes no fsync covered yet: ``_fresh``, the blocks created since the last fsync of ``msgs/`` (their name may not
+be on the disk), and ``_unsynced_files``, the summaries and the state file replaced (temp file + rename) without
+fsync since.  Keeping them costs a set operation per block created or summary written; skiff.testing.faults
+``power_loss`` reads them to leave the files as the worst power loss would.
+
 Accounting is nats-server's fileStoreMsgSize (block.file_msg_size).
 """
 from __future__ import annotations
@@ -68,7 +74,7 @@ from skiff.storage.filestore.block import (
 from skiff.storage.filestore.compact import compact_block, worth_compacting
 from skiff.storage.filestore.index import Block, encode_summary
 from skiff.storage.filestore.recovery import Recovery
-from skiff.storage.filestore.state import MAX_LOST, StreamFileState, write_state
+from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path, write_state
 from skiff.storage.records import StoredMsg
 
 log = structlog.get_logger("skiff.storage")
@@ -100,6 +106,8 @@ class FileStreamStore(IndexedStore):
         self._sync_lock = threading.Lock()
         self._unsynced: set[Block] = set()
         self._dir_dirty = False
+        self._fresh: set[Block] = set()  # created since the last fsync of msgs/ (under _sync_lock)
+        self._unsynced_files: set[str] = set()  # summaries / state file replaced without fsync since
         self._wq: list[Block] = []  # blocks with a pending tail, in write order
         self._pwrites: list[tuple[Block, int, bytes]] = []  # in-place overwrites (erase)
         self._dead: list[Block] = []  # blocks that left the index, to delete at the next flush
@@ -184,6 +192,7 @@ class FileStreamStore(IndexedStore):
             raise StoreWriteError([first], e) from e
         with self._sync_lock:
             self._dir_dirty = True
+            self._fresh.add(b)
         if self._chunks:
             prev = self._chunks[-1]
             self._to_seal.append(prev)  # type: ignore[arg-type]
@@ -438,6 +447,7 @@ class FileStreamStore(IndexedStore):
             b.size = b.flushed = b.synced = len(image)
             self._unsynced.discard(b)
             self._dir_dirty = True
+            self._fresh.clear()  # write_atomic(durable=True) fsynced msgs/: every name in it is on the disk
         b.offsets, b.tombs, b.floors, b.tail = offsets, tombs, floors, image[-4:]
         b.crc = zlib.crc32(image)
         b.dirty = True
@@ -475,6 +485,8 @@ class FileStreamStore(IndexedStore):
         self._close_block_fd(b)
         with self._sync_lock:
             self._unsynced.discard(b)
+            self._fresh.discard(b)
+        self._unsynced_files.discard(b.idx_path)
         for p in (b.path, b.idx_path):
             try:
                 os.unlink(p)
@@ -490,6 +502,7 @@ class FileStreamStore(IndexedStore):
             return
         try:
             meta.write_atomic(b.idx_path, encode_summary(b, self._subject_name), durable=False)  # type: ignore[union-attr]
+            self._unsynced_files.add(b.idx_path)
             b.dirty = False
             b.summary_covered = b.flushed
         except OSError as e:
@@ -552,9 +565,14 @@ class FileStreamStore(IndexedStore):
         key = (last, ts, blocks, len(self._lost_msgs))
         if key == self._state_written and not durable:
             return
-        write_state(self.msgs_dir, StreamFileState(last, ts, list(blocks), list(self._lost_msgs[:MAX_LOST])),
-                    durable)
+        if not write_state(self.msgs_dir, StreamFileState(last, ts, list(blocks), list(self._lost_msgs[:MAX_LOST])),
+                           durable):
+            return
         self._state_written = key
+        if durable:
+            self._unsynced_files.discard(state_path(self.msgs_dir))
+        else:
+            self._unsynced_files.add(state_path(self.msgs_dir))
 
     def _sync_state(self) -> None:
         """From ``sync`` (any thread): write and fsync the state file, at most once per sync interval, as
@@ -564,6 +582,8 @@ class FileStreamStore(IndexedStore):
             return
         self._state_synced_at = now
         with self._state_lock:
+            if self._closed:
+                return  # stopped, or died (skiff.testing.faults): nothing more reaches its files
             self._put_state(self._flushed_blocks, durable=True)
 
     # ================================================================================================ sync
@@ -586,11 +606,17 @@ class FileStreamStore(IndexedStore):
                     continue  # deleted meanwhile
                 todo.append((fd, b, b.flushed))
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            fresh, self._fresh = self._fresh, set()
         try:
             for fd, _, _ in todo:
                 self._fsync(fd)
             if dir_dirty:
                 meta.fsync_dir(self.msgs_dir)
+        except BaseException:
+            with self._sync_lock:  # msgs/ was not fsynced: the next sync does it
+                self._dir_dirty = self._dir_dirty or dir_dirty
+                self._fresh |= fresh
+            raise
         finally:
             for fd, _, _ in todo:
                 os.close(fd)

@@ -4,10 +4,12 @@ import asyncio
 import errno
 import socket
 import time
+from pathlib import Path
 
 import nats
 import nats.js.errors
 import pytest
+from structlog.testing import capture_logs
 
 from skiff.testing.faults import Faults
 
@@ -305,6 +307,128 @@ async def test_power_loss_keeps_what_was_fsynced(nats_server_factory, nats_clock
     else:
         assert lost["S"] > 0 and (state.messages, state.last_seq) == (2, 2)  # the third was acked, never fsynced
         assert (await js.publish("s", b"3")).seq == 3
+    await nc.close()
+
+
+BIG = 700 * 1024  # six of these pass the file store's 4 MB block size: the seventh starts a new block
+
+
+async def _wait_fsync(durability, before: int) -> None:
+    for _ in range(300):
+        if durability.fsyncs > before:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the background fsync did not run")
+
+
+async def _restart_quietly(factory, srv):
+    """Restart on the same store; the structlog events of the start, and proof that nothing raised: no event
+    carries an exception and asyncio logged no error (a failing callback)."""
+    loop = asyncio.get_running_loop()
+    failures = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, ctx: failures.append(ctx))
+    try:
+        with capture_logs() as logs:
+            srv = await factory.restart(srv)
+            await asyncio.sleep(0.05)  # what the start scheduled (consumer kicks, verifications) runs
+    finally:
+        loop.set_exception_handler(previous)
+    assert not failures, failures
+    assert not [e for e in logs if "exc_info" in e or "exception" in e], logs
+    assert not [e for e in logs if "COULD NOT BE RECOVERED" in e["event"]], logs
+    return srv, logs
+
+
+async def test_power_loss_loses_every_unsynced_write_and_the_restart_is_consistent(nats_server_factory,
+                                                                                 nats_clock):
+    """Under the default sync_interval a power loss takes every write since the last background fsync, in every
+    file: the messages after it (the block started since is gone, the one it covered is cut back to it), the
+    state file and block summaries written since (left empty), and the consumer's state, which only
+    sync_interval: always fsyncs (as nats-server).  The restart is clean: the stream is every fsynced message,
+    the next publish continues after them, and the consumer starts over from what is on the disk: nothing
+    acknowledged since (the messages come again: at least once, never lost)."""
+    srv = await nats_server_factory()
+    nc, ev = await _events(srv.client_url, max_reconnect_attempts=-1)
+    js = nc.jetstream()
+    await js.add_stream(name="S", subjects=["s"])
+    sub = await js.pull_subscribe("s", durable="C")
+    for i in (1, 2, 3):
+        await js.publish("s", b"%d" % i)
+    for m in await sub.fetch(3):
+        await m.ack_sync()
+    srv = await nats_server_factory.restart(srv)  # a clean stop: from here on, what is on disk counts as fsynced
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    payloads = {i: b"%d" % i for i in (1, 2, 3)}
+    for i in range(4, 10):  # 4..8 fill the first block, 9 starts the second
+        payloads[i] = b"%04d" % i * (BIG // 4)
+        assert (await js.publish("s", payloads[i])).seq == i
+    durability = next(iter(srv.jetstreams.values())).durability
+    fsyncs = durability.fsyncs
+    await nats_clock.tick(120)  # the background fsync of sync_interval: messages 1..9 are on the disk
+    await _wait_fsync(durability, fsyncs)
+    msgs = await sub.fetch(2)
+    assert [m.metadata.sequence.stream for m in msgs] == [4, 5]
+    for m in msgs:
+        await m.ack_sync()  # confirmed: the consumer's state is written (not fsynced) on its 100 ms timer
+    await nats_clock.tick(1)
+    for i in range(10, 15):  # acked, never fsynced: 10..13 into the second block, 14 starts a third
+        assert (await js.publish("s", b"%04d" % i * (BIG // 4))).seq == i
+    store = next(iter(srv.jetstreams.values())).streams["S"].store
+    msgs_dir = Path(store.msgs_dir)
+    out = Faults(srv).power_loss()
+    assert out["lost_bytes"]["S"] >= 5 * BIG
+    assert out["removed"] == [str(msgs_dir / "3.blk")]  # created after the last fsync of msgs/
+    emptied = {Path(p).name for p in out["emptied"]}
+    assert {"state.dat", "1.idx", "2.idx", "o.dat"} <= emptied and "meta.inf" not in emptied
+
+    srv, logs = await _restart_quietly(nats_server_factory, srv)
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    state = (await js.stream_info("S")).state
+    assert (state.messages, state.first_seq, state.last_seq) == (9, 1, 9)
+    assert not state.num_deleted and not state.lost  # nothing the disk had is missing: the rest was never fsynced
+    for i, data in payloads.items():
+        assert (await js.get_msg("S", i)).data == data
+    assert (await js.publish("s", b"next")).seq == 10  # the sequence goes on after what survived
+    info = await js.consumer_info("S", "C")
+    # The consumer's state file was rewritten after the clean restart and never fsynced: it starts over.
+    assert (info.delivered.stream_seq, info.ack_floor.stream_seq, info.num_pending) == (0, 0, 10)
+    assert any("CORRUPT CONSUMER STATE" in e["event"] for e in logs)  # the empty o.dat is reported
+    msgs = await sub.fetch(3)
+    assert [m.data for m in msgs] == [b"1", b"2", b"3"]  # delivered again: at least once, nothing lost
+    await nc.close()
+
+
+async def test_power_loss_under_sync_always_keeps_every_acknowledgement(nats_server_factory):
+    """sync_interval: always: a PubAck follows the fsync of its message (and of msgs/ when a block was created),
+    a confirmed consumer ack follows the fsync of the consumer's state.  A power loss right after keeps all of
+    it; only the files no acknowledgement depends on (summaries, the state file between its syncs) are empty,
+    and the restart rebuilds from the blocks."""
+    srv = await nats_server_factory(sync_always=True)
+    nc, ev = await _events(srv.client_url, max_reconnect_attempts=-1)
+    js = nc.jetstream()
+    await js.add_stream(name="S", subjects=["s"])
+    sub = await js.pull_subscribe("s", durable="C")
+    payloads = {}
+    for i in range(1, 15):  # three blocks, each created and fsynced with the PubAck of its first message
+        payloads[i] = b"%04d" % i * (BIG // 4)
+        assert (await js.publish("s", payloads[i])).seq == i
+    msgs = await sub.fetch(4)
+    for m in msgs[:3]:
+        await m.ack_sync()  # 1..3 acknowledged and confirmed; 4 delivered, not acked
+    out = Faults(srv).power_loss()
+    assert (out["lost_bytes"], out["removed"]) == ({}, [])
+    assert not [p for p in out["emptied"] if p.endswith(("o.dat", "meta.inf"))]
+
+    srv, _ = await _restart_quietly(nats_server_factory, srv)
+    await asyncio.wait_for(ev["reconnected"].wait(), 10)
+    state = (await js.stream_info("S")).state
+    assert (state.messages, state.last_seq) == (14, 14) and not state.num_deleted and not state.lost
+    for i, data in payloads.items():
+        assert (await js.get_msg("S", i)).data == data
+    info = await js.consumer_info("S", "C")
+    assert (info.ack_floor.stream_seq, info.delivered.stream_seq, info.num_ack_pending) == (3, 4, 1)
+    assert (await js.publish("s", b"next")).seq == 15
     await nc.close()
 
 
