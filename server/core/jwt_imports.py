@@ -57,6 +57,11 @@ class JWTImports:
         self._timers: list = []
         self._busy = False
         self._again = False
+        # What /accountz shows of each importer (monitor.go accountInfo): the imports that were wired, as ExtImport
+        # documents, and the importers with an import that was not (Account.incomplete: "complete": false).
+        self.listed: dict[str, list[dict]] = {}
+        self.incomplete: set[str] = set()
+        self._shown: dict[tuple[str, str, int], dict] = {}  # (importer, its JWT, index of the import) -> listed
 
     # ------------------------------------------------------------------ exports
     @staticmethod
@@ -112,6 +117,9 @@ class JWTImports:
 
     def _rewire_once(self) -> None:
         self._clear()
+        before, self._shown = self._shown, {}
+        self.listed = {}
+        self.incomplete = set()
         for pub in list(self.op.loaded):
             claims = self.op.loaded.get(pub)
             importer = self.accounts.by_name.get(pub)
@@ -119,11 +127,26 @@ class JWTImports:
                 continue
             streams: set = set()
             services: set = set()
-            for im in claims.nats.get("imports") or []:
-                if isinstance(im, dict):
-                    self._wire(importer, im, streams, services)
+            listed = self.listed.setdefault(pub, [])
+            for i, im in enumerate(claims.nats.get("imports") or []):
+                if not isinstance(im, dict):
+                    continue
+                key = (pub, claims.token, i)
+                ext = self._wire(importer, im, streams, services)
+                if ext is None and key in before:
+                    # nats-server keeps an import it wired and flags it "invalid" when its exporter's JWT changes
+                    # (or goes) or its activation token expires (updateAccountClaimsWithRefresh,
+                    # streamActivationExpired); only the importer's own new JWT drops it.
+                    ext = {**before[key], "invalid": True}
+                if ext is None:  # updateAccountClaimsWithRefresh: incompleteImports
+                    self.incomplete.add(pub)
+                else:
+                    self._shown[key] = ext
+                    listed.append(ext)
 
-    def _wire(self, importer: "Account", im: dict, streams: set, services: set) -> None:
+    def _wire(self, importer: "Account", im: dict, streams: set, services: set) -> dict | None:
+        """Wire one import; the ExtImport /accountz lists for it (monitor.go accountInfo, newExtImport), or None
+        when it is not wired."""
         log = self.server.log_debug
         name = str(im.get("account") or "")
         subject = str(im.get("subject") or "")
@@ -131,30 +154,34 @@ class JWTImports:
         exporter = self.op.lookup(name)  # lookupAccount: fetched from the resolver when not loaded yet
         if exporter is None:
             self.server.log_error("Can't locate account for import", account=name, subject=subject, type=kind)
-            return
+            return None
         local = str(im.get("local_subject") or "")
         to = str(im.get("to") or "")
         if kind == "service":
             frm, remote = (local, subject) if local else (subject, to or subject)
             if not is_valid_subject(untokenize(frm)) or not is_valid_subject(remote):
                 log("Error adding service import", account=importer.name, error="invalid subject")
-                return
+                return None
             export = self._authorized(exporter, importer, remote, True, im)
             if export is None:
                 log("Error adding service import", account=importer.name, error="service import not authorized")
-                return
+                return None
             key = (exporter.name, untokenize(frm))
             if key in services:  # addServiceImport: duplicate service import subject
                 log("Error adding service import", account=importer.name, error="duplicate service import")
-                return
+                return None
             services.add(key)
             spec = {"service": {"account": exporter.name, "subject": remote}, "to": frm}
             self._subs.append(self.accounts._service_import(importer, spec, export))
-            return
+            # A service import is listed from the importer's side: subject is the exporter's, to and
+            # local_subject the importer's (with each $N reference as the * it subscribes with).
+            return {"subject": remote, "account": exporter.name, "to": untokenize(frm),
+                    "local_subject": untokenize(frm), "type": "service", "invalid": False, "share": False,
+                    "tracking": False}
         export = self._authorized(exporter, importer, subject, False, im)
         if export is None:
             log("Error adding stream import", account=importer.name, error="stream import not authorized")
-            return
+            return None
         spec: dict[str, Any] = {"stream": {"account": exporter.name, "subject": subject}}
         if local:
             spec["to"] = local
@@ -163,14 +190,19 @@ class JWTImports:
             if not is_valid_literal_subject(prefix):  # ErrStreamImportBadPrefix: the prefix must be literal
                 log("Error adding stream import", account=importer.name, error="stream import prefix can not "
                     "contain wildcard tokens")
-                return
+                return None
             spec["prefix"] = prefix
         key = (exporter.name, subject)
         if key in streams:  # isStreamImportDuplicate
             log("Error adding stream import", account=importer.name, error="stream import already exists")
-            return
+            return None
         streams.add(key)
         self._subs.append(self.accounts._stream_import(importer, spec))
+        # A stream import has no "to" in the listing; local_subject is where it lands (a prefix joined, $N
+        # references as *: addStreamImportWithClaim, transformUntokenize).
+        landing = untokenize(local) if local else (f"{spec['prefix']}.{subject}" if "prefix" in spec else subject)
+        return {"subject": subject, "account": exporter.name, "local_subject": landing, "type": "stream",
+                "invalid": False, "share": False, "tracking": False}
 
     # ------------------------------------------------------------------ authorization
     def _authorized(self, exporter: "Account", importer: "Account", subject: str, service: bool,
