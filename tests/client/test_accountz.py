@@ -366,3 +366,47 @@ async def test_differences_kept(op_srv, tmp_path):
     finally:
         for nc in ncs:
             await nc.close()
+
+
+async def test_import_of_a_withdrawn_export_stays_listed_invalid(server_factory, tmp_path):
+    """The exporter's new JWT no longer exports what an account imports: nats-server keeps the import, flagged
+    invalid (updateAccountClaimsWithRefresh: im.invalid = !checkStreamImportAuthorized), and it carries nothing.
+    Pushed to a full resolver as ``nsc push`` does."""
+    jwt_dir = tmp_path / "jwt"
+    jwt_dir.mkdir()
+    srv = server_factory(config=f"""
+operator: {jh.operator_jwt(OP, system_account=SYS.public)}
+resolver {{ type: full, dir: "{jwt_dir}", allow_delete: true, interval: "2m" }}
+resolver_preload {{
+  {SYS.public}: {jh.account_jwt(SYS, OP, name="SYS")}
+}}
+""", jetstream=False)
+    exporter, importer = jh.new_key("A"), jh.new_key("A")
+    sys_nc = await connect(srv, tmp_path, SYS)
+    ncs = [sys_nc]
+    try:
+        async def push(token: str) -> None:
+            reply = json.loads((await sys_nc.request("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout=2)).data)
+            assert reply["data"]["code"] == 200, reply
+
+        await push(jh.account_jwt(exporter, OP, name="X", exports=[
+            {"type": "stream", "subject": "pub.>"}, {"type": "stream", "subject": "other.>"}]))
+        await push(jh.account_jwt(importer, OP, name="I", imports=[
+            {"type": "stream", "account": exporter.public, "subject": "pub.>"}]))
+        x, i = await connect(srv, tmp_path, exporter), await connect(srv, tmp_path, importer)
+        ncs += [x, i]
+        valid = stream_import(exporter.public, "pub.>", "pub.>")
+        await settled(srv, importer.public, lambda d: valid in d.get("imports", []))
+        await push(jh.account_jwt(exporter, OP, name="X", exports=[{"type": "stream", "subject": "other.>"}]))
+        invalid = stream_import(exporter.public, "pub.>", "pub.>", invalid=True)
+        doc = await settled(srv, importer.public, lambda d: invalid in d.get("imports", []))
+        assert doc["complete"] is True
+        sub = await i.subscribe("pub.>")
+        await i.flush()
+        await x.publish("pub.x", b"withdrawn")
+        await x.flush()
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.next_msg(timeout=0.5)
+    finally:
+        for nc in ncs:
+            await nc.close()
