@@ -306,6 +306,23 @@ def _subject_errors(v: str, errs: list[str]) -> None:
         errs.append(f"subject {_q(v)} cannot contain consecutive `.`")
 
 
+def _trace_errors(trace: Any, errs: list[str]) -> None:
+    """jwt v2 AccountClaims.Validate on ``trace`` (message tracing): present, even as ``{}``, it needs a valid
+    publish subject and a sampling in 0..100 (an account whose JWT fails this is not loaded by nats-server)."""
+    if not isinstance(trace, dict):
+        return
+    dest = str(trace.get("dest") or "")
+    tvr: list[str] = []
+    _subject_errors(dest, tvr)
+    if tvr:
+        errs.append(f"the account Trace.Destination {tvr[0]}")
+    if has_wildcards(dest):
+        errs.append(f"the account Trace.Destination subject {_q(dest)} is not a valid publish subject")
+    sampling = trace.get("sampling") or 0
+    if isinstance(sampling, int) and not 0 <= sampling <= 100:
+        errs.append(f"the account Trace.Sampling value '{sampling}' is not valid, should be in the range [1..100]")
+
+
 def _renaming_errors(s: str, frm: str, errs: list[str]) -> None:
     """jwt v2 RenamingSubject.Validate: ``s`` renames ``frm``; its ``*`` and ``$N`` must account for every ``*``
     of ``frm``, and both end in ``>`` or neither does."""
@@ -470,6 +487,7 @@ def account_errors(claims: Claims) -> list[str]:
                     found[s] = ns
         for k, v in found.items():
             errs.append(f"{kind} export subject {_q(k)} already exports {_q(v)}")
+    _trace_errors(n.get("trace"), errs)
     limits = n.get("limits") or {}
     n_imp, n_exp = limits.get("imports", 0), limits.get("exports", 0)
     if n_imp is None:

@@ -350,3 +350,20 @@ async def test_what_skiff_does_not_implement_is_refused(dir_srv, tmp_path, nats_
                                f"jwt update resulted in error - {what} not implemented by Skiff"}}
     await sys_nc.close()
     assert_refused(dir_srv, *user(IMP))
+
+
+@pytest.mark.parametrize("trace,errors", [
+    ({}, "the account Trace.Destination subject cannot be empty"),
+    ({"dest": "tr.*", "sampling": 101}, 'the account Trace.Destination subject "tr.*" is not a valid publish subject '
+                                        "the account Trace.Sampling value '101' is not valid, should be in the range "
+                                        "[1..100]"),
+], ids=["empty", "wildcard+sampling"])
+async def test_a_push_with_an_invalid_trace_is_refused(dir_srv, tmp_path, trace, errors):
+    """jwt v2 AccountClaims.Validate checks ``trace`` (even ``{}``) before any server could act on it: the account
+    is not loaded by either server, with the same words."""
+    sys_nc = await connect(dir_srv, tmp_path, SYS)
+    reply = await push(sys_nc, jh.account_jwt(IMP, OP, trace=trace))
+    assert reply == {"error": {"account": IMP.public, "code": 500,
+                               "description": f"jwt validation failed - validation errors: [{errors}]"}}
+    await sys_nc.close()
+    assert_refused(dir_srv, *user(IMP))
