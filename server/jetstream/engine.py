@@ -261,6 +261,10 @@ class JetStream:
             return ApiError.of("JSInsufficientResourcesErr")
         if acc >= 0 and used + size > acc:  # jsAccount.wouldExceedLimits
             return ApiError.of("JSAccountResourcesExceededErr")
+        # What this publish adds counts at once, until the next refresh (nats-server accounts each stored message
+        # as it is stored): a burst faster than the refresh cannot run past the limit.
+        mem, store = self._usage
+        self._usage = (mem + size, store) if stream.config.storage == "memory" else (mem, store + size)
         return None
 
     # ------------------------------------------------------------------ recovery
