@@ -132,6 +132,32 @@ def server_env() -> dict[str, str]:
     return env
 
 
+def in_tmpfs(path: str, size: str, argv: list[str]) -> list[str]:
+    """``argv`` run with a tmpfs of ``size`` mounted on ``path``, seen by that process only: ``unshare -rm`` gives it
+    a user namespace (where it is root, so it may mount) and a mount namespace of its own.  Neither unshare nor sh
+    forks for the command (``exec``), so the process is the server: signals reach it and its pid is the server's."""
+    import shlex
+
+    return ["unshare", "-rm", "sh", "-c",
+            f"mount -t tmpfs -o size={shlex.quote(size)} tmpfs {shlex.quote(path)} && exec {shlex.join(argv)}"]
+
+
+def tmpfs_unavailable() -> str | None:
+    """Why :func:`in_tmpfs` cannot work here (not Linux, no unshare, user namespaces or mounts forbidden), or None."""
+    if not sys.platform.startswith("linux"):
+        return f"a private tmpfs needs Linux namespaces ({sys.platform})"
+    if shutil.which("unshare") is None:
+        return "no unshare(1) (util-linux) to mount a private tmpfs"
+    with tempfile.TemporaryDirectory(prefix="skiff-tmpfs-probe-") as d:
+        try:
+            r = subprocess.run(in_tmpfs(d, "64k", ["true"]), capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"unshare -rm failed: {e}"
+    if r.returncode != 0:
+        return f"cannot mount a tmpfs in a user+mount namespace here: {r.stderr.decode(errors='replace').strip()}"
+    return None
+
+
 @dataclass
 class ServerProcess:
     """One running server process. ``restart()`` keeps the port and the store directory."""
@@ -143,6 +169,9 @@ class ServerProcess:
     port: int = 0
     http_port: int = 0
     config: str | None = None  # text of a config file, written next to the store
+    # Size of a tmpfs ("1m") mounted on store_dir in the process's own user+mount namespace: a small real disk
+    # that a test can fill.  It lives as long as the process: a restart starts on an empty one.
+    tmpfs: str | None = None
     proc: subprocess.Popen | None = None
     log_path: str = ""
     _tmp: str = ""
@@ -173,7 +202,11 @@ class ServerProcess:
             argv += ["-c", path]
         if self.jetstream:
             argv += ["-js", "-sd", self.store_dir]
-        return argv + list(self.args)
+        argv += list(self.args)
+        if self.tmpfs is not None:
+            os.makedirs(self.store_dir, exist_ok=True)
+            argv = in_tmpfs(self.store_dir, self.tmpfs, argv)
+        return argv
 
     def start(self, timeout: float = 15.0) -> "ServerProcess":
         log = open(self.log_path, "ab")
