@@ -150,6 +150,7 @@ class RemoteLeafOptions(_Model):
     urls: list[str] = Field(default_factory=list)
     account: str = ""  # the local account the link binds; "" = the global account
     credentials: str = ""  # a .creds file: its user JWT and the nonce signed by its seed go in CONNECT
+    tls: TLSOptions | None = None  # tls {}: TLS to the hub (also done without it when the hub's INFO asks for it)
 
 
 class LeafNodeOptions(_Model):
@@ -166,6 +167,7 @@ class LeafNodeOptions(_Model):
     advertise: str = ""
     no_advertise: bool = False
     reconnect_interval: float = 0.0  # 0: nats-server's 1 s
+    tls: TLSOptions | None = None  # tls {}: accepted leaf connections upgrade after INFO (or first: handshake_first)
 
 
 class ServerOptions(_Model):

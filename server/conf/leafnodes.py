@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from skiff.server.conf import support
+from skiff.server.conf.mapping import tls_problem
 from skiff.server.conf.values import Token
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +37,8 @@ def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
             out["advertise"] = m.expect(mt, str, mk)
         elif k == "no_advertise":
             out["no_advertise"] = m.expect(mt, bool, mk)
+        elif k == "tls":
+            out["tls"] = m.tls(mt, check=leaf_tls_problem)
         else:
             return False
         return True
@@ -90,10 +93,14 @@ def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
                     urls = m.string_list(mt, mk)
                     for u in urls:
                         p = urlsplit(u)
-                        if p.scheme not in ("nats-leaf", "nats", "leafnode") or not p.hostname:
-                            m.err(mt, f'leafnode remote url "{u}": only nats-leaf:// and nats:// URLs are '
+                        # tls:// asks for nothing more than nats-leaf:// in nats-server 2.15 (only wss:// implies
+                        # TLS, leafnode.go newLeafNodeCfg): TLS comes from the remote's tls {} or the hub's INFO.
+                        if p.scheme not in ("nats-leaf", "nats", "leafnode", "tls") or not p.hostname:
+                            m.err(mt, f'leafnode remote url "{u}": only nats-leaf://, nats:// and tls:// URLs are '
                                       "implemented by Skiff")
                     r["urls"] = urls
+                elif k == "tls":
+                    r["tls"] = m.tls(mt, check=leaf_tls_problem)
                 elif k in ("account", "local"):
                     r["account"] = m.expect(mt, str, mk)
                 elif k in ("creds", "credentials"):
@@ -108,6 +115,36 @@ def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
                 continue
         out.append(r)
     return out
+
+
+def leaf_tls_problem(tls: dict[str, Any]) -> str | None:
+    """What nats-server's GenTLSConfig says about a leaf ``tls { }`` block's files, or None when they load.
+
+    Unlike the client port's (mapping.tls_problem), a leaf block may have no certificate at all: a remote's is a
+    client's configuration (a certificate only when the hub asks for one), and a hub's starts too, every handshake
+    then failing as Go's does."""
+    import ssl
+
+    cert, key, ca = tls.get("cert_file") or "", tls.get("key_file") or "", tls.get("ca_file") or ""
+    if cert and not key:
+        return "missing 'key_file' in TLS configuration"
+    if key and not cert:
+        return "missing 'cert_file' in TLS configuration"
+    if cert:
+        problem = tls_problem({"cert_file": cert, "key_file": key})
+        if problem:
+            return problem
+    if ca:
+        try:
+            with open(ca, "rb"):
+                pass
+        except OSError as e:
+            return f"open {ca}: {(e.strerror or str(e)).lower()}"
+        try:
+            ssl.create_default_context(cafile=ca)
+        except ssl.SSLError:
+            return "failed to parse root ca certificate"
+    return None
 
 
 def validate(m: "_Mapper") -> None:

@@ -617,7 +617,9 @@ class _Mapper:
 
     # -- tls ----------------------------------------------------------------------------------------------------
 
-    def tls(self, tok: Token) -> dict:
+    def tls(self, tok: Token, check: Callable[[dict[str, Any]], str | None] | None = None) -> dict:
+        """A ``tls { }`` block (parseTLS); ``check`` says what GenTLSConfig would say about its files (tls_problem
+        unless the block's owner checks them its own way: conf/leafnodes.py)."""
         tm = self.expect(tok, dict, "tls")
         out: dict[str, Any] = {}
         for mk, mt in tm.items():
@@ -656,7 +658,7 @@ class _Mapper:
                     self.err(mt, f"error parsing tls config, unknown field {mk!r}")
             except _Bad:
                 continue
-        problem = tls_problem(out)
+        problem = (check or tls_problem)(out)
         if problem:
             self.err(tok, problem)
         return out

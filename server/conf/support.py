@@ -145,9 +145,8 @@ JETSTREAM_LIMITS = _entries(
 WEBSOCKET = _entries()  # every key of the block is implemented
 
 #: keys of ``leafnodes { }`` and of its ``remotes`` entries (server/opts.go parseLeafNodes, parseRemoteLeafNodes)
-#: Skiff does not implement (conf/leafnodes.py reads the rest).
+#: Skiff does not implement (conf/leafnodes.py reads the rest).  Their ``tls { }`` blocks go through the TLS table.
 LEAFNODES = _entries(
-    (("tls",), Unimplemented(REFUSE, "TLS on leaf node connections", _empty)),
     (("compression",), Unimplemented(REFUSE, "leaf node compression (Skiff's leaf connections are not "
                                              "compressed)", lambda v: v in (False, "off", "disabled"))),
     (("min_version", "minimum_version"), Unimplemented(REFUSE, "a minimum version for leaf nodes", _empty)),
@@ -156,7 +155,6 @@ LEAFNODES = _entries(
     (("dial_timeout",), Unimplemented(REFUSE, "a leaf dial timeout (Skiff dials with 1 s)", _empty)),
 )
 LEAF_REMOTE = _entries(
-    (("tls",), Unimplemented(REFUSE, "TLS to a leaf node hub", _empty)),
     (("nkey", "seed"), Unimplemented(REFUSE, "nkey authentication of a leaf remote (use credentials)", _empty)),
     (("hub",), Unimplemented(REFUSE, "a remote that is a hub (hub: true)", _false)),
     (("deny_imports", "deny_import", "deny_exports", "deny_export"),

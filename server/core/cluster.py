@@ -382,13 +382,9 @@ def _route_tls(tls: Any) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """The two ends of cluster { tls }: the accepting side presents cert_file and, with ``verify``, asks the dialing
     side for a certificate signed by ca_file; the dialing side presents the same certificate and checks the
     accepting one against ca_file and the route URL's host (route.go createRoute: TLS before INFO, both ways)."""
-    from .tls import make_server_context
+    from .tls import make_client_context, make_server_context
 
-    server = make_server_context(tls)
-    client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file or None)
-    client.minimum_version = ssl.TLSVersion.TLSv1_2
-    client.load_cert_chain(tls.cert_file, tls.key_file)
-    return server, client
+    return make_server_context(tls), make_client_context(tls)
 
 
 def _tls_timeout(tls: Any) -> float | None:

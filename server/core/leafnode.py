@@ -22,16 +22,29 @@ interest; one from a route goes to leaf connections but not to other routes; one
 routes and to the other leaf connections.  A queue group prefers members of this server or of the cluster and falls
 back to a leaf connection's members.
 
-Not implemented, and refused at start-up (conf/leafnodes.py): TLS, compression, WebSocket remotes, deny lists,
-isolation, leaf connections together with JetStream (nats-server then splits JetStream domains across the link).
+TLS (leafnode.go createLeafNode, processLeafnodeInfo).  A hub with ``leafnodes { tls }`` sends its INFO in plain
+text with ``tls_required`` (and ``tls_verify`` under ``verify``) and then expects a ClientHello; with
+``handshake_first`` it sends nothing before the handshake and the INFO after it.  A spoke upgrades when its remote
+has ``tls { }`` or when the hub's first INFO says ``tls_required`` (then with the system's roots and no certificate,
+as nats-server's ``remote.TLS = true``), before it looks at that INFO any further; with the remote's
+``handshake_first`` it starts TLS as soon as it is connected.  The spoke checks the hub's certificate against the
+URL's host, or, when that is an IP address, against the first host name among the remote's URLs (saveTLSHostname).
+A failed or timed-out handshake is logged ("TLS leafnode handshake error") and closes the link (TLS Handshake
+Failure); the spoke dials again.  Both ends run TLS through tls.TLSLayer, as the client port does.
+
+Not implemented, and refused at start-up (conf/leafnodes.py): compression, WebSocket remotes, deny lists,
+isolation, leaf connections together with JetStream (nats-server then splits JetStream domains across the link),
+and the TLS keys the client port refuses too (support.TLS).
 """
 from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import json
 import re
 import secrets
+import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -41,6 +54,7 @@ from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus,
 
 from ..version import GO_FIELD, VERSION
 from .link import SERVER_SHUTDOWN, Link
+from .tls import TLSError, TLSLayer, make_client_context, make_server_context
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -53,6 +67,16 @@ AUTH_VIOLATION = "Authentication Failure"
 PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
 LOOP = "Loop Detected"
+TLS_HANDSHAKE_FAILURE = "TLS Handshake Failure"
+READ_ERROR = "Read Error"
+TLS_TIMEOUT = 2.0  # TLS_TIMEOUT and DEFAULT_LEAF_TLS_TIMEOUT (const.go)
+AUTH_TIMEOUT = 2.0  # AUTH_TIMEOUT; with TLS the TLS timeout + 1 s (opts.go getDefaultAuthTimeout)
+#: leafnode.go leafnodeTLSInsecureWarning, logged when the leaf listener starts
+INSECURE_WARNING = ("TLS certificate chain and hostname of solicited leafnodes will not be verified. DO NOT USE IN "
+                    "PRODUCTION!")
+#: Go's tls.RecordHeaderError for plain text where a TLS record is due; logged at debug level, as a probe
+#: (client.go isClientProbeTLSHandshakeError)
+NOT_TLS = "tls: first record does not look like a TLS handshake"
 _CREDS = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}\r?\n))")
 
 
@@ -70,17 +94,152 @@ class LeafConnection(Link):
         self.account = None  # the Account this link is bound to
         self.nonce = "" if self.solicited else secrets.token_urlsafe(11)
         self.loop_detected = False
+        self.tls: TLSLayer | None = None
+        self._tls_seen = False  # a first TLS record came from the other side
+        self._tls_timer = None
+        self._tls_info: dict | None = None  # spoke: the hub's first INFO, acted on once the handshake is done
+        self._first = True  # hub: nothing of the protocol received yet
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._made(transport)
         srv = self.server
-        self.leafnodes.pending.add(self)
-        if not self.solicited:
-            self.send(encoder.info(self.leafnodes.hub_info(self)))
-            self._timer = srv.clock.call_later(self.leafnodes.options.auth_timeout or 2.0, self._auth_timeout)
-        self.flush()
+        ln = self.leafnodes
+        ln.pending.add(self)
         srv.log_debug("Leafnode connection created", cid=self.cid, addr=f"{self.host}:{self.port}")
+        if not self.solicited:
+            tls = ln.options.tls
+            if tls is None or not tls.handshake_first:
+                self.send(encoder.info(ln.hub_info(self)))
+                self.flush()  # in plain text, before the ClientHello it asks for
+            if tls is not None:
+                srv.log_debug("Starting TLS leafnode server handshake", cid=self.cid)
+                self.tls = TLSLayer(ln.tls_server)
+                self._tls_timer = srv.clock.call_later(tls.timeout or TLS_TIMEOUT, self._tls_timeout)
+            self._timer = srv.clock.call_later(ln.auth_timeout(), self._auth_timeout)
+        elif self.remote.tls is not None and self.remote.tls.handshake_first:
+            self._start_client_tls()
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        tls = self.tls
+        if tls is None or self.closed:
+            return self._receive(data)
+        if not self._tls_seen:
+            if data[:1] != b"\x16":  # not a handshake record where the other side's first flight is due
+                return self._tls_failed(NOT_TLS, probe=True)
+            self._tls_seen = True
+        try:
+            plain, done = tls.receive(data)
+        except TLSError as e:
+            if tls.established:
+                # After the handshake: a broken record, or the hub's alert for a certificate it refused (TLS 1.3
+                # ends the client's handshake before the server has checked the client's certificate).  Go's
+                # read loop gets the error: "Read Error".
+                self.server.log_debug("Leafnode read error", cid=self.cid, error=str(e))
+                return self.close(READ_ERROR)
+            return self._tls_failed(str(e))
+        out = tls.take_out()
+        if out and not self.transport.is_closing():
+            self.transport.write(out)
+        if done:
+            self._handshake_done()
+        if plain and not self.closed:
+            self._receive(plain)
+        if tls.peer_closed and not self.closed:
+            self.close(CLIENT_CLOSED)  # close_notify: answered with ours (close), as Go's tls.Conn does
+        self.flush()
+        self.server.flush_pending()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed and self.tls is not None and self.tls.started and not self.tls.established:
+            # The other end went during the handshake (Go: "TLS leafnode handshake error: EOF").
+            self.server.log_error("TLS leafnode handshake error", cid=self.cid, addr=f"{self.host}:{self.port}",
+                                  error="EOF")
+            self.close_reason = TLS_HANDSHAKE_FAILURE
+        super().connection_lost(exc)
+
+    def _receive(self, data: bytes) -> None:
+        """Protocol bytes (decrypted when the link has TLS)."""
+        if self._first and not self.solicited and data and not self.closed:
+            self._first = False
+            if data[:1] not in (b"C", b"c"):
+                # parser.go OP_START: a leaf's first operation must be CONNECT; any other first byte (among them
+                # the ClientHello of a spoke with TLS, sent to a hub without) is an authorization violation.
+                self.server.log_error("authentication error", cid=self.cid, addr=f"{self.host}:{self.port}")
+                self.send(encoder.err("Authorization Violation"))
+                return self.close(AUTH_VIOLATION)
+        super().data_received(data)
+
+    def flush(self) -> None:
+        tls = self.tls
+        if tls is None:
+            return super().flush()
+        if not tls.established or not self.out or self.transport is None:
+            return  # nothing goes out in the clear once TLS has begun: kept until the handshake is done
+        data = tls.wrap(b"".join(self.out))
+        self.out.clear()
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self, reason: str = "") -> None:
+        if not self.closed and self.tls is not None and self.transport is not None:
+            self.flush()
+            if not self.transport.is_closing():
+                out = self.tls.shutdown()  # close_notify after the last output (tls.py)
+                if out:
+                    self.transport.write(out)
+        super().close(reason)
+
+    # ------------------------------------------------------------------ TLS
+    def _start_client_tls(self) -> None:
+        """The spoke's end of the handshake (leafnode.go leafClientHandshakeIfNeeded): its ClientHello now, the
+        hub's answer in data_received."""
+        ctx, name = self.leafnodes.client_tls(self.remote, self.url)
+        srv = self.server
+        srv.log_debug("Starting TLS leafnode client handshake", cid=self.cid)
+        self.tls = TLSLayer(ctx, server_side=False, server_hostname=name)
+        timeout = (self.remote.tls.timeout if self.remote.tls is not None else 0) or TLS_TIMEOUT
+        self._tls_timer = srv.clock.call_later(timeout, self._tls_timeout)
+        try:
+            hello = self.tls.begin()
+        except TLSError as e:
+            return self._tls_failed(str(e))
+        self.transport.write(hello)
+
+    def _handshake_done(self) -> None:
+        if self._tls_timer is not None:
+            self._tls_timer.cancel()
+            self._tls_timer = None
+        if not self.solicited:
+            if self.leafnodes.options.tls.handshake_first:
+                self.send(encoder.info(self.leafnodes.hub_info(self)))
+            return
+        info, self._tls_info = self._tls_info, None
+        if info is not None:
+            self._after_info(info)
+
+    def _tls_failed(self, error: str, probe: bool = False) -> None:
+        """leafnode.go doTLSHandshake: the error logged (a probe's at debug level), OpenSSL's alert sent as Go sends
+        its own, and the link closed."""
+        alert = self.tls.take_out() if self.tls is not None else b""
+        if alert and not self.transport.is_closing():
+            self.transport.write(alert)
+        log = self.server.log_debug if probe else self.server.log_error
+        log("TLS leafnode handshake error", cid=self.cid, addr=f"{self.host}:{self.port}", error=error)
+        self.close(TLS_HANDSHAKE_FAILURE)
+
+    def _tls_timeout(self) -> None:
+        self._tls_timer = None
+        if not self.closed and self.tls is not None and not self.tls.established:
+            self.server.log_debug("TLS handshake timeout", cid=self.cid)  # debug for leafs (server.go tlsTimeout)
+            self.close(TLS_HANDSHAKE_FAILURE)
+
+    def _teardown(self) -> None:
+        if self._tls_timer is not None:
+            self._tls_timer.cancel()
+            self._tls_timer = None
+        super()._teardown()
 
     def send_msg(self, account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int,
                  data: bytes) -> None:
@@ -136,8 +295,16 @@ class LeafConnection(Link):
         info = self._json(data)
         if info is None:
             return self.on_route_op(ProtocolError("", "bad leafnode INFO"))
-        if not self.solicited or self.registered:
+        if not self.solicited or self.registered or self._tls_info is not None:
             return  # the hub's INFO with connect_info, or an update: nothing Skiff acts on
+        if self.tls is None and (self.remote.tls is not None or info.get("tls_required")):
+            # TLS before anything else, even without a tls {} of our own when the hub requires it
+            # (processLeafnodeInfo: remote.TLS = true); the rest of this INFO is acted on once it is done.
+            self._tls_info = info
+            return self._start_client_tls()
+        self._after_info(info)
+
+    def _after_info(self, info: dict) -> None:
         if not info.get("client_id") or info.get("leafnode_urls") is None:
             self.server.log_error("attempted to connect to wrong port", url=self.url)
             return self.close(WRONG_PORT)
@@ -223,6 +390,8 @@ class LeafNodes:
         self._lds_subs: list = []
         # (account, subject, queue) -> {owner: count}; owner None = this server's clients and routes, else a link
         self.interest: dict[tuple[str, str, str], dict[Any, int]] = {}
+        self.tls_server: ssl.SSLContext | None = make_server_context(options.tls) if options.tls is not None else None
+        self._tls_clients: dict[int, ssl.SSLContext] = {}  # id(remote) -> its client context
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
@@ -237,6 +406,8 @@ class LeafNodes:
                                                       reuse_address=True)
             self.port = self._listener.sockets[0].getsockname()[1]
             self.server.log.info("Listening for leafnode connections", host=opts.host, port=self.port)
+            if any(t is not None and t.insecure for t in [opts.tls] + [r.tls for r in opts.remotes]):
+                self.server.log_warning(INSECURE_WARNING)
         for remote in opts.remotes:
             self._dial(remote, 0.0)
 
@@ -295,6 +466,30 @@ class LeafNodes:
                                       error=str(e))
             await asyncio.sleep(self.options.reconnect_interval or RECONNECT_INTERVAL)
 
+    def client_tls(self, remote: Any, url: str) -> tuple[ssl.SSLContext, str]:
+        """The context a spoke's handshake with ``remote`` uses (its tls {}, or the system's roots and no
+        certificate when only the hub's INFO asked for TLS) and the name the hub's certificate must carry
+        (client.go doTLSHandshake): the URL's host, unless that is an IP address and one of the remote's URLs
+        names a host (leafnode.go saveTLSHostname)."""
+        ctx = self._tls_clients.get(id(remote))
+        if ctx is None:
+            from ..options import TLSOptions
+
+            ctx = self._tls_clients[id(remote)] = make_client_context(remote.tls or TLSOptions())
+        host = urlsplit(url).hostname or ""
+        if _is_ip(host):
+            for u in remote.urls:
+                name = urlsplit(u).hostname or ""
+                if name and not _is_ip(name):
+                    return ctx, name
+        return ctx, host
+
+    def auth_timeout(self) -> float:
+        opts = self.options
+        if opts.auth_timeout:
+            return opts.auth_timeout
+        return ((opts.tls.timeout or TLS_TIMEOUT) + 1.0) if opts.tls is not None else AUTH_TIMEOUT
+
     def remote_account(self, remote: Any) -> Any:
         accs = self.server.accounts
         return accs.lookup(remote.account) if remote.account else accs.gacc
@@ -337,6 +532,10 @@ class LeafNodes:
             "max_payload": srv.options.max_payload, "ip": url, "client_id": link.cid, "nonce": link.nonce,
             "info_on_connect": True, "leafnode_urls": [] if opts.no_advertise else [url],
         }
+        if opts.tls is not None:
+            info["tls_required"] = True
+            if opts.tls.verify:
+                info["tls_verify"] = True
         if srv.cluster is not None:
             info["cluster"] = srv.cluster.name
         return info
@@ -419,7 +618,27 @@ class LeafNodes:
 
     def varz(self) -> dict:
         opts = self.options
-        return {"host": opts.host, "port": self.port, "auth_timeout": int(opts.auth_timeout or 2), "tls_timeout": 2}
+        tls = opts.tls
+        out: dict[str, Any] = {"host": opts.host, "port": self.port, "auth_timeout": _num(self.auth_timeout()),
+                               "tls_timeout": _num((tls.timeout if tls is not None else 0) or TLS_TIMEOUT)}
+        if tls is not None:
+            out["tls_required"] = True
+            if tls.verify:
+                out["tls_verify"] = True
+        return out
+
+
+def _num(seconds: float) -> float | int:
+    """A number of seconds as Go's JSON writes a float64: 3, not 3.0."""
+    return int(seconds) if float(seconds).is_integer() else seconds
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _ignore(*_args) -> None:

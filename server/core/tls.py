@@ -1,4 +1,5 @@
-"""TLS for the client port (nats-server opts.go/TLSConfig): server certificate, optional client verification.
+"""TLS for the client port (nats-server opts.go/TLSConfig): server certificate, optional client verification; and
+for leaf node connections (core/leafnode.py), which upgrade after INFO as clients do, on both ends of the link.
 
 Theory of operation
 -------------------
@@ -19,6 +20,9 @@ Closing follows Go's crypto/tls as nats-server uses it:
 * when the server closes a TLS client for any reason it sends ``close_notify`` after the last output (``shutdown``);
 * a handshake that fails leaves OpenSSL's alert in the outgoing buffer; it is written before the socket closes, as
   Go sends its alert (e.g. ``certificate_required`` to a client without a certificate under ``verify``).
+
+A leaf node spoke is the client end (``server_side=False``): ``begin`` produces its ClientHello, and ``receive``
+carries the handshake on from the hub's answer, as it does on the server end.
 """
 from __future__ import annotations
 
@@ -28,7 +32,10 @@ import ssl
 def make_server_context(tls) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.cert_file:
+        # A leaf hub's block may have no certificate (nats-server GenTLSConfig accepts it): every handshake then
+        # fails, as Go's does with "no certificates configured".
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
     if getattr(tls, "verify", False):
         # ca_file only verifies client certificates (nats-server: ClientCAs, used only with verify).  Loading it
         # otherwise would also make OpenSSL append the CA to the chain it sends (auto-chain), where Go sends just
@@ -36,6 +43,21 @@ def make_server_context(tls) -> ssl.SSLContext:
         if getattr(tls, "ca_file", None):
             ctx.load_verify_locations(tls.ca_file)
         ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def make_client_context(tls) -> ssl.SSLContext:
+    """The dialing end of a route or a leaf node link (nats-server GenTLSConfig used as a client): the peer's
+    certificate is checked against ``ca_file`` (the system's roots without one, as Go's nil RootCAs) and the host
+    name the caller passes; ``cert_file`` is presented when the peer asks for one; ``insecure`` checks nothing
+    (InsecureSkipVerify)."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file or None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.cert_file:
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    if getattr(tls, "insecure", False):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
     return ctx
 
 
@@ -50,13 +72,24 @@ class TLSLayer:
 
     __slots__ = ("_in", "_out", "_obj", "started", "established", "peer_closed")
 
-    def __init__(self, ctx: ssl.SSLContext) -> None:
+    def __init__(self, ctx: ssl.SSLContext, server_side: bool = True, server_hostname: str | None = None) -> None:
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
-        self._obj = ctx.wrap_bio(self._in, self._out, server_side=True)
+        self._obj = ctx.wrap_bio(self._in, self._out, server_side=server_side, server_hostname=server_hostname)
         self.started = False
         self.established = False
         self.peer_closed = False  # the client sent close_notify: nothing more will come
+
+    def begin(self) -> bytes:
+        """The client end's first flight (its ClientHello), to write to the socket."""
+        self.started = True
+        try:
+            self._obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLError as e:
+            raise TLSError(str(e)) from e
+        return self.take_out()
 
     def receive(self, data: bytes) -> tuple[bytes, bool]:
         """Feed bytes from the socket: (decrypted application bytes, handshake completed by this call).

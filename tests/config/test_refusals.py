@@ -42,7 +42,12 @@ REFUSED_KEYS = [
     ("cluster { port: 6222, ping_interval: \"5s\" }", "cluster.ping_interval", True),
     ("gateway { name: g, port: 7222 }", "gateway", True),
     # leafnodes {} is implemented (server/conf/leafnodes.py); what its links do not do is refused key by key.
-    (f"leafnodes {{ port: 7422, tls {{ {TLS} }} }}", "leafnodes.tls", True),
+    # leaf tls {} blocks are implemented (tests/cluster/test_leafnode_tls.py); their keys Skiff does not do are
+    # refused as the client port's are.
+    (f'leafnodes {{ port: 7422, tls {{ {TLS}, pinned_certs: ["{SHA}"] }} }}', "tls.pinned_certs", True),
+    (f"leafnodes {{ port: 7422, tls {{ {TLS}, handshake_first: auto }} }}", "tls.handshake_first", True),
+    ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", tls { cipher_suites: '
+     '["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"] } } ] }', "tls.cipher_suites", True),
     ("leafnodes { port: 7422, compression: s2_auto }", "leafnodes.compression", True),
     ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", hub: true } ] }', "leafnodes.remotes.hub", True),
     ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", deny_imports: ["foo"] } ] }',
