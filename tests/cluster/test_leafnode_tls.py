@@ -133,6 +133,36 @@ async def test_the_hub_asks_for_tls_and_a_tls_url_alone_does_not(pair):
         plain.cleanup()
 
 
+async def test_the_name_checked_is_the_urls_host_or_a_host_name_among_the_urls(pair):
+    """The hub listens on 127.0.0.2, an address its certificate does not carry (it has 127.0.0.1, ::1 and
+    localhost): a spoke dialing that IP refuses the certificate.  When another URL of the same remote names a host,
+    that name is checked instead (leafnode.go saveTLSHostname), and the certificate carries ``localhost``."""
+    hub_kind, spoke_kind = pair
+    port, = free_ports(1)
+    hub_node = ServerProcess(kind=hub_kind, jetstream=False, config=(
+        f'leafnodes {{ listen: "127.0.0.2:{port}", {tls("server", ca="")} }}\n'))
+
+    def spoke(urls: list[str]) -> ServerProcess:
+        return ServerProcess(kind=spoke_kind, jetstream=False, config=(
+            f"leafnodes {{ remotes [ {{ urls: {json.dumps(urls)}, no_randomize: true, {tls()} }} ] }}\n"))
+    by_ip = spoke([f"nats-leaf://127.0.0.2:{port}"])
+    named = spoke([f"nats-leaf://127.0.0.2:{port}", "nats-leaf://localhost:1"])
+    lp = LeafPair.__new__(LeafPair)
+    lp.hub = hub_node
+    try:
+        hub_node.start()
+        by_ip.start()
+        _wait_log(by_ip, "TLS leafnode handshake error")
+        assert lp.leafz(by_ip)["leafnodes"] == 0 and lp.leafz(hub_node)["leafnodes"] == 0
+        by_ip.cleanup()
+        named.start()
+        lp.spoke = named
+        lp.wait_connected()
+    finally:
+        for s in (hub_node, by_ip, named):
+            s.cleanup()
+
+
 MISMATCHES = {
     # (hub's extra, spoke's extra, whose log says what)
     "no client certificate under verify": (HUB_MTLS, tls(), ("hub", "TLS leafnode handshake error")),
