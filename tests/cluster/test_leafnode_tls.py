@@ -163,6 +163,16 @@ async def test_the_name_checked_is_the_urls_host_or_a_host_name_among_the_urls(p
             s.cleanup()
 
 
+def test_an_insecure_remote_checks_nothing(pair):
+    """``insecure: true`` (InsecureSkipVerify): no CA, and still a link to a hub whose certificate nothing vouches
+    for."""
+    lp = LeafPair(pair, hub_extra=tls("server", ca=""), spoke_extra="tls { insecure: true }")
+    try:
+        lp.start()
+    finally:
+        lp.cleanup()
+
+
 MISMATCHES = {
     # (hub's extra, spoke's extra, whose log says what)
     "no client certificate under verify": (HUB_MTLS, tls(), ("hub", "TLS leafnode handshake error")),
