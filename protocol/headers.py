@@ -10,8 +10,8 @@ HDR_LINE = b"NATS/1.0"
 HDR_LINE_CRLF = b"NATS/1.0\r\n"
 
 
-def get(hdr: bytes, key: str) -> str | None:
-    """The first value of ``key`` in a raw header block, or None."""
+def _value_at(hdr: bytes, key: str) -> tuple[int, int] | None:
+    """Where the first value of ``key`` lies in ``hdr`` (start after the colon, end of line), or None."""
     if not hdr:
         return None
     k = b"\r\n" + key.encode() + b":"
@@ -20,27 +20,25 @@ def get(hdr: bytes, key: str) -> str | None:
         return None
     i += len(k)
     j = hdr.find(b"\r\n", i)
-    if j < 0:
-        j = len(hdr)
-    return hdr[i:j].lstrip(b" \t").decode("utf-8", "surrogateescape").rstrip(" \t")
+    return i, (j if j >= 0 else len(hdr))
+
+
+def get(hdr: bytes, key: str) -> str | None:
+    """The first value of ``key`` in a raw header block, or None."""
+    at = _value_at(hdr, key)
+    if at is None:
+        return None
+    return hdr[at[0]:at[1]].lstrip(b" \t").decode("utf-8", "surrogateescape").rstrip(" \t")
 
 
 def get_exact(hdr: bytes, key: str) -> str | None:
     """nats-server sliceHeader/getHeader, exactly: the first ``key`` at a line start followed by ``:``, leading
     *spaces* skipped, nothing trimmed at the end (``@every 1s `` is an invalid schedule there, ``5 `` no number).
     :func:`get` also trims tabs and trailing blanks, which would accept what nats-server refuses."""
-    if not hdr:
+    at = _value_at(hdr, key)
+    if at is None:
         return None
-    k = b"\r\n" + key.encode() + b":"
-    i = hdr.find(k)
-    if i < 0:
-        return None
-    i += len(k)
-    n = len(hdr)
-    while i < n and hdr[i] == 0x20:
-        i += 1
-    j = hdr.find(b"\r\n", i)
-    return hdr[i : j if j >= 0 else n].decode("utf-8", "surrogateescape")
+    return hdr[at[0]:at[1]].lstrip(b" ").decode("utf-8", "surrogateescape")
 
 
 def parse(hdr: bytes) -> tuple[int, str, list[tuple[str, str]]]:

@@ -1,0 +1,71 @@
+"""What the kill -9 sourcing tests share: raw API requests, and a publisher that counts acknowledged publishes and
+stops at the kill."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+
+async def api(nc, subject: str, body: dict | bytes = b"") -> dict:
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    return json.loads((await nc.request(subject, data, timeout=5)).data)
+
+
+async def state(nc, name: str) -> dict:
+    return (await api(nc, f"$JS.API.STREAM.INFO.{name}"))["state"]
+
+
+class Publisher:
+    """Publishes ``prefix<i>`` to ``o.<i % spread>`` in rounds of 100 requests in flight; ``acked`` counts the
+    PubAcks received, and a round stops at the first failure (the kill) or once ``killed`` is set."""
+
+    def __init__(self, spread: int) -> None:
+        self.spread = spread
+        self.acked = 0
+        self.killed = asyncio.Event()
+
+    async def publish(self, conn, n: int, prefix: bytes) -> None:
+        for start in range(0, n, 100):
+            futs = [asyncio.ensure_future(conn.request(f"o.{i % self.spread}", prefix + b"%d" % i, timeout=10))
+                    for i in range(start, min(start + 100, n))]
+            for f in futs:
+                try:
+                    json.loads((await f).data)
+                except Exception:
+                    return  # the kill
+                self.acked += 1
+            if self.killed.is_set():
+                return
+
+
+async def kill_and_restart(server, pub: Publisher, task, *conns):
+    """SIGKILL ``server`` under ``pub``'s load, let the publisher stop, drop the old connections, start the server
+    again on the same store and port; a new connection to it."""
+    import nats
+
+    server.kill()
+    pub.killed.set()
+    await asyncio.gather(task, return_exceptions=True)
+    for c in conns:
+        try:
+            await c.close()
+        except Exception:
+            pass
+    server.start()
+    return await nats.connect(server.url)
+
+
+async def sourced_origin_seqs(nc, stream: str, count: int) -> list[int]:
+    """The origin sequence in the Nats-Stream-Source header of each of the first ``count`` messages of ``stream``
+    (read by a headers-only push consumer)."""
+    seen: list[int] = []
+    subject = f"chk.{stream}"
+    sub = await nc.subscribe(subject)
+    r = await api(nc, f"$JS.API.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": {
+        "deliver_subject": subject, "ack_policy": "none", "headers_only": True}})
+    assert "error" not in r, r
+    while len(seen) < count:
+        msg = await sub.next_msg(timeout=5)
+        seen.append(int(msg.headers["Nats-Stream-Source"].split(" ")[1]))
+    await sub.unsubscribe()
+    return seen
