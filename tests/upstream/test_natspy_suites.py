@@ -1,5 +1,7 @@
-"""nats.py's own JetStream test suite (``nats/tests/test_js.py``, copied in tests/upstream/natspy, SOURCE.md) against
-Skiff and against nats-server: every test that passes with nats-server passes with Skiff.
+"""nats.py's own test suites (copied in tests/upstream/natspy, SOURCE.md) against Skiff and against nats-server: every
+test that passes with nats-server passes with Skiff.  Two suites: JetStream (``test_js.py``, V210FeaturesTest and
+AccountLimitsTest included) and authentication (``test_client_nkeys.py``: nkeys, .creds, a resolver preload, bad
+signatures refused; ``test_client.py::NoAuthUserClientTest``).
 
 Their harness starts ``nats-server`` from ``PATH`` on the fixed ports 4222/8222, so each run gets a ``PATH`` whose
 ``nats-server`` is Skiff (a shell shim) or the real binary, and the runs share the fixed-port xdist group.  One test
@@ -24,7 +26,7 @@ SUITE = ROOT / "tests" / "upstream" / "natspy"
 CLIENT_DRIFT = ["test_js.py::PullSubscribeTest::test_fetch_headers"]
 
 
-def _run(tmp_path, kind: str, only: list[str] | None = None) -> dict[str, str]:
+def _run(tmp_path, kind: str, targets: list[str], only: list[str] | None = None) -> dict[str, str]:
     bindir = tmp_path / f"bin-{kind}"
     bindir.mkdir(exist_ok=True)
     shim = bindir / "nats-server"
@@ -39,12 +41,12 @@ def _run(tmp_path, kind: str, only: list[str] | None = None) -> dict[str, str]:
     env.pop("PYTEST_XDIST_WORKER", None)
     # Their modules import ``tests.utils``: the copy runs as a package named ``tests`` in a directory of its own,
     # beside the pyproject.toml and README.md the object store tests upload (any files will do).
-    work = tmp_path / f"run-{kind}" / ("again" if only else "all")
+    work = tmp_path / f"run-{kind}" / ("again" if only else "all")  # tmp_path is per suite (parametrized)
     shutil.copytree(SUITE, work / "tests", dirs_exist_ok=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, work / name)
     argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:xdist",
-            "--rootdir", str(work), "-c", os.devnull, *(only or ["tests/test_js.py"])]
+            "--rootdir", str(work), "-c", os.devnull, *(only or targets)]
     argv += [a for t in CLIENT_DRIFT for a in ("--deselect", f"tests/{t}")]
     p = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     outcomes = dict((m.group(2), m.group(1)) for m in re.finditer(r"^(PASSED|FAILED|ERROR|SKIPPED) (\S+)",
@@ -53,17 +55,28 @@ def _run(tmp_path, kind: str, only: list[str] | None = None) -> dict[str, str]:
     return outcomes
 
 
+# (the suite's files or tests, how many must pass on nats-server at least: a collection accident fails)
+SUITES = {
+    "jetstream": (["tests/test_js.py"], 135),
+    # issue #10: nkey and JWT (.creds, resolver preload) authentication, with its refusals of bad signatures, and
+    # the no_auth_user tests
+    "auth": (["tests/test_client_nkeys.py", "tests/test_client.py::NoAuthUserClientTest"], 9),
+}
+
+
 @pytest.mark.skiff_only
-def test_natspy_jetstream_suite_passes_on_skiff_as_on_nats_server(tmp_path):
-    oracle = _run(tmp_path, "nats-server")
-    skiff = _run(tmp_path, "skiff")
+@pytest.mark.parametrize("suite", list(SUITES))
+def test_natspy_suite_passes_on_skiff_as_on_nats_server(tmp_path, suite):
+    targets, at_least = SUITES[suite]
+    oracle = _run(tmp_path, "nats-server", targets)
+    skiff = _run(tmp_path, "skiff", targets)
     passed = {t for t, o in oracle.items() if o == "PASSED"}
-    assert len(passed) >= 135, oracle  # the suite ran, not a collection accident
+    assert len(passed) >= at_least, oracle  # the suite ran, not a collection accident
     assert set(skiff) == set(oracle)
     lost = sorted(t for t in passed if skiff.get(t) != "PASSED")
     if lost:
         # Their tests wait with fixed timeouts sized for a Go server on an idle machine (async_test: 5 s); one that
         # failed in the whole run runs once more on its own, and must pass then.
-        again = _run(tmp_path, "skiff", only=lost)
+        again = _run(tmp_path, "skiff", targets, only=lost)
         lost = [t for t in lost if again.get(t) != "PASSED"]
     assert not lost, {t: skiff.get(t) for t in lost}
