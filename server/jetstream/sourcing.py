@@ -50,6 +50,7 @@ from skiff.protocol.jsapi.timefmt import format_time
 
 from . import jsonout
 from .acks import ack_tokens, parse_num
+from .api_consumers import IDENTITY
 from .transform import new_transform
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 STREAM_SOURCE = "Nats-Stream-Source"
-IDENTITY = "Nats-Stream-Identity"
 LAST_CONSUMER = "Nats-Last-Consumer"
 CONSUMER_STALLED = "Nats-Consumer-Stalled"
 SECOND = 1_000_000_000

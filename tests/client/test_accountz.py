@@ -15,8 +15,6 @@ import asyncio
 import base64
 import json
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 
 import nats
@@ -24,16 +22,11 @@ import pytest
 
 from tests import jwt_helpers as jh
 from tests.client.test_operator import user
+from tests.client.test_system_account import http_get
 
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def http_get(srv, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(srv.http_url + path, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def account_detail(srv, name: str) -> dict:
