@@ -27,8 +27,6 @@ from tests.client.test_system_account import http_get
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-
-
 def account_detail(srv, name: str) -> dict:
     status, body = http_get(srv, f"/accountz?acc={name}")
     assert status == 200, body
