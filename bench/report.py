@@ -39,6 +39,8 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
     if unit == "KiB":
         return f"{value:.1f} KiB"
+    if unit in ("ms", "MiB"):
+        return f"{value:.1f} {unit}"
     return f"{value:g} {unit}"
 
 

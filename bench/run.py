@@ -155,10 +155,10 @@ def _rows(ctx: Context, w: Workload, per: dict, kinds: list[str]) -> list[dict]:
             values[k] = _median([r.get(row.key) for r in per[k]["runs"]])
             if values[k] is None:
                 errors[k] = per[k]["error"] or (per[k]["errors"][0] if per[k]["errors"] else "no result")
-        ratio = met = None
+        ratio = None
         if values.get("skiff") is not None and values.get("nats-server"):
             ratio = values["skiff"] / values["nats-server"]
-            met = row.target.met(ratio) if row.target else None
+        met = row.target.met(ratio, values.get("skiff")) if row.target else None
         rows.append({"label": row.label.format(**names), "key": row.key, "unit": row.unit,
                      "higher_better": row.higher_better, "target": str(row.target) if row.target else None,
                      "values": values, "errors": errors, "ratio": ratio, "met": met,

@@ -5,7 +5,8 @@ Theory of operation: each is a procedure ``(ctx, server) -> dict`` (bench/scale.
 
 - ``startup``: JetStream on, empty store.  From spawning the process to (a) the first connection that reads the
   server's ``INFO`` (what a harness waiting for the port sees; issue #13 asks <= 100 ms) and (b) the first
-  ``$JS.API.INFO`` answer (what a test that creates a stream at once waits for).  Polled every 2 ms.
+  ``$JS.API.INFO`` answer (what a test that creates a stream at once waits for).  Polled every 2 ms.  Then the
+  idle memory of the last start, a second after it (issue #13 asks <= 30 MiB).
 - ``restart_subjects``: ``restart_msgs / 5`` messages of 100 bytes, each on a subject of its own (1,000,000 /
   5 = 200,000 in the full run, ~32 MB: the shape of issue #15 finding 11), then ``kill -9`` and the time from
   spawning the process to the first ``STREAM.INFO`` that reports every message; the median over a few kills.
@@ -67,8 +68,11 @@ def startup(ctx: Context, server: BenchServer) -> dict:
         a, b = _spawn_timed(server, timeout=ctx.slack)
         first_info.append(a)
         first_js.append(b)
+    # Idle memory (issue #13: <= 30 MiB): VmRSS of the last started server once it has had a second to settle.
+    time.sleep(1.0)
+    rss = server.rss_kib()
     return {"runs": runs, "startup_s": statistics.median(first_info), "startup_js_s": statistics.median(first_js),
-            "startup_max_s": max(first_info)}
+            "startup_max_s": max(first_info), "idle_rss_mib": None if rss is None else rss / 1024}
 
 
 def _fill_subjects(port: int, stream: str, n: int, size: int, timeout: float) -> None:
@@ -132,8 +136,10 @@ def startup_workloads() -> list[Workload]:
     return [
         Workload("startup.empty", "scale", "process start with JetStream on and an empty store: to the first "
                  "accepted connection (INFO) and to the first $JS.API.INFO answer (median of 15 starts)",
-                 (Row("start to first connection (INFO)", "startup_s", "s", False),
-                  Row("start to first $JS.API.INFO answer", "startup_js_s", "s", False)),
+                 (Row("start to first connection (INFO)", "startup_s", "s", False, Target("<=", 0.1, unit="s")),
+                  Row("start to first $JS.API.INFO answer", "startup_js_s", "s", False),
+                  Row("idle RSS (JetStream on, empty store)", "idle_rss_mib", "MiB", False,
+                      Target("<=", 30.0, unit="MiB"))),
                  procedure=startup, single_run=True, fresh=True),
         Workload("startup.restart_subjects", "scale", "stream with one subject per message: restart after "
                  "kill -9 until STREAM.INFO reports every message (median of 5 kills)",

@@ -46,6 +46,8 @@ typedef struct {
     double timeout;    /* watchdog, seconds */
     int fresh;         /* JetStream publishers: delete and re-create the stream first */
     const char *bucket; /* KV bucket */
+    int subjects;      /* JetStream async publish: spread messages over <stream>.0 .. <stream>.<subjects-1> */
+    const char *filter; /* pull consumer filter subject (default "<stream>.>") */
 } args_t;
 
 static args_t A;
@@ -116,7 +118,8 @@ static inline void parse_args(int argc, char **argv) {
         {"batch", required_argument, 0, 'B'},    {"keys", required_argument, 0, 'k'},
         {"threads", required_argument, 0, 't'},  {"concurrency", required_argument, 0, 'C'},
         {"timeout", required_argument, 0, 'T'},  {"fresh", required_argument, 0, 'F'},
-        {"bucket", required_argument, 0, 'K'},   {0, 0, 0, 0}};
+        {"bucket", required_argument, 0, 'K'},   {"subjects", required_argument, 0, 'N'},
+        {"filter", required_argument, 0, 'f'},   {0, 0, 0, 0}};
     A.url = "nats://127.0.0.1:4222";
     A.stream = "BENCH";
     A.subject = NULL;
@@ -134,6 +137,8 @@ static inline void parse_args(int argc, char **argv) {
     A.timeout = 120;
     A.fresh = 1;
     A.bucket = "BENCHKV";
+    A.subjects = 0;
+    A.filter = NULL;
     if (argc >= 2 && argv[1][0] != '-') {
         A.mode = argv[1];
         optind = 2;
@@ -162,6 +167,8 @@ static inline void parse_args(int argc, char **argv) {
         case 'T': A.timeout = atof(optarg); break;
         case 'F': A.fresh = atoi(optarg); break;
         case 'K': A.bucket = optarg; break;
+        case 'N': A.subjects = atoi(optarg); break;
+        case 'f': A.filter = optarg; break;
         default: fail("unknown option");
         }
     }

@@ -5,7 +5,9 @@
  *   js pub       --size N --duration S            synchronous publish (one request per message): rate, latency
  *   js apub      --size N --duration S --window W async publish, at most W acks outstanding
  *                [--count N] [--fresh 0]          (--count: stop after N messages, used to prefill a stream)
+ *                [--subjects K]                   message n on subject S.<n % K> instead of S.x
  *   js fetch     --count N --batch B              new durable pull consumer, fetch + ack each message
+ *                [--filter F]                     its filter subject (default S.>)
  *   js push      --count N                        new push consumer (explicit ack), callback acks each message
  *   js ordered   --count N                        ordered push consumer (no acks, flow control)
  *   js kvsetup   --keys K --size N                delete + create bucket, put K keys
@@ -14,6 +16,7 @@
  *   js consumers --count N --threads T            create N durable pull consumers on stream S
  *   js info                                       stream state (messages, consumers)
  *   js delete                                     delete stream S
+ *   js purge                                      purge stream S
  *
  * Consumers read at most --count messages of what the stream holds (all of it with --count 0) and stop when they
  * have it, when nothing arrived for a while (see wait_ms), or at --duration x 4 + 10 s; the rate is messages over
@@ -128,8 +131,14 @@ static void run_apub(void) {
     double t0 = now_s();
     double deadline = t0 + (A.count ? 1e9 : A.duration);
     long n = 0;
+    char spread[256];
     for (;;) {
-        natsStatus s = js_PublishAsync(js, subject(), data, A.size, NULL);
+        const char *subj = subject();
+        if (A.subjects > 0) { /* filtered-consumer workloads: message n on <stream>.<n % subjects> */
+            snprintf(spread, sizeof spread, "%s.%ld", A.stream, n % A.subjects);
+            subj = spread;
+        }
+        natsStatus s = js_PublishAsync(js, subj, data, A.size, NULL);
         if (s != NATS_OK) check(s, "publish async");
         n++;
         if (A.count && n >= A.count) break;
@@ -186,7 +195,8 @@ static void run_fetch(void) {
     natsSubscription *sub = NULL;
     jsErrCode jerr = 0;
     char filter[256];
-    snprintf(filter, sizeof filter, "%s.>", A.stream);
+    snprintf(filter, sizeof filter, "%s", A.filter ? A.filter : "");
+    if (!A.filter) snprintf(filter, sizeof filter, "%s.>", A.stream);
     double t0 = now_s();
     check_js(js_PullSubscribe(&sub, js, filter, durable, NULL, &so, &jerr), jerr, "pull subscribe");
     long n = 0, errs = 0;
@@ -386,6 +396,11 @@ int main(int argc, char **argv) {
         jsErrCode jerr = 0;
         check_js(js_DeleteStream(js, A.stream, NULL, &jerr), jerr, "delete stream");
         printf("{\"ok\": true, \"mode\": \"delete\"}\n");
+    } else if (!strcmp(A.mode, "purge")) {
+        js_connect(0);
+        jsErrCode jerr = 0;
+        check_js(js_PurgeStream(js, A.stream, NULL, &jerr), jerr, "purge stream");
+        printf("{\"ok\": true, \"mode\": \"purge\"}\n");
     } else fail("unknown mode %s", A.mode);
     fflush(stdout);
     _exit(0);

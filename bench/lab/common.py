@@ -147,12 +147,13 @@ class Canary:
     every 2 ms on its own connection and records ``(time, latency)``: what an innocent client feels while a
     campaign attacks the server.  A separate process so the attacker's CPU use in this one does not count."""
 
-    def __init__(self, srv: ServerProcess) -> None:
+    def __init__(self, srv: ServerProcess, rr: bool = False, every: float = 0.002) -> None:
         self.tmpdir = tempfile.mkdtemp(prefix="lab-canary-")
         self.path = os.path.join(self.tmpdir, "canary.txt")
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.lab.canary", str(srv.port), self.path],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.lab.canary", str(srv.port), self.path,
+                                      "--every", str(every)] + (["--rr"] if rr else []),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT,
                                      **child_kwargs())
         deadline = time.monotonic() + 15
