@@ -19,18 +19,15 @@ whitespace, ``.``, ``*``, ``>``, ``/``, ``\\``) and :func:`safe_name` additional
 Deleting a stream is one atomic step: :func:`move_stream_aside` renames ``streams/<name>`` to
 ``<store_dir>/jetstream/$G/.deleted/<name>.<random>`` (same file system, so ``rename(2)``): a ``kill -9`` at any
 point leaves the stream with all its consumers, or nothing of it.  The files are removed afterwards by
-:func:`remove_in_background` in a worker thread that keeps yielding the GIL (a stream with 1,000 consumers is
-2,000+ files: up to seconds of unlink that must not stall the event loop), and :func:`remove_leftovers` removes at start
+:func:`remove_in_background` in a worker thread that keeps yielding the GIL (storage/remove.py: a stream with 1,000
+consumers is 2,000+ files, up to seconds of unlink that must not stall the event loop), and :func:`remove_leftovers` removes at start
 what a crash left in ``.deleted``.  Recovery lists ``streams/`` only, so nothing set aside can come back.
 """
 from __future__ import annotations
 
 import os
-import shutil
-import threading
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from skiff.protocol.jsapi.stream_config import StreamConfig
 from skiff.storage.base import StreamStore
@@ -38,6 +35,7 @@ from skiff.storage.config import StoreConfig
 from skiff.storage.filestore import FileStreamStore
 from skiff.storage.layout import StoreRoot
 from skiff.storage.memstore import MemoryStreamStore
+from skiff.storage.remove import remove_tree_in_background
 
 META_VERSION = 1
 DELETED_DIR = ".deleted"  # in the account directory, next to streams/ (a "." name is never an account or stream)
@@ -92,52 +90,7 @@ def move_stream_aside(root: StoreRoot, name: str) -> Path | None:
     return dst
 
 
-def remove_in_background(path: Path) -> threading.Thread:
-    """Remove a directory set aside, in a daemon thread that yields the GIL after every unlink.
-
-    Not on the loop: one unlink can block for hundreds of milliseconds when other processes keep the file system
-    journal busy with fsyncs (measured: a 670 ms probe stall with the removal sliced on the loop).  Not a plain
-    ``shutil.rmtree`` thread either: that runs Python code between its syscalls and takes the GIL back at once
-    after each, so every GIL hand-back of the loop thread waits for the switch interval (the convoy effect;
-    measured: 95 ms probe stalls).  Sleeping a little after each step leaves the GIL to the loop; 1,000 consumer
-    directories still go in about a second.  If the process dies first, :func:`remove_leftovers` finishes the
-    job at the next start."""
-
-    def run() -> None:
-        for _ in _unlink_steps(path):
-            time.sleep(REMOVE_PAUSE)
-
-    t = threading.Thread(target=run, name="skiff-remove", daemon=True)
-    t.start()
-    return t
-
-
-REMOVE_PAUSE = 0.0002  # seconds the removal thread sleeps after each unlink/rmdir
-
-
-def _unlink_steps(path: Path) -> Iterator[None]:
-    """Remove a directory tree bottom-up, one step (unlink or rmdir) per ``next``; errors skip the entry."""
-    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
-        for name in filenames:
-            try:
-                os.unlink(os.path.join(dirpath, name))
-            except OSError:
-                pass
-            yield
-        for name in dirnames:
-            p = os.path.join(dirpath, name)
-            try:
-                if os.path.islink(p):
-                    os.unlink(p)
-                else:
-                    os.rmdir(p)
-            except OSError:
-                pass
-            yield
-    try:
-        os.rmdir(path)
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)  # something appeared meanwhile (a late state write)
+remove_in_background = remove_tree_in_background  # storage/remove.py: a thread that keeps yielding the GIL
 
 
 def remove_leftovers(root: StoreRoot) -> list[Path]:

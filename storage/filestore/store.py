@@ -76,6 +76,7 @@ from skiff.storage.filestore.index import Block, encode_summary
 from skiff.storage.filestore.recovery import Recovery
 from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path, write_state
 from skiff.storage.records import StoredMsg
+from skiff.storage.remove import unlink_in_background, unlink_quietly
 
 log = structlog.get_logger("skiff.storage")
 
@@ -85,6 +86,7 @@ MSG_DIR = "msgs"  # nats-server msgDir
 CONSUMER_DIR = "obs"  # nats-server consumerDir
 MAX_READ_FDS = 16
 READ_AHEAD = 64 * 1024
+INLINE_UNLINKS = 4  # dead-block files unlinked on the loop; more go to a thread (_unlink)
 
 
 def check_name(name: str, what: str = "name") -> str:
@@ -106,6 +108,7 @@ class FileStreamStore(IndexedStore):
         self._sync_lock = threading.Lock()
         self._unsynced: set[Block] = set()
         self._dir_dirty = False
+        self._unlinking: list[threading.Thread] = []  # threads unlinking dead blocks (_unlink)
         self._fresh: set[Block] = set()  # created since the last fsync of msgs/ (under _sync_lock)
         self._unsynced_files: set[str] = set()  # summaries / state file replaced without fsync since
         self._wq: list[Block] = []  # blocks with a pending tail, in write order
@@ -417,9 +420,9 @@ class FileStreamStore(IndexedStore):
         if self._dead or self._to_seal:
             self._write_state()  # before a dead block is unlinked: see state.py
         if self._dead:
-            for b in self._dead:
-                self._delete_block_files(b)
+            paths = [p for b in self._dead for p in self._forget_block_files(b)]
             self._dead.clear()
+            self._unlink(paths)
         if self._to_seal:
             for b in self._to_seal:
                 if not b.dead and b.flushed == b.size:
@@ -479,7 +482,8 @@ class FileStreamStore(IndexedStore):
                 if self._chunks and oldest < f and self._chunks[-1] is not d:
                     self._record_floor(f)
 
-    def _delete_block_files(self, b: Block) -> None:
+    def _forget_block_files(self, b: Block) -> tuple[str, str]:
+        """Stop using a dead block's files; their paths, to unlink."""
         if self._ra is not None and self._ra[0] is b:
             self._ra = None
         self._close_block_fd(b)
@@ -487,15 +491,32 @@ class FileStreamStore(IndexedStore):
             self._unsynced.discard(b)
             self._fresh.discard(b)
         self._unsynced_files.discard(b.idx_path)
-        for p in (b.path, b.idx_path):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                log.error("could not delete block file", path=p, error=str(e))
-        with self._sync_lock:
-            self._dir_dirty = True
+        return b.path, b.idx_path
+
+    def _unlink(self, paths: list[str]) -> None:
+        """Unlink dead blocks' files (the state file no longer names them).  A few (a block aging out of a limits
+        stream) on the loop; more (a purge of a million messages is ~40 blocks, ~30-60 ms of unlink) in a thread
+        that keeps yielding the GIL (storage/remove.py), so other clients are not stalled.  Either way ``msgs/``
+        is marked for the next fsync only after the unlinks, so that fsync makes them durable."""
+        def dir_dirty() -> None:
+            with self._sync_lock:
+                self._dir_dirty = True
+
+        def failed(path: str, e: OSError) -> None:
+            log.error("could not delete block file", path=path, error=str(e))
+
+        if len(paths) <= INLINE_UNLINKS:
+            for p in paths:
+                unlink_quietly(p, failed)
+            dir_dirty()
+            return
+        self._unlinking = [t for t in self._unlinking if t.is_alive()]
+        self._unlinking.append(unlink_in_background(paths, dir_dirty))
+
+    def _wait_unlinks(self) -> None:
+        for t in self._unlinking:
+            t.join()
+        self._unlinking.clear()
 
     def _write_summary(self, b: Block) -> None:
         if b.flushed != b.size or b.flushed == 0:
@@ -652,6 +673,7 @@ class FileStreamStore(IndexedStore):
             self.flush()
         except StoreWriteError as e:
             log.error("final flush failed", dir=self.dir, error=str(e))
+        self._wait_unlinks()  # the final sync covers them, and a store reopened at once finds no stale block
         try:
             self.sync()
         except OSError as e:
@@ -664,6 +686,7 @@ class FileStreamStore(IndexedStore):
         self._closed = True
 
     def delete(self) -> None:
+        self._wait_unlinks()
         self._close_fds()
         self._closed = True
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -218,3 +218,50 @@ def test_verify_finds_nothing_on_a_healthy_store(tmp_path):
     r.flush()
     assert r.check_blocks(r.verify_blocks()) == []
     r.stop()
+
+
+def test_purge_unlinks_in_a_thread_and_a_crash_before_it_loses_nothing(tmp_path, monkeypatch):
+    """A purge of many blocks leaves their unlinks to a thread (storage/remove.py: ~30-60 ms of unlink for 1M
+    messages must not stall the event loop).  A crash before that thread ran leaves every dead block on disk: the
+    store comes back empty, with nothing reported lost; a clean stop waits for the unlinks."""
+    import threading
+
+    import skiff.storage.filestore.store as store_mod
+
+    handed: list[list[str]] = []
+
+    def hand_off(paths, done=None):  # the thread that would unlink them never runs
+        handed.append(list(paths))
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        return t
+
+    monkeypatch.setattr(store_mod, "unlink_in_background", hand_off)
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.stop()
+    old = blocks(d)
+    assert len(old) > store_mod.INLINE_UNLINKS // 2
+    s = FileStreamStore(d, CFG)
+    s.purge()
+    s.flush()
+    assert sorted(handed[0]) == sorted(str(p) for b in old for p in (b, b.with_suffix(".idx")))
+    assert all(b.exists() for b in old)  # nothing unlinked on the calling thread
+    crash(s)
+    r, logs = reopen(d)
+    st = r.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.lost) == (0, 301, 300, None) and not lost_lines(logs)
+    r.stop()
+
+
+def test_stop_waits_for_the_unlinks_of_a_purge(tmp_path):
+    d = tmp_path / "s"
+    s = FileStreamStore(d, CFG)
+    fill(s, 300)
+    s.flush()
+    old = blocks(d)
+    s.purge()
+    s.flush()
+    s.stop()
+    assert not any(b.exists() or b.with_suffix(".idx").exists() for b in old)
