@@ -24,12 +24,12 @@ and so does Skiff (:class:`AccountError`).  Cycles of imports are cut by a depth
 """
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol.subjects import is_subset
 
+from ..ids import nuid
 from .sublist import Sublist
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -248,7 +248,7 @@ class Accounts:
     def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export) -> str:
         """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's."""
         srv = self.server
-        new_reply = _REPLY_PREFIX + secrets.token_urlsafe(12).replace("-", "A").replace("_", "B")
+        new_reply = _REPLY_PREFIX + nuid(16)
         state: dict[str, Any] = {"timer": None}
 
         def done() -> None:

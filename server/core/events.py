@@ -16,10 +16,11 @@ Events are published by the server (origin None): they reach client subscription
 from __future__ import annotations
 
 import os
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol.jsapi.timefmt import format_time
+
+from ..ids import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sysacc import SystemAccount
@@ -30,14 +31,6 @@ ACCOUNT_CONNS_TYPE = "io.nats.server.advisory.v1.account_connections"
 STATSZ_FIRST = 0.25  # startStatszTimer
 STATSZ_MAX = 10.0  # statsHBInterval
 CONNS_HB = 30.0  # eventsHBInterval
-
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def event_id() -> str:
-    """A nuid-like event id: 22 base62 characters."""
-    return "".join(secrets.choice(_B62) for _ in range(22))
-
 
 class Events:
     def __init__(self, sysacc: "SystemAccount") -> None:
@@ -87,7 +80,7 @@ class Events:
         subj = f"$SYS.ACCOUNT.{acc.name}.CONNECT"
         if self.sys.has_interest(subj):
             now = self.server.clock.time_ns()
-            self.sys.send(subj, {"type": CONNECT_TYPE, "id": event_id(), "timestamp": format_time(now),
+            self.sys.send(subj, {"type": CONNECT_TYPE, "id": nuid(), "timestamp": format_time(now),
                                  "server": self.sys.server_info(), "client": self._client_info(c)})
         else:
             self.sys.seq += 1
@@ -103,7 +96,7 @@ class Events:
             return
         now = self.server.clock.time_ns()
         self.sys.send(subj, {
-            "type": DISCONNECT_TYPE, "id": event_id(), "timestamp": format_time(now),
+            "type": DISCONNECT_TYPE, "id": nuid(), "timestamp": format_time(now),
             "server": self.sys.server_info(), "client": self._client_info(c, now),
             # From the client's side: what it sent is what the server received from it.
             "sent": {"msgs": c.in_msgs, "bytes": c.in_bytes},
@@ -127,7 +120,7 @@ class Events:
         for subj in subjects:
             if self.sys.has_interest(subj):
                 stat = self.sys.provider.account_stat(acc)
-                self.sys.send(subj, {"type": ACCOUNT_CONNS_TYPE, "id": event_id(),
+                self.sys.send(subj, {"type": ACCOUNT_CONNS_TYPE, "id": nuid(),
                                      "timestamp": format_time(self.server.clock.time_ns()),
                                      "server": self.sys.server_info(), **stat})
             else:

@@ -12,17 +12,16 @@ The stream advisories live here; consumer advisories use :func:`publish_advisory
 """
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol.jsapi.timefmt import format_time
 
+from ..ids import nuid
 from . import jsonout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.server import Server
 
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
 STREAM_CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.{stream}"
@@ -32,10 +31,6 @@ STREAM_DELETED = "$JS.EVENT.ADVISORY.STREAM.DELETED.{stream}"
 ACTION_CREATE = "create"
 ACTION_MODIFY = "modify"
 ACTION_DELETE = "delete"
-
-
-def nuid() -> str:
-    return "".join(secrets.choice(_B62) for _ in range(22))
 
 
 def envelope(server: "Server", type_: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from skiff.storage.records import ConsumerState, Pending, SequencePair
 from skiff.storage.s2stream import S2Decoder, S2Error
 from skiff.storage.snaparchive import ArchiveError, ArchiveReader, Entry
 
+from ..ids import nuid
 from . import advisories, jsonout, persist
 from .consumer import Consumer
 from .publish_checks import message_ttl
@@ -89,7 +90,7 @@ class RestoreSession:
         advisories.transfer(js.server, "restore_create", cfg.name, origin)
         self.cfg = cfg
         self.name = cfg.name
-        self.subject = RESTORE_DELIVER_T.format(stream=cfg.name, id=advisories.nuid())
+        self.subject = RESTORE_DELIVER_T.format(stream=cfg.name, id=nuid())
         self.s2 = S2Decoder()
         self.archive = ArchiveReader(check=self._check_entry)
         self.error: str | None = None

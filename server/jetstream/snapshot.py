@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Iterator
 from skiff.storage.s2stream import S2Writer
 from skiff.storage.snaparchive import MAGIC, encode_end, encode_entry
 
+from ..ids import nuid
 from . import advisories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,7 +127,7 @@ async def send(stream: "Stream", deliver_subject: str, state: dict, include_cons
     def on_ack(sub, subject, reply, hdr_len, data, origin) -> None:
         slots.release()
 
-    ack_subj = SNAPSHOT_ACK_T.format(stream=stream.name, id=advisories.nuid())
+    ack_subj = SNAPSHOT_ACK_T.format(stream=stream.name, id=nuid())
     ack_sub = srv.subscribe_internal(ack_subj + ".>", on_ack)
     pieces = archive_pieces(stream, state, include_consumers, srv.clock.time_ns())
     writer = S2Writer()
