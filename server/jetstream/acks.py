@@ -20,8 +20,9 @@ applied - except ``+NXT``, an ack for a stream sequence the consumer has not rea
 
 What an ack does to pending and the ack floor is decided by the consumer's core
 (:meth:`~.consumer_core.ConsumerCore.ack`, :meth:`~.consumer_core.ConsumerCore.nak`,
-:meth:`~.consumer_core.ConsumerCore.progress`); this module reads the ack, records the outcome in the consumer
-store, answers, and sends the advisories.  On interest and workqueue streams each ack asks the stream whether any consumer still needs the message
+:meth:`~.consumer_core.ConsumerCore.progress`); the functions of this module hold no state of their own: they read
+the ack, hand it to the core, record the outcome through the consumer's
+:class:`~.consumer_state.StateRecorder`, answer, and send the advisories.  On interest and workqueue streams each ack asks the stream whether any consumer still needs the message
 (:meth:`~.stream_consumers.ConsumerSet.ack_msg`) and removes it if not.
 """
 from __future__ import annotations
@@ -71,107 +72,96 @@ def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
     return parse_num(toks[off + 3]), parse_num(toks[off + 4]), parse_num(toks[off + 2])
 
 
-class AckMixin:
-    """Ack half of :class:`~.consumer.Consumer`."""
-
-    __slots__ = ()
-
-    def process_ack(self: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
-        sseq, dseq, dc = ack_reply_info(toks)
-        skip_reply = sseq == 0
-        if self.dthresh > 0:
-            self._suppress_deletion()
-        if not msg or msg == ACK_ACK or msg == ACK_OK:
-            if not self.process_ack_msg(sseq, dseq, dc, reply, True):
-                skip_reply = True
-        elif msg.startswith(ACK_NEXT):
-            self.process_ack_msg(sseq, dseq, dc, "", True)
-            self.process_next_request(reply, b"", msg[len(ACK_NEXT):])
+def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
+    """An ack arrived on ``toks`` (the ack subject's tokens) with payload ``msg``."""
+    sseq, dseq, dc = ack_reply_info(toks)
+    skip_reply = sseq == 0
+    idle = c.idle
+    if idle is not None and idle.thresh > 0:
+        idle.suppress()
+    if not msg or msg == ACK_ACK or msg == ACK_OK:
+        if not ack_msg(c, sseq, dseq, dc, reply, True):
             skip_reply = True
-        elif msg.startswith(ACK_NAK):
-            self._process_nak(sseq, dseq, dc, msg)
-        elif msg == ACK_PROGRESS:
-            self._progress_update(sseq)
-        elif msg.startswith(ACK_TERM):
-            reason = msg[len(ACK_TERM):].strip().decode("utf-8", "replace")
-            if not self.process_term(sseq, dseq, dc, reason, reply):
-                skip_reply = True
-        if reply and not skip_reply:
-            self._ack_reply(reply)
-        self._after_change()
+    elif msg.startswith(ACK_NEXT):
+        ack_msg(c, sseq, dseq, dc, "", True)
+        c.process_next_request(reply, b"", msg[len(ACK_NEXT):])
+        skip_reply = True
+    elif msg.startswith(ACK_NAK):
+        _nak(c, sseq, dseq, dc, msg)
+    elif msg == ACK_PROGRESS:
+        _progress(c, sseq)
+    elif msg.startswith(ACK_TERM):
+        reason = msg[len(ACK_TERM):].strip().decode("utf-8", "replace")
+        if not terminate(c, sseq, dseq, dc, reason, reply):
+            skip_reply = True
+    if reply and not skip_reply:
+        c.state.confirm_ack(reply)
+    c.delivery.after_change()
 
-    def process_ack_msg(self: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
-        """nats-server processAckMsgLocked for a standalone server; returns whether the caller may answer."""
-        if self.closed:
-            return False
-        r = self.core.ack(sseq, dseq)
-        if r is None:
-            return False  # beyond what this consumer delivered, or ack_policy none: ignored, no reply
-        if r is ALREADY:
-            return True
-        if sample and r.entry is not None and self.sfreq > 0:
-            self._sample_ack(sseq, dseq, dc, r.entry[1])
-        try:
-            self.store.update_acks(r.dseq, sseq)
-        except Exception as e:  # noqa: BLE001 - a state store refusing an ack must never break the ack path
-            self._store_update_failed("ack", e)
-        self.lat = self.clock.time_ns()
-        self._state_changed()
-        if not self.core.pending:
-            self.cset.maybe_no_pending(self)
-        ack_in_place = self.stream.config.retention != "limits"
-        if not ack_in_place and reply:
-            self._ack_reply(reply)
-        if ack_in_place:
-            for s in r.acked:
-                self.cset.ack_msg(self, s)
-        if r.was_full:
-            self.kick()
-        return ack_in_place
 
-    def _ack_reply(self: "Consumer", reply: str) -> None:
-        """Confirm an ack.  With ``sync_interval: always`` only once the consumer state holding it is fsynced
-        (durability.py, "Consumer acks", says what each sync_interval guarantees)."""
-        if self.persistent and self.store.durable:
-            self.stream.js.durability.consumer_ack(self.store, reply)
-        else:
-            self.server.publish(reply, b"")
+def ack_msg(c: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
+    """nats-server processAckMsgLocked for a standalone server; returns whether the caller may answer."""
+    if c.closed:
+        return False
+    r = c.core.ack(sseq, dseq)
+    if r is None:
+        return False  # beyond what this consumer delivered, or ack_policy none: ignored, no reply
+    if r is ALREADY:
+        return True
+    if sample and r.entry is not None and c.sfreq > 0:
+        _sample(c, sseq, dseq, dc, r.entry[1])
+    c.state.acked(r.dseq, sseq)
+    c.lat = c.clock.time_ns()
+    if not c.core.pending:
+        c.cset.maybe_no_pending(c)
+    ack_in_place = c.stream.config.retention != "limits"
+    if not ack_in_place and reply:
+        c.state.confirm_ack(reply)
+    if ack_in_place:
+        for s in r.acked:
+            c.cset.ack_msg(c, s)
+    if r.was_full:
+        c.kick()
+    return ack_in_place
 
-    def _sample_ack(self: "Consumer", sseq: int, dseq: int, dc: int, ts: int) -> None:
-        f = self.sfreq
-        if f <= 0 or (f < 100 and random.randrange(100) > f):
-            return
-        adv.ack_metric(self, dseq, sseq, self.clock.time_ns() - ts, dc)
 
-    def _process_nak(self: "Consumer", sseq: int, dseq: int, dc: int, nak: bytes) -> None:
-        arg = nak[len(ACK_NAK):].strip()
-        delay = _nak_delay(arg) if arg else None
-        r = self.core.nak(sseq, dseq, delay, self.clock.time_ns())
-        if r == NAK_IGNORED:
-            return
-        adv.naked(self, dseq, sseq, dc)
-        if r == NAK_DELAYED:
-            p = self.core.pending[sseq]
-            self.store.update_delivered(p[0], sseq, dc, p[1])
-            self._state_changed()
-            if self._ptmr is not None:
-                self._reset_ptmr(0.01)
-            return
-        if arg and delay is None:  # nats-server logs it and NAKs without a delay
-            self.server.log_warning("JetStream consumer bad NAK delay value", stream=self.stream.name,
-                                    consumer=self.name, value=arg.decode("utf-8", "replace"))
-        self.kick()
+def terminate(c: "Consumer", sseq: int, dseq: int, dc: int, reason: str, reply: str) -> bool:
+    """``+TERM`` (or a pending message that left the stream): acked, never redelivered, MSG_TERMINATED."""
+    ok = ack_msg(c, sseq, dseq, dc, reply, False)
+    adv.terminated(c, dseq, sseq, dc, reason)
+    return ok
 
-    def _progress_update(self: "Consumer", sseq: int) -> None:
-        p = self.core.progress(sseq, self.clock.time_ns())
-        if p is not None:
-            self.store.update_delivered(p[0], sseq, 1, p[1])
-            self._state_changed()
 
-    def process_term(self: "Consumer", sseq: int, dseq: int, dc: int, reason: str, reply: str) -> bool:
-        ok = self.process_ack_msg(sseq, dseq, dc, reply, False)
-        adv.terminated(self, dseq, sseq, dc, reason)
-        return ok
+def _sample(c: "Consumer", sseq: int, dseq: int, dc: int, ts: int) -> None:
+    f = c.sfreq
+    if f <= 0 or (f < 100 and random.randrange(100) > f):
+        return
+    adv.ack_metric(c, dseq, sseq, c.clock.time_ns() - ts, dc)
+
+
+def _nak(c: "Consumer", sseq: int, dseq: int, dc: int, nak: bytes) -> None:
+    arg = nak[len(ACK_NAK):].strip()
+    delay = _nak_delay(arg) if arg else None
+    core = c.core
+    r = core.nak(sseq, dseq, delay, c.clock.time_ns())
+    if r == NAK_IGNORED:
+        return
+    adv.naked(c, dseq, sseq, dc)
+    if r == NAK_DELAYED:
+        p = core.pending[sseq]
+        c.state.delivered(p[0], sseq, dc, p[1])
+        c.ack_timer.soon(0.01)
+        return
+    if arg and delay is None:  # nats-server logs it and NAKs without a delay
+        c.server.log_warning("JetStream consumer bad NAK delay value", stream=c.stream.name,
+                             consumer=c.name, value=arg.decode("utf-8", "replace"))
+    c.kick()
+
+
+def _progress(c: "Consumer", sseq: int) -> None:
+    p = c.core.progress(sseq, c.clock.time_ns())
+    if p is not None:
+        c.state.delivered(p[0], sseq, 1, p[1])
 
 
 def _nak_delay(arg: bytes) -> int | None:

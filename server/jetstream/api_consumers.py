@@ -195,7 +195,7 @@ class ConsumerApi:
             if ucfg.sourcing:
                 reset_starting_seq(eo, 0)  # updateConfig: a sourcing consumer starts over from its ack floor
             info = eo.info()
-            if eo._paused():  # nats-server's create handler announces the pause on every request that finds it
+            if eo.paused():  # nats-server's create handler announces the pause on every request that finds it
                 pause_advisory(eo, eo.config)
             return with_identity(info, ident)
         if creq.action == "update":
@@ -252,7 +252,7 @@ class ConsumerApi:
         info = c.info()
         adv.action(c, True)
         c.kick()
-        if c._paused():
+        if c.paused():
             pause_advisory(c, c.config)
         return with_identity(info, ident)
 

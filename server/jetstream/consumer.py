@@ -1,36 +1,43 @@
-"""One consumer: its state and position over the stream, its pending count, info, purge handling and stop.
+"""One consumer: what it is made of, its start position, its pending count, info, purge handling and stop.
 
 Theory of operation
 -------------------
 A consumer is a cursor over its stream (nats-server ``consumer``).  Its bookkeeping is ``core``, a
 :class:`~.consumer_core.ConsumerCore` with no I/O: ``sseq`` (the next stream sequence to look at), ``dseq`` (the next
 consumer / delivery sequence), ``pending`` / ``rdc`` / ``rdq`` (what is delivered but not acknowledged, and what
-comes back), ``adflr`` / ``asflr`` (the ack floor).  The halves of this class feed it events (a delivery, an ack, a
-NAK, an expired ack timer) and carry out what it decides.  Every change is mirrored into the ``ConsumerStore``
-(``update_delivered`` / ``update_acks``), which is what consumer info reports and what a restart reads back; file
-stores are flushed by the stream's :class:`~.stream_consumers.ConsumerSet` shortly after a change and when the
-server stops, so a delivered-but-unacked message is redelivered after a restart.
+comes back), ``adflr`` / ``asflr`` (the ack floor); every change of the ack floor is in that file.
 
-Delivery (:mod:`.delivery`) never waits: it runs in-line whenever something may allow it (a new message, a pull
-request, an ack, new interest, a timer).  The other halves of the class live next to it, by concept: acks
-(:mod:`.acks`), redelivery (:mod:`.redelivery`), pull requests (:mod:`.pull`), priority groups (:mod:`.priority`),
-push delivery (:mod:`.push`), pause (:mod:`.pause`), inactivity and config updates (:mod:`.lifecycle`).  This
-module holds the core and the rest of the state, the start position, the pending count, info, purge handling and
-stop.
+Around the core, each part owns its own state and talks to the others through this class:
+
+=====================================  =============================================================================
+``delivery`` (:mod:`.delivery`)        the delivery loop: next message, destination, send; ``pacer`` holds a
+                                       delivery back for ``replay_policy: original`` or ``rate_limit_bps`` (None
+                                       for consumers with neither)
+``push`` (:mod:`.push`)                push adapter: deliver-subject interest, idle heartbeats, flow control
+``pull`` (:mod:`.pull`)                pull adapter: the wait queue of pull requests, their statuses and timer,
+                                       and priority groups (:mod:`.priority`); exactly one of push / pull is set
+``ack_timer`` (:mod:`.redelivery`)     the ack-wait timer that hands expired messages back to the core
+``state`` (:mod:`.consumer_state`)     records the core's outcomes in the ``ConsumerStore`` (what info reports and
+                                       a restart reads back) and marks the consumer dirty for its stream's writer
+``idle`` (:mod:`.lifecycle`)           the inactive-threshold timer (None without a threshold)
+``pause`` (:mod:`.pause`)              the ``pause_until`` deadline and its timer (None if never paused)
+=====================================  =============================================================================
+
+Acks (:mod:`.acks`) are functions over these parts: they read the ack, let the core decide, and record, answer
+and advise.  Advisories are :mod:`.consumer_advisories`'.  This module holds the rest: the config, the filters, the
+start position, the pending count, info, purge handling, config updates and stop.
 
 A consumer that cannot use a new message (no waiting pull, no push interest, at max_ack_pending, paused) is not in
 its stream's *ready* set and costs nothing per published message; being kicked by an ack, a pull request or new
-interest puts it back (:meth:`_update_ready`).
+interest puts it back (:meth:`~.delivery.Delivery.update_ready`).
 
 The ack subject carries ``pending``: the messages left to deliver after this one, which KV watchers and object store
 readers use to detect the end of the initial data.  It comes from :meth:`num_pending`, a count kept from the store's
-``num_pending`` and adjusted while the consumer delivers or is ready (new matching messages add one), so it is exact
-without a store query per message.
+``num_pending`` and adjusted while the consumer delivers or is ready (new matching messages add one:
+:meth:`stream_appended`), so it is exact without a store query per message.
 """
 from __future__ import annotations
 
-import asyncio
-import random
 import secrets
 from collections import deque
 from typing import TYPE_CHECKING
@@ -39,23 +46,24 @@ from skiff.protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.subjects import has_wildcard, subject_matches
 from skiff.storage.consumer import FileConsumerStore
-from skiff.storage.records import ConsumerState, Pending, SequencePair
 
 from ..version import API_LEVEL, VERSION
+from . import acks
 from . import consumer_advisories as adv
 from . import jsonout
-from .acks import AckMixin
 from .consumer_core import ConsumerCore
-from .delivery import DeliveryMixin
-from .lifecycle import LifecycleMixin, sample_freq
-from .pause import PauseMixin
-from .priority import PriorityMixin
-from .pull import PullMixin, WaitQueue
-from .push import PushMixin
-from .redelivery import RedeliveryMixin
+from .consumer_state import StateRecorder
+from .delivery import Delivery, Pacer, status
+from .lifecycle import Inactivity, sample_freq
+from .pause import PauseTimer, pause_until_ns
+from .pull import PullDelivery
+from .push import PushDelivery
+from .redelivery import AckTimer
 
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.storage.base import ConsumerStore
+
+    from .pull import WaitQueue
     from .stream_consumers import ConsumerSet
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -66,17 +74,14 @@ def create_consumer_name() -> str:
     return "".join(secrets.choice(_B62) for _ in range(8))
 
 
-class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMixin, PullMixin, PriorityMixin,
-               PushMixin):
-    # Thousands of consumers per stream are normal: no per-instance __dict__.
+class Consumer:
+    # Thousands of consumers per stream are normal: no per-instance __dict__, and the parts a consumer does not use
+    # (pacer, idle, pause, the other adapter) are None.
     __slots__ = (
-        "cset", "stream", "server", "clock", "_config", "core", "name", "created", "store", "persistent", "closed",
-        "durable", "filters", "_literal", "_wild", "filtered", "lss", "lss_resume", "sfreq", "waiting", "active",
-        "ldt", "lat", "_ptmr", "_ptmr_end", "_hb_timer",
-        "_dtmr", "_wq_timer", "_wq_timer_at", "_pause_timer", "_delay_timer", "_lwqic", "dthresh", "pbytes", "maxpb",
-        "pblimit", "fcsz", "fcid", "_rl_rate", "_rl_burst", "_rl_tokens", "_rl_last", "_unwatch", "_replay",
-        "_replay_lseq", "_lts", "_held", "_npc", "_np_last", "_np_gen", "_running", "_again", "_continue_scheduled",
-        "_stop", "_ack_pre", "_pin", "_fwc_prefix", "__weakref__",
+        "cset", "stream", "server", "clock", "_config", "core", "name", "created", "store", "closed", "durable",
+        "filters", "literal", "wild", "fwc_prefix", "filtered", "lss", "lss_resume", "sfreq", "ldt", "lat",
+        "npc", "np_last", "np_gen", "ack_pre",
+        "state", "delivery", "push", "pull", "ack_timer", "pacer", "idle", "pause", "__weakref__",
     )
 
     def __init__(self, cset: "ConsumerSet", config: ConsumerConfig, name: str, created: int,
@@ -87,56 +92,33 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self.server = stream.server
         self.clock = stream.clock
         self.core = ConsumerCore()
-        self.config = config  # configures the core (the property below)
+        self.pause: PauseTimer | None = None
+        self.config = config  # configures the core and the pause deadline (the property below)
         self.name = name
         self.created = created
         self.store = store
-        self.persistent = isinstance(store, FileConsumerStore)
         self.closed = False
         self.durable = is_durable(config)
         self._set_filters(config)
         self.lss: deque[int] | None = None
         self.lss_resume = 0
         self.sfreq = sample_freq(config.sample_freq)
-        self.waiting: WaitQueue | None = None if config.deliver_subject else WaitQueue(config.max_waiting)
-        self.active = False
-        self.ldt = 0
-        self.lat = 0
-        # timers (all from the server clock)
-        self._ptmr = None
-        self._ptmr_end = 0.0
-        self._hb_timer = None
-        self._dtmr = None
-        self._wq_timer = None
-        self._wq_timer_at = 0.0
-        self._pause_timer = None
-        self._delay_timer = None
-        self._lwqic = 0.0
-        self.dthresh = 0.0
-        # push flow control / rate limit
-        self.pbytes = self.maxpb = self.pblimit = self.fcsz = 0
-        self.fcid = ""
-        self._rl_rate = 0.0
-        self._rl_burst = self._rl_tokens = self._rl_last = 0.0
-        self._unwatch = None
-        # replay original
-        self._replay = config.replay_policy == "original"
-        self._replay_lseq = 0
-        self._lts = 0
-        # a prepared delivery waiting for replay spacing or the rate limit
-        self._held = None
-        # num pending cache (see num_pending)
-        self._npc = -1
-        self._np_last = -1
-        self._np_gen = -1
-        self._running = False
-        self._again = False
-        self._stop = ""
-        self._continue_scheduled = False
-        self._ack_pre = f"$JS.ACK.{stream.name}.{name}."
-        self._pin = None  # pinned_client: the current pin (priority.Pin), in memory only
+        self.ldt = 0  # wall time of the last delivery
+        self.lat = 0  # wall time of the last ack
+        # num pending cache (see num_pending): the count, for the stream's last sequence and consumer-set generation
+        self.npc = -1
+        self.np_last = -1
+        self.np_gen = -1
+        self.ack_pre = f"$JS.ACK.{stream.name}.{name}."
+        self.state = StateRecorder(self, store, isinstance(store, FileConsumerStore))
+        self.delivery = Delivery(self)
+        self.push: PushDelivery | None = PushDelivery(self) if config.deliver_subject else None
+        self.pull: PullDelivery | None = None if config.deliver_subject else PullDelivery(self)
+        self.ack_timer = AckTimer(self)
+        self.pacer: Pacer | None = Pacer(self) if config.replay_policy == "original" else None
+        self.idle: Inactivity | None = Inactivity(self) if config.inactive_threshold > 0 else None
 
-    # ------------------------------------------------------------------ config and the core's state
+    # ------------------------------------------------------------------ config
     @property
     def config(self) -> ConsumerConfig:
         return self._config
@@ -146,48 +128,39 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         self._config = cfg
         self.core.configure(cfg.ack_policy, cfg.ack_wait, cfg.backoff, cfg.max_ack_pending, cfg.max_deliver,
                             cfg.flow_control)
-
-    # Read by the stream's consumer set (stream_consumers.py) and the life cycle (lifecycle.py); the state is the
-    # core's, these only name it.
-    @property
-    def pending(self) -> dict[int, list[int]]:
-        return self.core.pending
-
-    @property
-    def rdc(self) -> dict[int, int]:
-        return self.core.rdc
+        until = pause_until_ns(cfg)
+        if until is not None and self.pause is None:
+            self.pause = PauseTimer(self)
+        if self.pause is not None:
+            self.pause.until = until
 
     @property
-    def sseq(self) -> int:
-        return self.core.sseq
-
-    # lifecycle.update_config sets these before the new config (which carries the same values) is assigned.
-    @property
-    def maxp(self) -> int:
-        return self.core.maxp
-
-    @maxp.setter
-    def maxp(self, v: int) -> None:
-        self.core.maxp = v
+    def persistent(self) -> bool:
+        return self.state.persistent
 
     @property
-    def maxdc(self) -> int:
-        return self.core.maxdc
+    def waiting(self) -> "WaitQueue | None":
+        """The pull wait queue (None for a push consumer)."""
+        return self.pull.waiting if self.pull is not None else None
 
-    @maxdc.setter
-    def maxdc(self, v: int) -> None:
-        self.core.maxdc = max(v, 0)
+    @property
+    def active(self) -> bool:
+        """A push consumer someone listens to (``push_bound``)."""
+        return self.push is not None and self.push.active
+
+    def paused(self) -> bool:
+        return self.pause is not None and self.pause.paused()
 
     # ------------------------------------------------------------------ filters
     def _set_filters(self, config: ConsumerConfig) -> None:
         fs = filter_subjects(config)
         self.filters = fs
-        self._literal = {f for f in fs if not has_wildcard(f)}
-        self._wild = [f for f in fs if has_wildcard(f)]
+        self.literal = {f for f in fs if not has_wildcard(f)}
+        self.wild = [f for f in fs if has_wildcard(f)]
         # "a.b.>" with no other wildcard matches exactly the subjects starting with "a.b.": a str.startswith
         # instead of a token walk for the delivery fast path (delivery.py _load_next).
         f0 = fs[0] if len(fs) == 1 else ""
-        self._fwc_prefix = f0[:-1] if f0.endswith(".>") and not has_wildcard(f0[:-2]) else None
+        self.fwc_prefix = f0[:-1] if f0.endswith(".>") and not has_wildcard(f0[:-2]) else None
         # A single filter that is exactly the stream's only subject is no filter at all (nats-server isFiltered).
         subs = self.stream.config.subjects or []
         self.filtered = bool(fs) and not (len(fs) == 1 and len(subs) == 1 and subs[0] == fs[0])
@@ -195,12 +168,80 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
     def matches(self, subject: str) -> bool:
         if not self.filters:
             return True
-        if subject in self._literal:
+        if subject in self.literal:
             return True
-        for f in self._wild:
+        for f in self.wild:
             if subject_matches(f, subject):
                 return True
         return False
+
+    # ------------------------------------------------------------------ events from clients and the stream
+    def kick(self) -> None:
+        """Something changed that may allow delivery: run the delivery loop now (never re-entered)."""
+        self.delivery.kick()
+
+    def process_next_request(self, reply: str, hdr: bytes, body: bytes) -> None:
+        """A pull request (``$JS.API.CONSUMER.MSG.NEXT``, or ``+NXT``)."""
+        if not reply or self.closed:
+            return
+        if self.pull is None:
+            self.server.publish(reply, b"", "", status(409, "Consumer is push based"))
+            return
+        self.pull.process_next_request(reply, hdr, body)
+
+    def process_ack(self, toks: list[str], reply: str, msg: bytes) -> None:
+        acks.process_ack(self, toks, reply, msg)
+
+    def ack(self, sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
+        return acks.ack_msg(self, sseq, dseq, dc, reply, sample)
+
+    def terminate(self, sseq: int, dseq: int, dc: int, reason: str, reply: str) -> bool:
+        return acks.terminate(self, sseq, dseq, dc, reason, reply)
+
+    def process_flow_control(self, subject: str, hdr: bytes = b"") -> None:
+        if self.push is not None:
+            self.push.process_flow_control(subject, hdr)
+
+    def unpin(self, group: str) -> None:
+        """UNPIN (priority.unpin_request checked the group is this consumer's)."""
+        prio = self.pull.priority if self.pull is not None else None
+        if prio is not None:
+            prio.unpin(group)
+        else:
+            adv.unpinned(self, group, "admin")
+            self.kick()
+
+    def stream_appended(self, seq: int, subject: str) -> None:
+        """A new message ``seq`` (this consumer is ready: its stream only tells ready consumers)."""
+        match = self.matches(subject)
+        if self.np_last == seq - 1 and self.np_gen == self.cset.gen and self.npc >= 0:
+            if match:
+                self.npc += 1
+            self.np_last = seq
+        if match and seq >= self.core.sseq:
+            self.delivery.kick()
+
+    def stream_removed_count(self, seq: int, subject: str, gen: int, new_gen: int) -> None:
+        """Message ``seq`` left the stream (generation ``gen`` becomes ``new_gen``): keep the pending count of a
+        ready consumer exact (the others just recompute when asked)."""
+        if self.np_gen == gen and self.npc >= 0:
+            if seq >= self.core.sseq and subject and self.matches(subject) and not self.lss:
+                self.npc -= 1
+            elif not subject or self.lss:
+                self.npc = -1
+            self.np_gen = new_gen
+
+    def message_removed(self, seq: int) -> None:
+        """Message ``seq`` left the stream (limits, a delete): a pending one is terminated (nats-server
+        ackTermUnackedLimitsReason), a redelivered one forgets its count."""
+        core = self.core
+        p = core.pending.get(seq)
+        if p is not None:
+            self.terminate(seq, p[0], core.rdc.get(seq, 0) or 1, adv.TERM_UNACKED_LIMITS_REASON, "")
+            self.delivery.after_change()
+        elif core.forget_redelivered(seq):
+            self.state.acked(0, seq, "removed")
+            self.cset.maybe_no_pending(self)
 
     # ------------------------------------------------------------------ start / state
     def start(self, has_state: bool) -> None:
@@ -209,20 +250,19 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             self._apply_stored_state()
         else:
             self._select_starting_seq()
-        if self.waiting is None:
-            self._start_push()
-        self._update_inactive_threshold()
-        if self.dthresh > 0 and (self.waiting is not None or not self.active):
-            self._dtmr = self.clock.call_later(self.dthresh, self._delete_not_active)
-        self._update_pause_timer()
-        if self._replay:
-            self._replay_lseq = self.stream.store.last_seq
+        if self.push is not None:
+            self.push.start()
+        idle = self.idle
+        if idle is not None:
+            idle.configure()
+            if idle.thresh > 0 and not self.active:
+                idle.arm()
+        if self.pause is not None:
+            self.pause.update()
+        if self.pacer is not None and self.pacer.replay:
+            self.pacer.replay_lseq = self.stream.store.last_seq
         if self.core.pending:
-            # After a restart check pending soon (nats-server: 500ms-1.5s, or sooner with a short ack_wait).
-            delay = 0.5 + random.random()
-            if self.config.ack_wait / 1e9 < delay:
-                delay = self._ack_wait(0)
-            self._reset_ptmr(delay)
+            self.ack_timer.after_restart()
             self.cset.has_pending(self)
         # The caller kicks delivery off (after taking the create reply's info snapshot, as nats-server does).
 
@@ -234,7 +274,6 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         if core.sseq - 1 > last:
             core.reconcile(last)
         core.forget_redelivered_below(self.stream.store.first_seq)
-
     def _select_starting_seq(self) -> None:
         """nats-server selectStartingSeqNo."""
         cfg = self.config
@@ -285,26 +324,29 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         elif sseq < first:
             sseq = first
         self.core.start_at(sseq)
-        if hasattr(self.store, "set_starting"):
-            self.store.set_starting(self.core.sseq - 1)
-            self._state_changed()
+        self.state.starting(self.core.sseq - 1)
 
-    def _state_changed(self) -> None:
-        if self.persistent:
-            self.cset.dirty(self)
+    def reset(self, seq: int) -> None:
+        """CONSUMER.RESET to stream sequence ``seq`` (consumer_reset.py checked it; nats-server
+        resetLocalStartingSeq): nothing outstanding, delivery sequence 1, the store's delivered = ack floor."""
+        self.ack_timer.stop()
+        self.core.start_at(seq)
+        self.ldt = self.lat = 0
+        self.npc = -1
+        self.cset.maybe_no_pending(self)
+        self.state.reset(seq)
 
     # ------------------------------------------------------------------ num pending
     def num_pending(self) -> int:
-        store = self.stream.store
-        last = store.last_seq
-        if self._npc >= 0 and self._np_last == last and self._np_gen == self.cset.gen:
-            return self._npc
+        last = self.stream.store.last_seq
+        if self.npc >= 0 and self.np_last == last and self.np_gen == self.cset.gen:
+            return self.npc
         n = self._calc_num_pending()
-        self._npc, self._np_last, self._np_gen = n, last, self.cset.gen
+        self.npc, self.np_last, self.np_gen = n, last, self.cset.gen
         return n
 
-    def _np_valid(self) -> bool:
-        return self._npc >= 0 and self._np_last == self.stream.store.last_seq and self._np_gen == self.cset.gen
+    def np_valid(self) -> bool:
+        return self.npc >= 0 and self.np_last == self.stream.store.last_seq and self.np_gen == self.cset.gen
 
     def _calc_num_pending(self) -> int:
         if self.lss:
@@ -342,39 +384,48 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             self.lat = self.clock.time_ns()
         if not core.pending:
             self.cset.maybe_no_pending(self)
-        self._npc = -1
+        self.npc = -1
         if changed:
             # nats-server writes the consumer's own view to the store after a purge (writeStoreState).
-            self._write_store_state()
+            self.state.write_all()
         self.kick()
 
-    def _store_update_failed(self, op: str, err: Exception) -> None:
-        """The state store refused an update (a store bug or a state it thinks impossible).  The consumer's own
-        view is what it acts on, so log loudly and, once the operation in progress is complete, write that view
-        to the store (as after a purge), so that info and a restart do not drift from what clients saw."""
-        self.server.log_error("JetStream consumer state update failed, rewriting the state", stream=self.stream.name,
-                              consumer=self.name, op=op, error=f"{type(err).__name__}: {err}")
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a synchronous unit test)
-            self._resync_store()
-            return
-        loop.call_soon(self._resync_store)
-
-    def _resync_store(self) -> None:
-        if not self.closed:
-            self._write_store_state()
-
-    def _write_store_state(self) -> None:
-        core = self.core
-        state = ConsumerState(SequencePair(core.dseq - 1, core.sseq - 1), SequencePair(core.adflr, core.asflr),
-                              {s: Pending(p[0], p[1]) for s, p in core.pending.items()}, dict(core.rdc))
-        try:
-            self.store.set_state(state, force=True)
-        except ValueError as e:  # the store refuses a state it thinks impossible (storage/consumer.py set_state)
-            self.server.log_warning("JetStream consumer state not written", stream=self.stream.name,
-                                    consumer=self.name, error=str(e))
-        self._state_changed()
+    # ------------------------------------------------------------------ config update
+    def update_config(self, cfg: ConsumerConfig) -> None:
+        """nats-server updateConfig for a config already checked by ``check_consumer_update``.  Like Go it wakes
+        the delivery loop only for a new max_ack_pending or deliver subject: any other update (a pause change
+        included, see pause.py) leaves waiting requests waiting until something else wakes the consumer."""
+        old = self.config
+        if cfg.deliver_subject != old.deliver_subject and self.push is not None:
+            self.push.change_deliver_subject(cfg.deliver_subject)
+        if cfg.ack_wait != old.ack_wait:
+            self.ack_timer.soon(0.1)
+        if cfg.sample_freq != old.sample_freq:
+            self.sfreq = sample_freq(cfg.sample_freq)
+        new_filters = filter_subjects(cfg) != self.filters
+        self.config = cfg  # max_ack_pending, max_deliver, ack_wait and backoff reach the core here
+        if cfg.rate_limit_bps != old.rate_limit_bps:
+            if self.pacer is None:
+                self.pacer = Pacer(self)
+            self.pacer.set_rate_limit(cfg.rate_limit_bps)
+        if cfg.inactive_threshold != old.inactive_threshold:
+            if self.idle is None:
+                self.idle = Inactivity(self)
+            idle = self.idle
+            idle.configure()
+            idle.cancel()
+            if idle.thresh > 0:
+                idle.arm()
+        if self.pause is not None:
+            self.pause.changed(old, cfg)
+        if new_filters:
+            self._set_filters(cfg)
+            self.cset.filters_changed(self)
+            self.npc = -1
+        if cfg.max_ack_pending != old.max_ack_pending or cfg.deliver_subject != old.deliver_subject:
+            self.kick()
+        else:
+            self.delivery.after_change()  # ready (or not) for the next new message, without a delivery pass now
 
     # ------------------------------------------------------------------ stop
     def stop(self, delete: bool = False, advisory: bool = True, remove_files: bool = True) -> None:
@@ -384,29 +435,17 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
             return
         if delete and advisory:
             adv.action(self, False)
-        if self.waiting is not None:
-            self._release_waiting(notify=delete)
+        if self.pull is not None:
+            self.pull.stop(notify=delete)
         self.closed = True
-        for t in (self._ptmr, self._dtmr, self._pause_timer, self._delay_timer):
-            if t is not None:
-                t.cancel()
-        self._ptmr = self._dtmr = self._pause_timer = self._delay_timer = None
-        self._unassign_pin()
-        self._stop_push()
+        self.ack_timer.stop()
+        for part in (self.idle, self.pause, self.pacer):
+            if part is not None:
+                part.cancel()
+        if self.push is not None:
+            self.push.stop()
         self.cset.forget(self)
-        try:
-            if delete:
-                if remove_files:
-                    self.store.delete()
-                else:
-                    self.store.discard()
-            else:
-                self.store.flush()
-                self.store.stop()
-        except Exception as e:  # noqa: BLE001 - a failing disk must not break a shutdown or a delete
-            self.server.log_error("JetStream consumer store close failed", stream=self.stream.name,
-                                  consumer=self.name, error=str(e))
-
+        self.state.close(delete, remove_files)
     # ------------------------------------------------------------------ info
     def info(self, dynamic_meta: bool = True) -> dict:
         cfg = self.config
@@ -423,8 +462,8 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         ack_floor: dict = {"consumer_seq": st.ac, "stream_seq": st.as_}
         if self.lat:
             ack_floor["last_active"] = format_time(self.lat)
-        if self.waiting is not None:
-            self._process_waiting(False)
+        if self.pull is not None:
+            self.pull.process_waiting(False)
         out: dict = {
             "stream_name": self.stream.name,
             "name": self.name,
@@ -439,11 +478,12 @@ class Consumer(DeliveryMixin, LifecycleMixin, PauseMixin, AckMixin, RedeliveryMi
         }
         if self.waiting is None and self.active:
             out["push_bound"] = True
-        if self._paused():
+        if self.paused():
             out["paused"] = True
             out["pause_remaining"] = self.config.pause_until.unix_ns - self.clock.time_ns()
         out["ts"] = format_time(self.clock.time_ns())
-        groups = self._priority_groups_info()
+        prio = self.pull.priority if self.pull is not None else None
+        groups = prio.info() if prio is not None else None
         if groups:
             out["priority_groups"] = groups
         return out

@@ -178,6 +178,21 @@ class ConsumerCore:
             need = sseq > self.asflr
         return need or sseq in self.rdc
 
+    def has_outstanding(self) -> bool:
+        """Anything delivered and not acknowledged, or a redelivery count kept (the stream's set of consumers with
+        pending messages, stream_consumers.py, holds exactly these)."""
+        return bool(self.pending or self.rdc)
+
+    def latest_ack_deadline(self) -> int:
+        """Wall time (ns) when the last pending message's ack_wait (or backoff step) ends; 0 with nothing pending
+        (nats-server deleteNotActive waits for these before deleting an inactive pull consumer)."""
+        end = 0
+        for seq, p in self.pending.items():
+            t = p[1] + int(self.ack_timeout(seq) * 1e9)
+            if t > end:
+                end = t
+        return end
+
     def ack_timeout(self, sseq: int = 0) -> float:
         """Seconds to wait for the ack of a delivery of ``sseq`` (0: a plain ack_wait) before redelivering."""
         backoff = self.backoff
@@ -413,6 +428,10 @@ class ConsumerCore:
         return expired, maxed
 
     # ------------------------------------------------------------------ stream changes
+    def forget_redelivered(self, sseq: int) -> bool:
+        """A message that is not pending left the stream: drop its redelivery count; whether it had one."""
+        return self.rdc.pop(sseq, None) is not None
+
     def purged(self, first: int, gone: Iterable[int]) -> bool:
         """The stream was purged: ``first`` is its new first sequence and ``gone`` the pending sequences whose
         messages no longer exist (nats-server consumer.purge).  They count as acked; whether anything changed."""

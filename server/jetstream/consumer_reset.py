@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi import requests as rq
-from skiff.storage.records import ConsumerState, SequencePair
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import ApiRequest
@@ -42,14 +41,7 @@ def reset_starting_seq(c: "Consumer", seq: int) -> int | str:
     else:
         return "not allowed"
     seq = max(seq, 1)
-    # resetLocalStartingSeq
-    c._stop_ptmr()
-    c.core.start_at(seq)
-    c.ldt = c.lat = 0
-    c._npc = -1
-    c.cset.maybe_no_pending(c)
-    c.store.set_state(ConsumerState(SequencePair(0, seq - 1), SequencePair(0, seq - 1)), force=True)
-    c.cset.dirty(c)
+    c.reset(seq)
     if c.stream.config.retention == "interest":
         c.cset.cleanup_no_interest()
     # Delivery resumes after the caller's reply is out (nats-server signalNewMessages wakes the delivery goroutine):

@@ -2,21 +2,25 @@
 
 Theory of operation
 -------------------
-Delivery never waits on anything: :meth:`DeliveryMixin.kick` runs :meth:`_run` in-line, which repeats "pick the
-next message, pick its destination, send" until there is nothing to send or no one to send to.  The next message is,
-in this order: a queued redelivery (which ignores ``max_ack_pending``; the core's
+:class:`Delivery` is the consumer's delivery loop; it owns only the loop's own state (running, asked to run again,
+why it stopped, a continuation scheduled).  It never waits on anything: :meth:`Delivery.kick` runs :meth:`_run`
+in-line, which repeats "pick the next message, pick its destination, send" until there is nothing to send or no one
+to send to.  The next message is, in this order: a queued redelivery (which ignores ``max_ack_pending``; the core's
 :meth:`~.consumer_core.ConsumerCore.take_redelivery` counts it, or turns it into a max_deliver), nothing if
 ``max_ack_pending`` is reached, the next entry of the last-per-subject start list, else the next stored message at
 or after the core's ``sseq`` that matches the filters, found with the store's filtered loads (no scans).  The
-destination is the deliver subject (push, while someone listens and flow control allows) or the head of the pull
-wait queue; a message nobody can take is put back (:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE` messages, continued on the next loop turn.
+destination comes from the consumer's adapter: the deliver subject of a :class:`~.push.PushDelivery` (while someone
+listens and flow control allows) or the request a :class:`~.pull.PullDelivery` selects from its wait queue; a
+message nobody can take is put back (:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE`
+messages, continued on the next loop turn.
 
-``replay_policy: original`` and ``rate_limit_bps`` hold a prepared delivery (``_held``) and finish it from a clock
-timer, as nats-server sleeps in its delivery loop; nothing else is delivered meanwhile.
+``replay_policy: original`` and ``rate_limit_bps`` hold a prepared delivery in a :class:`Pacer` and finish it from a
+clock timer, as nats-server sleeps in its delivery loop; nothing else is delivered meanwhile.  Consumers with
+neither have no pacer.
 
 The frame carries the message's stored subject while it is routed on the deliver subject (or the pull request's
 inbox) - :func:`deliver_msg`.  After each pass the consumer tells its stream whether it wants to hear about new
-messages (:meth:`_update_ready`): only *ready* consumers are touched per published message.
+messages (:meth:`Delivery.update_ready`): only *ready* consumers are touched per published message.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from . import consumer_advisories as adv
-from .pull import status_pending
+from .redelivery import record_max_delivered
 
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.storage.records import StoredMsg
@@ -34,100 +38,120 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RUN_SLICE = 1024  # messages per delivery pass before yielding to the event loop
 MSG_SIZE_HDR = b"Nats-Msg-Size"
+LAST_CONSUMER = b"Nats-Last-Consumer"
+LAST_STREAM = b"Nats-Last-Stream"
+STALLED = b"Nats-Consumer-Stalled"
+PENDING_MSGS = "Nats-Pending-Messages"
+PENDING_BYTES = "Nats-Pending-Bytes"
+
+# why the last delivery pass stopped
+STOP_NONE, STOP_EOF, STOP_MAXP, STOP_SLICE, STOP_HELD = "", "eof", "maxp", "slice", "held"
 
 
-class DeliveryMixin:
-    """Delivery half of :class:`~.consumer.Consumer`."""
+class Delivery:
+    """The delivery loop of one consumer."""
 
-    __slots__ = ()
+    __slots__ = ("c", "core", "running", "again", "stop", "cont_scheduled")
 
-    # ------------------------------------------------------------------ delivery
-    def kick(self: "Consumer") -> None:
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        self.core = c.core
+        self.running = False
+        self.again = False
+        self.stop = STOP_NONE
+        self.cont_scheduled = False
+
+    def kick(self) -> None:
         """Something changed that may allow delivery: run the delivery loop now (never re-entered)."""
-        if self.closed:
+        if self.c.closed:
             return
-        if self._running:
-            self._again = True
+        if self.running:
+            self.again = True
             return
         self._run()
 
-    def _can_deliver(self: "Consumer") -> bool:
+    def can_deliver(self) -> bool:
         # Called twice per delivery pass: the cheap attribute checks first, the pause deadline (a clock read) last.
-        if self._held is not None:
+        c = self.c
+        pacer = c.pacer
+        if pacer is not None and pacer.held is not None:
             return False
-        w = self.waiting
-        if w is None:
-            if not self.active or self.maxpb > 0 and self.pbytes > self.maxpb:  # _fc_blocked, inlined
+        if c.pull is None:
+            if not c.push.can_send():
                 return False
-        elif not w.q:
+        elif not c.pull.waiting.q:
             return False
-        return not self._paused()
+        pause = c.pause
+        return pause is None or not pause.paused()
 
-    def _run(self: "Consumer") -> None:
-        self._running = True
-        stop = ""
+    def _run(self) -> None:
+        c = self.c
+        core = self.core
+        self.running = True
+        stop = STOP_NONE
         try:
             while True:
-                self._again = False
+                self.again = False
                 sent = 0
-                stop = ""
-                while not self.closed:
-                    if not self._can_deliver():
+                stop = STOP_NONE
+                while not c.closed:
+                    if not self.can_deliver():
                         break
                     got = self._get_next_msg()
                     if got is None:
-                        stop = self._stop
+                        stop = self.stop
                         break
                     if not self._prepare_and_send(*got):
-                        if self._held is not None:
-                            stop = "held"
+                        if c.pacer is not None and c.pacer.held is not None:
+                            stop = STOP_HELD
                         break
                     sent += 1
                     if sent >= RUN_SLICE:
-                        stop = "slice"
+                        stop = STOP_SLICE
                         self._continue_later()
                         break
-                    core = self.core
-                    if core.maxp > 0 and self.waiting is None and not core.rdq and len(core.pending) >= core.maxp:
+                    if core.maxp > 0 and c.pull is None and not core.rdq and len(core.pending) >= core.maxp:
                         # What _get_next_msg would answer next (push only: for a pull the stop reason also depends
                         # on the wait queue); an ack at max_ack_pending runs one delivery per ack, so this saves a
                         # pass through the loop for each of them.
-                        stop = self._stop = "maxp"
+                        stop = self.stop = STOP_MAXP
                         break
-                if not self._again or self.closed:
+                if not self.again or c.closed:
                     break
         finally:
-            self._running = False
-        if self.closed:
+            self.running = False
+        if c.closed:
             return
-        if self._replay and self.core.sseq > self._replay_lseq:
-            self._replay = False
-        if self.waiting is not None:
+        pacer = c.pacer
+        if pacer is not None and pacer.replay and core.sseq > pacer.replay_lseq:
+            pacer.replay = False
+        if c.pull is not None:
             # Only the end of the available messages ends no_wait requests (not max_ack_pending, not a paused
             # slice of a long backlog, not a delivery held for replay spacing or the rate limit).
-            self._process_waiting(stop not in ("maxp", "slice", "held"))
-        self._update_ready()
+            c.pull.process_waiting(stop not in (STOP_MAXP, STOP_SLICE, STOP_HELD))
+        self.update_ready()
 
-    def _continue_later(self: "Consumer") -> None:
-        if self._continue_scheduled:
+    def _continue_later(self) -> None:
+        if self.cont_scheduled:
             return
-        self._continue_scheduled = True
+        self.cont_scheduled = True
 
         def cont() -> None:
-            self._continue_scheduled = False
+            self.cont_scheduled = False
             self.kick()
 
         asyncio.get_running_loop().call_soon(cont)
 
-    def _load_next(self: "Consumer", start: int) -> "tuple[StoredMsg | None, int]":
-        store = self.stream.store
-        fs = self.filters
+    def _load_next(self, start: int) -> "tuple[StoredMsg | None, int]":
+        c = self.c
+        store = c.stream.store
+        fs = c.filters
         if not fs:
             return store.load_next_msg("", start)
         if len(fs) == 1:
             f = fs[0]
-            subs = self.stream.config.subjects
-            if subs and len(subs) == 1 and subs[0] == f and f not in self._literal:
+            subs = c.stream.config.subjects
+            if subs and len(subs) == 1 and subs[0] == f and f not in c.literal:
                 # The filter is the stream's only subject (nats-server isFiltered() false): every message stored
                 # since the stream has had that subject matches it, so the next live message is the answer and the
                 # store's per-subject search for a wildcard is skipped.  A message from before a subject change
@@ -135,8 +159,8 @@ class DeliveryMixin:
                 sm, seq = store.load_next_msg("", start)
                 if sm is None:
                     return sm, seq
-                pre = self._fwc_prefix
-                if sm.subject.startswith(pre) if pre is not None else self.matches(sm.subject):
+                pre = c.fwc_prefix
+                if sm.subject.startswith(pre) if pre is not None else c.matches(sm.subject):
                     return sm, seq
             return store.load_next_msg(f, start)
         best = None
@@ -148,112 +172,101 @@ class DeliveryMixin:
             return None, store.last_seq
         return best, best.seq
 
-    def _get_next_msg(self: "Consumer") -> "tuple[StoredMsg, int, str] | None":
-        """nats-server getNextMsg: (message, delivery count, source) or None with ``_stop`` set."""
-        store = self.stream.store
+    def _get_next_msg(self) -> "tuple[StoredMsg, int, str] | None":
+        """nats-server getNextMsg: (message, delivery count, source) or None with ``stop`` set."""
+        c = self.c
+        store = c.stream.store
         core = self.core
         while core.rdq:
             seq, dc, md = core.take_redelivery()
             if md is not None:
-                self._max_delivered(md)
+                record_max_delivered(c, md)
                 continue
             sm = store.load_msg(seq)
             if sm is None:
                 core.put_back(seq, requeue=False)
                 p = core.pending.get(seq)
                 if p is not None:
-                    self.process_term(seq, p[0], dc - 1, adv.TERM_UNACKED_LIMITS_REASON, "")
+                    c.terminate(seq, p[0], dc - 1, adv.TERM_UNACKED_LIMITS_REASON, "")
                 continue
             return sm, dc, "rdq"
         if core.maxp > 0 and len(core.pending) >= core.maxp:
-            self._stop = "maxp"
+            self.stop = STOP_MAXP
             return None
-        valid = self._np_valid()
-        while self.lss:
-            seq = self.lss.popleft()
-            if not self.lss:
-                self.lss = None
-                core.sseq = self.lss_resume + 1
+        valid = c.np_valid()
+        while c.lss:
+            seq = c.lss.popleft()
+            if not c.lss:
+                c.lss = None
+                core.sseq = c.lss_resume + 1
             else:
                 core.sseq = seq + 1
             sm = store.load_msg(seq)
             if valid:
-                self._npc -= 1
+                c.npc -= 1
             if sm is not None:
                 return sm, 1, "lss"
         sm, seq = self._load_next(core.sseq)
         if sm is None:
             if seq >= core.sseq:
                 core.sseq = seq + 1
-            self._stop = "eof"
+            self.stop = STOP_EOF
             return None
         core.sseq = sm.seq + 1
         if valid:
-            self._npc -= 1
+            c.npc -= 1
         return sm, 1, "new"
 
-    def _unget(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> None:
+    def _unget(self, sm: "StoredMsg", dc: int, src: str) -> None:
         """A message was taken but could not be sent: put it back where it came from."""
+        c = self.c
         if src == "rdq":
             self.core.put_back(sm.seq, requeue=True)
         elif src == "lss":
-            if self.lss is None:
-                self.lss = deque()
-            self.lss.appendleft(sm.seq)
-            self._npc = -1
+            if c.lss is None:
+                c.lss = deque()
+            c.lss.appendleft(sm.seq)
+            c.npc = -1
         elif sm.seq == self.core.sseq - 1:
             self.core.sseq -= 1
-            self._npc = -1
+            c.npc = -1
 
-    def _prepare_and_send(self: "Consumer", sm: "StoredMsg", dc: int, src: str) -> bool:
-        pending = self.num_pending()
-        ack = f"{self._ack_pre}{dc}.{sm.seq}.{self.core.dseq}.{sm.ts}.{pending}"
+    def _prepare_and_send(self, sm: "StoredMsg", dc: int, src: str) -> bool:
+        c = self.c
+        pending = c.num_pending()
+        ack = f"{c.ack_pre}{dc}.{sm.seq}.{self.core.dseq}.{sm.ts}.{pending}"
         hdr, data = sm.hdr, sm.data
-        if self.config.headers_only:
+        cfg = c.config
+        if cfg.headers_only:
             hdr = _headers_only(hdr, len(data))
             data = b""
         sz = len(sm.subject) + len(ack) + len(hdr) + len(data)
         wrn = wrb = 0
-        if self.waiting is None:
-            dsubj = self.config.deliver_subject
+        pull = c.pull
+        if pull is None:
+            dsubj = cfg.deliver_subject
         else:
-            wr = self._next_waiting(sz)
+            wr = pull.next_waiting(sz)
             if wr is None:
                 self._unget(sm, dc, src)
                 return False
             dsubj, wrn, wrb = wr.reply, wr.n, wr.b
-            if self.config.priority_policy == "pinned_client":
-                hdr = self._pin_header(hdr)  # on every message to a pull, after selection (nats-server)
+            if pull.priority is not None:
+                hdr = pull.priority.pin_header(hdr)  # on every message to a pull, after selection (nats-server)
             if wr.n > 0 and wr.hb:
-                wr.hbt = self.clock.monotonic() + wr.hb
+                wr.hbt = c.clock.monotonic() + wr.hb
         prepared = (dsubj, ack, sm, dc, hdr, data, wrn, wrb)
-        delay = 0.0
-        if self._replay and self._lts > 0:
-            d = (sm.ts - self._lts) / 1e9
-            if d > 0.001:
-                delay = d
-        self._lts = sm.ts
-        if self._rl_rate:
-            delay = max(delay, self._rate_delay(sz))
-        if delay > 0:
-            self._held = prepared
-            self._delay_timer = self.clock.call_later(delay, self._send_held)
+        pacer = c.pacer
+        if pacer is not None and pacer.hold(prepared, sm.ts, sz):
             return False
-        self._send(prepared)
+        self.send(prepared)
         return True
 
-    def _send_held(self: "Consumer") -> None:
-        self._delay_timer = None
-        held, self._held = self._held, None
-        if held is None or self.closed:
-            return
-        self._send(held)
-        self.kick()
-
-    def _send(self: "Consumer", prepared: tuple) -> None:
+    def send(self, prepared: tuple) -> None:
         dsubj, ack, sm, dc, hdr, data, wrn, wrb = prepared
+        c = self.c
         seq = sm.seq
-        now = self.clock.time_ns()
+        now = c.clock.time_ns()
         core = self.core
         first = not core.pending
         dseq = core.deliver(seq, now)
@@ -262,41 +275,135 @@ class DeliveryMixin:
             if first:
                 # Joining the stream's set of consumers with pending messages once is enough: it leaves only
                 # when pending is empty again (stream_consumers.maybe_no_pending).
-                self.cset.has_pending(self)
-            self._watch_ack(seq)
-        psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
-        if self.maxpb > 0:
-            self.pbytes += psz
-        try:
-            self.store.update_delivered(dseq, seq, dc, sm.ts)
-        except Exception as e:  # noqa: BLE001 - a state store refusing an update must never stop delivery
-            self._store_update_failed("deliver", e)
-        self.ldt = now  # also what a push consumer's idle heartbeat timer measures from (push.py _hb_fired)
-        self._state_changed()
-        deliver_msg(self.server, dsubj, sm.subject, ack, hdr, data)
-        if self.maxpb > 0:
-            self._need_flow_control(psz)  # after the message, as nats-server deliverMsg
-        if self.waiting is not None and self.dthresh > 0:
-            self.waiting.last = self.clock.monotonic()
-        if policy == "none" and self.stream.config.retention != "limits":
-            self.cset.ack_msg(None, seq)
-        if self.waiting is not None and wrn <= 0 and wrb > 0:
-            self.server.publish(dsubj, b"", "", status_pending(409, "Batch Completed", wrn, wrb))
+                c.cset.has_pending(c)
+            c.ack_timer.watch(seq)
+        push = c.push
+        fc = push is not None and push.maxpb > 0
+        if fc:
+            psz = len(sm.subject) + len(ack) + len(hdr) + len(data)
+            push.pbytes += psz
+        c.state.delivered(dseq, seq, dc, sm.ts)
+        c.ldt = now  # also what a push consumer's idle heartbeat timer measures from (push.py _hb_fired)
+        deliver_msg(c.server, dsubj, sm.subject, ack, hdr, data)
+        if fc:
+            push.need_flow_control(psz)  # after the message, as nats-server deliverMsg
+        pull = c.pull
+        if pull is not None:
+            idle = c.idle
+            if idle is not None and idle.thresh > 0:
+                pull.waiting.last = c.clock.monotonic()
+        if policy == "none" and c.stream.config.retention != "limits":
+            c.cset.ack_msg(None, seq)
+        if pull is not None and wrn <= 0 and wrb > 0:
+            pull.batch_completed(dsubj, wrn, wrb)
 
     # ------------------------------------------------------------------ ready set
-    def _update_ready(self: "Consumer") -> None:
-        ready = not self.closed and self._can_deliver() and not self.core.full()
-        self.cset.set_ready(self, ready)
+    def update_ready(self) -> None:
+        c = self.c
+        ready = not c.closed and self.can_deliver() and not self.core.full()
+        c.cset.set_ready(c, ready)
 
-    def _after_change(self: "Consumer") -> None:
-        if not self._running:
-            self._update_ready()
+    def after_change(self) -> None:
+        if not self.running:
+            self.update_ready()
+
+
+class Pacer:
+    """What holds a delivery back: ``replay_policy: original`` (the stored messages' own spacing) and
+    ``rate_limit_bps`` (a token bucket in bytes; burst = the stream's max_msg_size or the server's max_payload, as
+    Go's ``rate.NewLimiter`` is set up).  A delivery that has to wait is held and sent from a clock timer."""
+
+    __slots__ = ("c", "replay", "replay_lseq", "lts", "held", "timer", "rate", "burst", "tokens", "last")
+
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        self.replay = c.config.replay_policy == "original"
+        self.replay_lseq = 0
+        self.lts = 0
+        self.held = None
+        self.timer = None
+        self.rate = 0.0
+        self.burst = self.tokens = self.last = 0.0
+
+    def set_rate_limit(self, bps: int) -> None:
+        c = self.c
+        if not bps:
+            self.rate = 0.0
+            return
+        self.rate = bps / 8
+        mms = c.stream.config.max_msg_size
+        self.burst = float(mms if mms and mms > 0 else c.server.options.max_payload)
+        self.tokens = self.burst
+        self.last = c.clock.monotonic()
+
+    def hold(self, prepared: tuple, ts: int, size: int) -> bool:
+        """Hold ``prepared`` (a message stored at ``ts`` of ``size`` bytes) if it has to wait; whether it was held."""
+        delay = 0.0
+        if self.replay and self.lts > 0:
+            d = (ts - self.lts) / 1e9
+            if d > 0.001:
+                delay = d
+        self.lts = ts
+        if self.rate:
+            delay = max(delay, self._rate_delay(size))
+        if delay <= 0:
+            return False
+        self.held = prepared
+        self.timer = self.c.clock.call_later(delay, self._send_held)
+        return True
+
+    def _rate_delay(self, size: int) -> float:
+        """Reserve ``size`` bytes; the seconds to wait before sending (0 = now)."""
+        now = self.c.clock.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        self.tokens -= min(size, self.burst)
+        if self.tokens >= 0:
+            return 0.0
+        return -self.tokens / self.rate
+
+    def _send_held(self) -> None:
+        self.timer = None
+        held, self.held = self.held, None
+        c = self.c
+        if held is None or c.closed:
+            return
+        c.delivery.send(held)
+        c.kick()
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def status(code: int, text: str) -> bytes:
+    """A status message's header block (no payload, no reply subject): ``NATS/1.0 <code> <text>``."""
+    return b"NATS/1.0 %d %s\r\n\r\n" % (code, text.encode())
+
+
+def status_pending(code: int, text: str, n: int, b: int) -> bytes:
+    """A status that ends a pull request, with what it still wanted (``Nats-Pending-Messages`` / ``-Bytes``)."""
+    return b"NATS/1.0 %d %s\r\n%s: %d\r\n%s: %d\r\n\r\n" % (
+        code, text.encode(), PENDING_MSGS.encode(), n, PENDING_BYTES.encode(), b)
 
 
 def deliver_msg(server, dsubj: str, subject: str, reply: str, hdr: bytes, data: bytes) -> bool:
     """Send a stored message to whoever listens on ``dsubj`` with the message's own ``subject`` in the frame, as
     nats-server delivers consumer messages (``MSG <original subject> <sid> <ack reply> ...``)."""
     return server.route(None, dsubj, reply, len(hdr), hdr + data if hdr else data, subject)
+
+
+def send_idle_heartbeat(c: "Consumer", subject: str, stalled: str = "") -> None:
+    """``NATS/1.0 100 Idle Heartbeat`` with the consumer's positions minus one (``Nats-Last-Consumer`` /
+    ``Nats-Last-Stream``, as nats-server) and, while a flow-control request is unanswered, ``Nats-Consumer-Stalled``
+    with its reply subject.  Ordered consumers compare ``Nats-Last-Consumer`` with what they saw."""
+    core = c.core
+    hdr = b"NATS/1.0 100 Idle Heartbeat\r\n%s: %d\r\n%s: %d\r\n" % (
+        LAST_CONSUMER, core.dseq - 1, LAST_STREAM, core.sseq - 1)
+    if stalled:
+        hdr += STALLED + b": " + stalled.encode() + b"\r\n"
+    c.server.publish(subject, b"", "", hdr + b"\r\n")
 
 
 def _headers_only(hdr: bytes, size: int) -> bytes:

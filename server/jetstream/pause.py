@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 A consumer is paused while its config's ``pause_until`` lies in the future (wall clock, as nats-server compares it
-with ``time.Now()``).  While paused the delivery loop sends nothing (:meth:`~.delivery.DeliveryMixin._can_deliver`
-asks :meth:`PauseMixin._paused`), but everything else goes on as in nats-server: pull requests queue up, expire and
+with ``time.Now()``).  While paused the delivery loop sends nothing (:meth:`~.delivery.Delivery.can_deliver`
+asks :meth:`PauseTimer.paused`), but everything else goes on as in nats-server: pull requests queue up, expire and
 get their idle heartbeats; push consumers keep sending idle heartbeats; acks and redelivery timers run.
 
-One clock timer per paused consumer fires at the deadline (nats-server ``updatePauseState``), sends the PAUSE
+A consumer that was ever configured with a deadline has a :class:`PauseTimer` (others have none, and cost nothing
+per delivery): one clock timer fires at the deadline (nats-server ``updatePauseState``), sends the PAUSE
 advisory with ``paused: false`` and the deadline, and kicks delivery.  The timer runs on the monotonic clock while
 the deadline is wall time; the two drift a little, so a timer that fires a hair early re-arms itself for the rest
 instead of resuming a consumer that is still paused (which would leave it stuck until something else kicks it).
@@ -61,43 +62,52 @@ def pause_advisory(c: "Consumer", cfg: ConsumerConfig) -> None:
         adv.pause(c, c.clock.time_ns() < until, until)
 
 
-class PauseMixin:
-    """The pause half of :class:`~.consumer.Consumer`."""
+class PauseTimer:
+    """``until``: the configured deadline in Unix ns (None: not set); ``timer`` resumes delivery at it."""
 
-    __slots__ = ()
+    __slots__ = ("c", "until", "timer")
 
-    def _paused(self: "Consumer") -> bool:
-        until = pause_until_ns(self.config)
-        return until is not None and self.clock.time_ns() < until
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        self.until: int | None = None
+        self.timer = None
 
-    def _update_pause_timer(self: "Consumer") -> None:
+    def paused(self) -> bool:
+        until = self.until
+        return until is not None and self.c.clock.time_ns() < until
+
+    def update(self) -> None:
         """nats-server updatePauseState: (re)arm the resume timer for the configured deadline."""
-        if self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-        if not self._paused():
+        self.cancel()
+        if not self.paused():
             return
-        delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
-        self._pause_timer = self.clock.call_later(delay, self._unpause)
+        c = self.c
+        self.timer = c.clock.call_later((self.until - c.clock.time_ns()) / 1e9, self._resume)
 
-    def _unpause(self: "Consumer") -> None:
-        self._pause_timer = None
-        if self.closed:
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _resume(self) -> None:
+        self.timer = None
+        c = self.c
+        if c.closed:
             return
-        if self._paused():
+        if self.paused():
             # The loop's monotonic timer fired before the wall-clock deadline: wait for the rest.
-            delay = (self.config.pause_until.unix_ns - self.clock.time_ns()) / 1e9
-            self._pause_timer = self.clock.call_later(max(delay, 0.001), self._unpause)
+            delay = (self.until - c.clock.time_ns()) / 1e9
+            self.timer = c.clock.call_later(max(delay, 0.001), self._resume)
             return
-        pause_advisory(self, self.config)
-        self.kick()
+        pause_advisory(c, c.config)
+        c.kick()
 
-    def _pause_changed(self: "Consumer", old: ConsumerConfig, new: ConsumerConfig) -> None:
-        """Called by ``update_config`` (with ``self.config`` already ``new``): nats-server re-arms the timer and
-        sends the advisory whenever the deadline changed."""
+    def changed(self, old: ConsumerConfig, new: ConsumerConfig) -> None:
+        """Called by ``update_config`` (with the consumer's config already ``new``): nats-server re-arms the timer
+        and sends the advisory whenever the deadline changed."""
         if pause_until_ns(old) != pause_until_ns(new):  # Go: !old.Equal(new), nil counting as the zero time
-            self._update_pause_timer()
-            pause_advisory(self, new)
+            self.update()
+            pause_advisory(self.c, new)
 
 
 def _wake_like_go(c: "Consumer") -> None:

@@ -6,27 +6,29 @@ Theory of operation
 A consumer with ``priority_policy`` other than ``none`` names its groups in ``priority_groups`` (nats-server uses
 only the first one).  Every JSON pull request must then name one of them in ``group``; a plain-integer or empty
 pull carries no priority group at all and is not checked (nats-server's ``priorityGroup`` is nil for those).
-:meth:`PriorityMixin._check_priority_request` holds the request-time checks in nats-server's order
+:func:`refuse_request` and :meth:`PriorityGroups.check_request` hold the request-time checks in nats-server's order
 (processNextMsgRequest): ``400 Bad Request - Not a Overflow Priority consumer`` / ``- Not a Pinned Client Priority
 consumer`` / ``- Priority must be between 0 and 9`` / ``- Priority Group missing`` / ``- Invalid Priority Group``,
 then, while a client is pinned, ``423 Nats-Pin-Id mismatch`` for a request naming another pin id; a request naming
 the current pin pushes the pin's timer back.
 
-Selection happens message by message in ``PullMixin._next_waiting`` (nats-server nextWaiting), which asks this
-module about the request at the head of the wait queue:
+Selection happens message by message in :func:`select_request` (nats-server nextWaiting), which walks the wait
+queue from its head and decides without sending anything: it returns the request that gets the message and the
+list of what to do first, in order (statuses ending requests, a pin to assign or drop), which the pull adapter
+(:class:`~.pull.PullDelivery`) carries out.  It asks the rules of this module about each request:
 
-``pinned_client`` (:meth:`PriorityMixin._pin_verdict`)
+``pinned_client`` (:func:`pin_verdict`, :class:`PriorityGroups` holds the pin)
     With no pin, the first request without ``id`` gets one: a fresh NUID becomes the pin, ``pinned_ts`` is now, the
     PINNED advisory goes out and the ``priority_timeout`` timer starts.  A request that still carries an old ``id``
     is ended with ``423 Nats-Wrong-Pin-Id`` (with ``Nats-Pending-Messages`` / ``-Bytes``).  With a pin, requests
     carrying it are served, requests without ``id`` are standbys (moved to the tail, not served), requests with
     another ``id`` get the same 423.  Every message delivered to a pull carries ``Nats-Pin-Id: <pin>``
-    (:meth:`PriorityMixin._pin_header`).  The pin is dropped when its timer fires (no pull with the pin for
+    (:meth:`PriorityGroups.pin_header`).  The pin is dropped when its timer fires (no pull with the pin for
     ``priority_timeout``; deliveries do not count) with UNPINNED ``timeout``, or by UNPIN with UNPINNED ``admin``;
     the next message then pins the first eligible standby.  Nothing is taken back from the old client: messages it
     holds unacknowledged are redelivered only after their ack_wait, possibly to the new pin (docs/exclusivity.md).
 
-``overflow`` (:meth:`PriorityMixin._overflow_blocked`)
+``overflow`` (:func:`overflow_blocked`)
     A request with ``min_pending`` / ``min_ack_pending`` is served only while the consumer's pending count
     (including the message at hand) is at least ``min_pending`` OR its ack-pending count is at least
     ``min_ack_pending``; otherwise it is moved to the tail and waits (heartbeats and expiry go on).
@@ -42,7 +44,7 @@ The pin lives only in memory, as in nats-server: a restart starts without one.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi import requests as rq
@@ -50,7 +52,7 @@ from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from . import consumer_advisories as adv
 from .advisories import nuid
-from .pull import PIN_ASSIGNED, PIN_OK, PIN_STANDBY, PIN_WRONG, status, status_pending
+from .delivery import status, status_pending
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import ApiRequest
@@ -64,7 +66,109 @@ REASON_ADMIN = "admin"
 NO_PRIORITY = 1 << 31  # where pulls without a priority group sort (Go: math.MaxInt32)
 _VALID_GROUP = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server validGroupName
 
+# What the pinned_client rules let the head request do (pin_verdict)
+PIN_OK, PIN_ASSIGNED, PIN_STANDBY, PIN_WRONG = range(4)
+# What select_request asks its caller to do before delivering, in order
+DO_STATUS, DO_PIN, DO_UNPIN = range(3)
 
+
+# ---------------------------------------------------------------------- pull request checks
+def refuse_request(policy: str, req: rq.PullRequest) -> bytes | None:
+    """The status a JSON pull request is refused with whatever the consumer's pin, or None (nats-server
+    processNextMsgRequest, in its order)."""
+    if (req.min_pending or req.min_ack_pending) and policy != "overflow":
+        return status(400, "Bad Request - Not a Overflow Priority consumer")
+    if req.id and policy != "pinned_client":
+        return status(400, "Bad Request - Not a Pinned Client Priority consumer")
+    if req.priority < 0 or req.priority > 9:
+        return status(400, "Bad Request - Priority must be between 0 and 9")
+    return None
+
+
+# ---------------------------------------------------------------------- selection (no I/O)
+def pin_verdict(wr: "WaitingRequest", pin_id: str | None, need_pin: bool) -> int:
+    """What the head request ``wr`` may do with the next message under a pin (nats-server nextWaiting).
+    ``need_pin`` is whether the consumer had no pin when this selection began."""
+    if need_pin:
+        return PIN_ASSIGNED if not wr.pin_id else PIN_WRONG  # an id from a pin that no longer exists
+    if pin_id is None or wr.pin_id == pin_id:
+        return PIN_OK
+    if not wr.pin_id:
+        return PIN_STANDBY
+    return PIN_WRONG
+
+
+def overflow_blocked(wr: "WaitingRequest", num_pending: int, ack_pending: int) -> bool:
+    """An overflow request whose thresholds are not met waits (either threshold met is enough).  ``num_pending``
+    counts the message at hand (nats-server's o.npc+1)."""
+    if wr.min_pending <= 0 and wr.min_ack_pending <= 0:
+        return False
+    if 0 < wr.min_pending <= num_pending:
+        return False
+    if 0 < wr.min_ack_pending <= ack_pending:
+        return False
+    return True
+
+
+def select_request(wq: "WaitQueue", now: float, sz: int, policy: str, pin_id: str | None,
+                   counts: Callable[[], tuple[int, int]], has_interest: Callable[[str], bool]
+                   ) -> "tuple[WaitingRequest | None, list]":
+    """nats-server nextWaiting without the I/O: the request that gets a message of ``sz`` bytes (taken from the
+    queue: its batch counts down), or None, and what to do first, in order: ``(DO_STATUS, reply, frame)`` ends a
+    request, ``(DO_PIN, request)`` pins it, ``(DO_UNPIN,)`` drops the pin just given.  ``pin_id`` is the current
+    pin (None: none), ``counts`` gives (num_pending including the message at hand, ack pending) for overflow."""
+    out: list = []
+    need_pin = policy == "pinned_client" and pin_id is None
+    check_pin = need_pin or pin_id is not None
+    overflow = policy == "overflow"
+    q = wq.q
+    cycled = 0
+    while q:
+        wr = q[0]
+        if wr.expires and now >= wr.expires:
+            out.append((DO_STATUS, wr.reply, status_pending(408, "Request Timeout", wr.n, wr.b)))
+            del q[0]
+            continue
+        assigned = False
+        if check_pin:
+            verdict = pin_verdict(wr, pin_id, need_pin)
+            if verdict == PIN_WRONG:
+                out.append((DO_STATUS, wr.reply, status_pending(423, "Nats-Wrong-Pin-Id", wr.n, wr.b)))
+                del q[0]
+                continue
+            if verdict == PIN_STANDBY:
+                wq.cycle()
+                cycled += 1
+                if cycled >= len(q):
+                    return None, out
+                continue
+            if verdict == PIN_ASSIGNED:
+                assigned = True
+                out.append((DO_PIN, wr))
+        if overflow and overflow_blocked(wr, *counts()):
+            wq.cycle()
+            cycled += 1
+            if cycled >= len(q):
+                return None, out
+            continue
+        if wr.b > 0:
+            if sz <= wr.b:
+                wr.b -= sz
+                if wr.b == 0:
+                    wr.n = 1
+            else:
+                out.append((DO_STATUS, wr.reply, status_pending(409, "Message Size Exceeds MaxBytes", wr.n, wr.b)))
+                if assigned:  # the pin just given to this request goes with it
+                    out.append((DO_UNPIN,))
+                del q[0]
+                continue
+        if has_interest(wr.reply):
+            return (pop_and_requeue(wq) if policy == "prioritized" else wq.pop()), out
+        del q[0]  # the requester is gone: drop silently
+    return None, out
+
+
+# ---------------------------------------------------------------------- the pin
 class Pin:
     """The current pin of a ``pinned_client`` consumer (nats-server currentPinId / pinnedTS / pinnedTtl)."""
 
@@ -77,28 +181,29 @@ class Pin:
         self.timer = None
 
 
-class PriorityMixin:
-    """The priority-group half of :class:`~.consumer.Consumer` (pull consumers only)."""
+class PriorityGroups:
+    """The priority-group state of a pull consumer whose ``priority_policy`` is not ``none``: the pin (in memory
+    only, as in nats-server) and its ``priority_timeout`` timer."""
 
-    __slots__ = ()
+    __slots__ = ("c", "pin")
 
-    # ------------------------------------------------------------------ pull request checks
-    def _check_priority_request(self: "Consumer", req: rq.PullRequest) -> bytes | None:
-        """The status a JSON pull request is refused with, or None (nats-server processNextMsgRequest)."""
-        pp = self.config.priority_policy
-        if (req.min_pending or req.min_ack_pending) and pp != "overflow":
-            return status(400, "Bad Request - Not a Overflow Priority consumer")
-        if req.id and pp != "pinned_client":
-            return status(400, "Bad Request - Not a Pinned Client Priority consumer")
-        if req.priority < 0 or req.priority > 9:
-            return status(400, "Bad Request - Priority must be between 0 and 9")
-        if pp == "none":
-            return None
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        self.pin: Pin | None = None
+
+    @property
+    def pin_id(self) -> str | None:
+        pin = self.pin
+        return pin.id if pin is not None else None
+
+    def check_request(self, req: rq.PullRequest) -> bytes | None:
+        """The rest of the request-time checks (after :func:`refuse_request`): group, then the pin."""
+        cfg = self.c.config
         if not req.group:
             return status(400, "Bad Request - Priority Group missing")
-        if req.group not in (self.config.priority_groups or ()):
+        if req.group not in (cfg.priority_groups or ()):
             return status(400, "Bad Request - Invalid Priority Group")
-        pin = self._pin
+        pin = self.pin
         if pin is not None:
             if req.id == pin.id:
                 self._set_pin_timer()  # a pull from the pinned client keeps the pin
@@ -106,110 +211,78 @@ class PriorityMixin:
                 return status(423, "Nats-Pin-Id mismatch")
         return None
 
-    # ------------------------------------------------------------------ wait queue order
-    def _add_waiting(self: "Consumer", wr: "WaitingRequest") -> bool:
-        if self.config.priority_policy == "prioritized":
-            return add_prioritized(self.waiting, wr)
-        return self.waiting.add(wr)
+    def add(self, wq: "WaitQueue", wr: "WaitingRequest") -> bool:
+        if self.c.config.priority_policy == "prioritized":
+            return add_prioritized(wq, wr)
+        return wq.add(wr)
 
-    def _pop_waiting(self: "Consumer") -> "WaitingRequest":
-        if self.config.priority_policy == "prioritized":
-            return pop_and_requeue(self.waiting)
-        return self.waiting.pop()
-
-    # ------------------------------------------------------------------ selection
-    def _pin_verdict(self: "Consumer", wr: "WaitingRequest", need_pin: bool) -> int:
-        """What the head request ``wr`` may do with the next message under a pin (nats-server nextWaiting).
-        ``need_pin`` is whether the consumer had no pin when this selection began."""
-        if need_pin:
-            if not wr.pin_id:
-                self._assign_pin(wr)
-                return PIN_ASSIGNED
-            return PIN_WRONG  # an id from a pin that no longer exists
-        pin = self._pin
-        if pin is None or wr.pin_id == pin.id:
-            return PIN_OK
-        if not wr.pin_id:
-            return PIN_STANDBY
-        return PIN_WRONG
-
-    def _wrong_pin(self: "Consumer", wr: "WaitingRequest") -> None:
-        self.server.publish(wr.reply, b"", "", status_pending(423, "Nats-Wrong-Pin-Id", wr.n, wr.b))
-
-    def _overflow_blocked(self: "Consumer", wr: "WaitingRequest") -> bool:
-        """An overflow request whose thresholds are not met waits (either threshold met is enough)."""
-        if wr.min_pending <= 0 and wr.min_ack_pending <= 0:
-            return False
-        # num_pending has already been decremented for the message at hand: +1, as nats-server's o.npc+1.
-        if wr.min_pending > 0 and wr.min_pending <= self.num_pending() + 1:
-            return False
-        if wr.min_ack_pending > 0 and wr.min_ack_pending <= len(self.core.pending):
-            return False
-        return True
-
-    def _pin_header(self: "Consumer", hdr: bytes) -> bytes:
-        """nats-server genHeader(hdr, "Nats-Pin-Id", currentPinId): appended after the stored headers."""
-        pin = self._pin
+    def pin_header(self, hdr: bytes) -> bytes:
+        """nats-server genHeader(hdr, "Nats-Pin-Id", currentPinId), on every message to a pull of a
+        ``pinned_client`` consumer: appended after the stored headers."""
+        if self.c.config.priority_policy != "pinned_client":
+            return hdr
+        pin = self.pin
         value = pin.id.encode() if pin is not None else b""
         base = hdr[:-2] if len(hdr) > 2 else b"NATS/1.0\r\n"
         return base + PIN_ID_HDR + b": " + value + b"\r\n\r\n"
 
-    # ------------------------------------------------------------------ the pin
-    def _assign_pin(self: "Consumer", wr: "WaitingRequest") -> None:
+    def assign(self, wr: "WaitingRequest") -> None:
         """nats-server assignNewPinId: only a request of a priority group can be pinned (a plain pull that reaches
         this point is served without a pin, and its messages carry an empty ``Nats-Pin-Id``)."""
         if not wr.group:
             return
-        old = self._pin
-        pin = Pin(nuid(), self.clock.time_ns(), wr.group)
+        c = self.c
+        old = self.pin
+        pin = Pin(nuid(), c.clock.time_ns(), wr.group)
         if old is not None:
             pin.timer = old.timer
-        self._pin = pin
+        self.pin = pin
         wr.pin_id = pin.id
         self._set_pin_timer()
-        adv.pinned(self, wr.group, pin.id)
+        adv.pinned(c, wr.group, pin.id)
 
-    def _unassign_pin(self: "Consumer") -> None:
-        pin = self._pin
+    def unassign(self) -> None:
+        pin = self.pin
         if pin is None:
             return
-        self._pin = None
+        self.pin = None
         if pin.timer is not None:
             pin.timer.cancel()
             pin.timer = None
 
-    def _set_pin_timer(self: "Consumer") -> None:
+    def _set_pin_timer(self) -> None:
         """nats-server setPinnedTimer: (re)start ``priority_timeout`` for the current pin."""
-        pin = self._pin
+        pin = self.pin
         if pin is None:
             return
         if pin.timer is not None:
             pin.timer.cancel()
-        pin.timer = self.clock.call_later(self.config.priority_timeout / 1e9, self._pin_expired, pin.group)
+        c = self.c
+        pin.timer = c.clock.call_later(c.config.priority_timeout / 1e9, self._pin_expired, pin.group)
 
-    def _pin_expired(self: "Consumer", group: str) -> None:
-        pin = self._pin
-        if self.closed or pin is None:
+    def _pin_expired(self, group: str) -> None:
+        pin = self.pin
+        c = self.c
+        if c.closed or pin is None:
             return
         pin.timer = None
-        self._unassign_pin()
-        adv.unpinned(self, group, REASON_TIMEOUT)
-        self.kick()
+        self.unassign()
+        adv.unpinned(c, group, REASON_TIMEOUT)
+        c.kick()
 
-    def unpin(self: "Consumer", group: str) -> None:
+    def unpin(self, group: str) -> None:
         """UNPIN: drop the pin (if any) and announce it - nats-server sends UNPINNED ``admin`` either way."""
-        self._unassign_pin()
-        adv.unpinned(self, group, REASON_ADMIN)
-        self.kick()
+        self.unassign()
+        adv.unpinned(self.c, group, REASON_ADMIN)
+        self.c.kick()
 
-    # ------------------------------------------------------------------ info
-    def _priority_groups_info(self: "Consumer") -> list[dict] | None:
+    def info(self) -> list[dict] | None:
         """ConsumerInfo ``priority_groups``: the first group's state (pinned_ts is a Go time.Time: always there)."""
-        groups = self.config.priority_groups
+        groups = self.c.config.priority_groups
         if not groups:
             return None
         st: dict = {"group": groups[0]}
-        pin = self._pin
+        pin = self.pin
         if pin is not None:
             st["pinned_client_id"] = pin.id
         st["pinned_ts"] = format_time(pin.ts if pin is not None else ZERO_TIME_NS)

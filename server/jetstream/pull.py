@@ -8,8 +8,10 @@ is pruned at most once a second, ``no_wait`` with nothing to deliver (404) or le
 claim (408 Requests Pending) - and then becomes a :class:`WaitingRequest` at the tail of the consumer's
 :class:`WaitQueue` (409 Exceeded MaxWaiting when full, suppressed when the request asked for heartbeats).
 
-Delivery (``Consumer._run``) takes one message at a time and hands it to :meth:`PullMixin._next_waiting`, which walks
-the queue head first: an expired request gets ``408 Request Timeout`` (with ``Nats-Pending-Messages`` / ``-Bytes``),
+:class:`PullDelivery` is the consumer's pull adapter: it owns the wait queue, its timer and the priority-group state
+(:class:`~.priority.PriorityGroups`).  Delivery (:class:`~.delivery.Delivery`) takes one message at a time and asks
+:meth:`PullDelivery.next_waiting` for its destination; the decision is :func:`~.priority.select_request`'s, which
+has no I/O and walks the queue head first: an expired request gets ``408 Request Timeout`` (with ``Nats-Pending-Messages`` / ``-Bytes``),
 a request whose ``max_bytes`` budget cannot hold the message gets ``409 Message Size Exceeds MaxBytes``, a request
 whose reply subject lost interest is dropped silently.  The chosen request's batch count goes down by one and, if it
 wants more, it moves to the tail, so concurrent pullers are served round-robin (waitQueue.pop).  A request whose
@@ -18,7 +20,7 @@ silently.  Priority groups (:mod:`.priority`) add their say before the byte budg
 a request or skips standbys and ends requests with a stale pin id (423), overflow requests below their thresholds
 are skipped, and a prioritized queue is kept in priority order.
 
-:meth:`PullMixin._process_waiting` runs after every delivery pass (nats-server runs it before it sleeps); the
+:meth:`PullDelivery.process_waiting` runs after every delivery pass (nats-server runs it before it sleeps); the
 decisions are :meth:`WaitQueue.sweep`'s, which has no I/O (tests/jetstream/test_consumer_core.py drives it with
 tables).  At the end of the available messages a ``no_wait`` request ends with ``404 No Messages`` (or waits for
 its ``expires`` if it has one and got nothing), expired requests get 408, idle requests with ``idle_heartbeat`` get
@@ -32,26 +34,18 @@ from typing import TYPE_CHECKING, Callable
 from skiff.protocol.jsapi.requests import parse_pull_request
 from skiff.protocol.jsapi.timefmt import format_go_duration
 
+from .delivery import PENDING_BYTES, PENDING_MSGS, send_idle_heartbeat, status, status_pending
+from .priority import DO_PIN, DO_STATUS, PriorityGroups, refuse_request, select_request
+
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
 
-# What the pinned_client rules let the head request do (PriorityMixin._pin_verdict in .priority)
-PIN_OK, PIN_ASSIGNED, PIN_STANDBY, PIN_WRONG = range(4)
+__all__ = ["PENDING_BYTES", "PENDING_MSGS", "PullDelivery", "WaitQueue", "WaitingRequest", "status", "status_pending"]
+
 # What WaitQueue.sweep decided for a request (the caller sends it, in queue order)
 SWEEP_TIMEOUT, SWEEP_NO_MESSAGES, SWEEP_HEARTBEAT = range(3)
 
-PENDING_MSGS = "Nats-Pending-Messages"
-PENDING_BYTES = "Nats-Pending-Bytes"
 REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
-
-
-def status(code: int, text: str) -> bytes:
-    return b"NATS/1.0 %d %s\r\n\r\n" % (code, text.encode())
-
-
-def status_pending(code: int, text: str, n: int, b: int) -> bytes:
-    return b"NATS/1.0 %d %s\r\n%s: %d\r\n%s: %d\r\n\r\n" % (
-        code, text.encode(), PENDING_MSGS.encode(), n, PENDING_BYTES.encode(), b)
 
 
 class WaitingRequest:
@@ -157,19 +151,24 @@ class WaitQueue:
         return out, fexp
 
 
-class PullMixin:
-    """The pull half of :class:`~.consumer.Consumer`."""
+class PullDelivery:
+    """The pull adapter of a consumer without a ``deliver_subject``."""
 
-    __slots__ = ()
+    __slots__ = ("c", "waiting", "timer", "timer_at", "lwqic", "priority")
+
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        cfg = c.config
+        self.waiting = WaitQueue(cfg.max_waiting)
+        self.timer = None
+        self.timer_at = 0.0
+        self.lwqic = 0.0  # when the queue was last swept (a full queue is swept at most once a second)
+        self.priority = PriorityGroups(c) if cfg.priority_policy not in ("none", "") else None
 
     # ------------------------------------------------------------------ requests
-    def process_next_request(self: "Consumer", reply: str, hdr: bytes, body: bytes) -> None:
-        if not reply or self.closed:
-            return
-        send = self.server.publish
-        if self.waiting is None:
-            send(reply, b"", "", status(409, "Consumer is push based"))
-            return
+    def process_next_request(self, reply: str, hdr: bytes, body: bytes) -> None:
+        c = self.c
+        send = c.server.publish
         if hdr and _api_level_too_high(hdr):
             send(reply, b"", "", status(412, "Required Api Level"))
             return
@@ -177,7 +176,7 @@ class PullMixin:
         if isinstance(req, str):
             send(reply, b"", "", status(400, f"Bad Request - {req}"))
             return
-        cfg = self.config
+        cfg = c.config
         expires_ns = req.expires
         hb_ns = req.idle_heartbeat
         if hb_ns > 0 and hb_ns * 2 > expires_ns:
@@ -195,22 +194,24 @@ class PullMixin:
             return
         is_json = body.strip()[:1] == b"{"
         if is_json:  # only JSON pulls carry a priority group (nats-server: priorityGroup != nil)
-            refused = self._check_priority_request(req)
+            refused = refuse_request(cfg.priority_policy, req)
+            if refused is None and self.priority is not None:
+                refused = self.priority.check_request(req)
             if refused is not None:
                 send(reply, b"", "", refused)
                 return
-        now = self.clock.monotonic()
+        now = c.clock.monotonic()
         wq = self.waiting
-        if wq.is_full() and now - self._lwqic > 1.0:
-            self._process_waiting(False)
+        if wq.is_full() and now - self.lwqic > 1.0:
+            self.process_waiting(False)
         if req.no_wait:
-            msgs_pending = self.num_pending() + len(self.core.rdq)
+            msgs_pending = c.num_pending() + len(c.core.rdq)
             if msgs_pending == 0 and expires_ns == 0:
                 wq.last = now
                 send(reply, b"", "", status(404, "No Messages"))
                 return
             if msgs_pending > 0:
-                self._process_waiting(False)
+                self.process_waiting(False)
                 # Go: msgsPending < uint64(batchPending): a negative total (a waiting batch of -1) wraps around
                 if msgs_pending < wq.pending_batch() & 0xFFFFFFFFFFFFFFFF:
                     wq.last = now
@@ -222,123 +223,104 @@ class PullMixin:
         if is_json:
             wr.group, wr.pin_id, wr.priority = req.group, req.id, req.priority
             wr.min_pending, wr.min_ack_pending = req.min_pending, req.min_ack_pending
-        if not self._add_waiting(wr):
+        added = self.priority.add(wq, wr) if self.priority is not None else wq.add(wr)
+        if not added:
             if hb_ns == 0:
                 send(reply, b"", "", status(409, "Exceeded MaxWaiting"))
             return
-        self.kick()
+        c.kick()
 
     # ------------------------------------------------------------------ selection
-    def _next_waiting(self: "Consumer", sz: int) -> WaitingRequest | None:
-        """nats-server nextWaiting: the request that gets a message of ``sz`` bytes, or None."""
+    def next_waiting(self, sz: int) -> WaitingRequest | None:
+        """nats-server nextWaiting: the request that gets a message of ``sz`` bytes, or None.  The decision is
+        :func:`~.priority.select_request`'s; this carries out what it asks for, in its order."""
+        c = self.c
+        prio = self.priority
         wq = self.waiting
-        if wq is None:
-            return None
-        now = self.clock.monotonic()
-        has_interest = self.server.sublist.has_interest
-        send = self.server.publish
-        pp = self.config.priority_policy
-        # Priority groups (see .priority): a pinned_client consumer without a pin pins the first request without an
-        # id; with a pin only requests carrying it are served; overflow requests wait below their thresholds.
-        need_pin = pp == "pinned_client" and self._pin is None
-        cycled = 0
-        while wq.q:
-            wr = wq.q[0]
-            if wr.expires and now >= wr.expires:
-                send(wr.reply, b"", "", status_pending(408, "Request Timeout", wr.n, wr.b))
-                wq.remove_head()
-                continue
-            assigned = False
-            if need_pin or self._pin is not None:
-                verdict = self._pin_verdict(wr, need_pin)
-                if verdict == PIN_WRONG:
-                    self._wrong_pin(wr)
-                    wq.remove_head()
-                    continue
-                if verdict == PIN_STANDBY:
-                    wq.cycle()
-                    cycled += 1
-                    if cycled >= len(wq):
-                        return None
-                    continue
-                assigned = verdict == PIN_ASSIGNED
-            if pp == "overflow" and self._overflow_blocked(wr):
-                wq.cycle()
-                cycled += 1
-                if cycled >= len(wq):
-                    return None
-                continue
-            if wr.b > 0:
-                if sz <= wr.b:
-                    wr.b -= sz
-                    if wr.b == 0:
-                        wr.n = 1
+        if prio is None:
+            if not wq.q:
+                return None
+            wr, todo = select_request(wq, c.clock.monotonic(), sz, "none", None, _no_counts,
+                                      c.server.sublist.has_interest)
+        else:
+            wr, todo = select_request(wq, c.clock.monotonic(), sz, c.config.priority_policy, prio.pin_id,
+                                      lambda: (c.num_pending() + 1, len(c.core.pending)),
+                                      c.server.sublist.has_interest)
+        if todo:
+            send = c.server.publish
+            for do in todo:
+                if do[0] == DO_STATUS:
+                    send(do[1], b"", "", do[2])
+                elif do[0] == DO_PIN:
+                    prio.assign(do[1])
                 else:
-                    send(wr.reply, b"", "", status_pending(409, "Message Size Exceeds MaxBytes", wr.n, wr.b))
-                    if assigned:  # the pin just given to this request goes with it
-                        self._unassign_pin()
-                    wq.remove_head()
-                    continue
-            if has_interest(wr.reply):
-                return self._pop_waiting()
-            wq.remove_head()  # the requester is gone: drop silently
-        return None
+                    prio.unassign()
+        return wr
 
-    def _process_waiting(self: "Consumer", eos: bool) -> None:
+    def batch_completed(self, reply: str, n: int, b: int) -> None:
+        """A request's batch is done but its byte budget is not (nats-server: 409 Batch Completed)."""
+        self.c.server.publish(reply, b"", "", status_pending(409, "Batch Completed", n, b))
+
+    def process_waiting(self, eos: bool) -> None:
         """nats-server processWaiting: the queue's :meth:`WaitQueue.sweep`, then its statuses and heartbeats go out
         and one timer is armed for the next expiry or heartbeat."""
+        c = self.c
         wq = self.waiting
-        if wq is None:
-            return
-        now = self.clock.monotonic()
-        self._lwqic = now
+        now = c.clock.monotonic()
+        self.lwqic = now
         if not wq.q:
-            self._arm_wait_timer(0.0)
+            self._arm_timer(0.0)
             return
-        out, fexp = wq.sweep(now, eos, self.server.sublist.has_interest)
-        send = self.server.publish
+        out, fexp = wq.sweep(now, eos, c.server.sublist.has_interest)
+        send = c.server.publish
         for what, wr in out:
             if what == SWEEP_TIMEOUT:
                 send(wr.reply, b"", "", status_pending(408, "Request Timeout", wr.n, wr.b))
             elif what == SWEEP_NO_MESSAGES:
                 send(wr.reply, b"", "", status(404, "No Messages"))
             else:
-                self._send_idle_heartbeat(wr.reply)
-        self._arm_wait_timer(fexp)
+                send_idle_heartbeat(c, wr.reply)
+        self._arm_timer(fexp)
 
-    def _arm_wait_timer(self: "Consumer", at: float) -> None:
-        t = self._wq_timer
+    def _arm_timer(self, at: float) -> None:
+        t = self.timer
         if not at:
             if t is not None:
                 t.cancel()
-                self._wq_timer = None
+                self.timer = None
             return
         if t is not None:
-            if self._wq_timer_at == at:
+            if self.timer_at == at:
                 return
             t.cancel()
-        self._wq_timer_at = at
-        delay = max(at - self.clock.monotonic(), 0.001)
-        self._wq_timer = self.clock.call_later(delay, self._wait_timer_fired)
+        self.timer_at = at
+        clock = self.c.clock
+        delay = max(at - clock.monotonic(), 0.001)
+        self.timer = clock.call_later(delay, self._timer_fired)
 
-    def _wait_timer_fired(self: "Consumer") -> None:
-        self._wq_timer = None
-        self._wq_timer_at = 0.0
-        if self.closed:
+    def _timer_fired(self) -> None:
+        self.timer = None
+        self.timer_at = 0.0
+        c = self.c
+        if c.closed:
             return
-        self._process_waiting(True)
-        self._update_ready()
+        self.process_waiting(True)
+        c.delivery.update_ready()
 
-    def _release_waiting(self: "Consumer", notify: bool) -> None:
-        """Stop: pending requests get ``409 Consumer Deleted`` when the consumer is deleted."""
+    def stop(self, notify: bool) -> None:
+        """Stop: pending requests get ``409 Consumer Deleted`` when the consumer is deleted; the pin goes."""
         wq = self.waiting
-        if wq is None:
-            return
         if notify:
             for wr in wq.q:
-                self.server.publish(wr.reply, b"", "", status(409, "Consumer Deleted"))
+                self.c.server.publish(wr.reply, b"", "", status(409, "Consumer Deleted"))
         wq.q.clear()
-        self._arm_wait_timer(0.0)
+        self._arm_timer(0.0)
+        if self.priority is not None:
+            self.priority.unassign()
+
+
+def _no_counts() -> tuple[int, int]:  # pragma: no cover - only the overflow policy asks
+    return 0, 0
 
 
 def _api_level_too_high(hdr: bytes) -> bool:

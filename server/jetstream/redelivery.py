@@ -4,16 +4,17 @@ Theory of operation
 -------------------
 The bookkeeping is the consumer core's (:mod:`.consumer_core`): ``pending`` maps each unacknowledged stream sequence
 to ``[consumer seq of the first delivery, last delivery time]``, ``rdc`` counts redeliveries, ``rdq`` is the
-redelivery queue.  This module owns the one clock timer per consumer (``_ptmr``), never one per message: it fires
+redelivery queue.  This module's :class:`AckTimer` is the one clock timer per consumer, never one per message: it fires
 at the earliest ack deadline (:meth:`~.consumer_core.ConsumerCore.ack_timeout`: ack_wait or
 ``backoff[redeliveries]``, plus nats-server's ``ackWaitDelay``), hands the time to
 :meth:`~.consumer_core.ConsumerCore.check_pending` and carries out its answer: messages whose deadline passed are
 queued for redelivery (delivery serves them before new messages, ignoring ``max_ack_pending``), messages that
 reached ``max_deliver`` get the ``MAX_DELIVERIES`` advisory once and their last delivery recorded in the store
-(:meth:`RedeliveryMixin._max_delivered`), and the timer is re-armed for the nearest remaining deadline.
+(:func:`record_max_delivered`), and the timer is re-armed for the nearest remaining deadline.
 """
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING
 
 from . import consumer_advisories as adv
@@ -24,62 +25,83 @@ if TYPE_CHECKING:  # pragma: no cover
     from .consumer_core import MaxDelivered
 
 
-class RedeliveryMixin:
-    """Redelivery half of :class:`~.consumer.Consumer`."""
+class AckTimer:
+    """The consumer's ack-wait timer: ``timer`` fires at ``end`` (monotonic seconds)."""
 
-    __slots__ = ()
+    __slots__ = ("c", "timer", "end")
 
-    def _ack_wait(self: "Consumer", nxt_ns: int = 0) -> float:
-        """Seconds to wait for an ack: ``nxt_ns`` (a backoff value) if positive, else ack_wait, plus ackWaitDelay."""
-        return (nxt_ns if nxt_ns > 0 else self.core.ack_wait) / 1e9 + ACK_WAIT_DELAY
+    def __init__(self, c: "Consumer") -> None:
+        self.c = c
+        self.timer = None
+        self.end = 0.0
 
-    def _reset_ptmr(self: "Consumer", delay: float) -> None:
-        if self._ptmr is not None:
-            self._ptmr.cancel()
-        self._ptmr = self.clock.call_later(delay, self._check_pending)
-        self._ptmr_end = self.clock.monotonic() + delay
+    def reset(self, delay: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        clock = self.c.clock
+        self.timer = clock.call_later(delay, self._check_pending)
+        self.end = clock.monotonic() + delay
 
-    def _stop_ptmr(self: "Consumer") -> None:
-        if self._ptmr is not None:
-            self._ptmr.cancel()
-            self._ptmr = None
+    def soon(self, delay: float) -> None:
+        """Check sooner than planned (a NAK with a delay, a new ack_wait), if the timer runs at all."""
+        if self.timer is not None:
+            self.reset(delay)
 
-    def _watch_ack(self: "Consumer", sseq: int) -> None:
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def after_restart(self) -> None:
+        """Messages were pending when the consumer stopped: check them soon (nats-server: 500ms-1.5s, or sooner
+        with a short ack_wait)."""
+        delay = 0.5 + random.random()
+        core = self.c.core
+        if core.ack_wait / 1e9 < delay:
+            delay = core.ack_wait / 1e9 + ACK_WAIT_DELAY
+        self.reset(delay)
+
+    def watch(self, sseq: int) -> None:
         """``sseq`` was just delivered: make sure the timer fires in time for its ack deadline (trackPending)."""
-        delay = self.core.ack_timeout(sseq)
-        if self._ptmr is None or self._ptmr_end > self.clock.monotonic() + delay:
-            self._reset_ptmr(delay)
+        c = self.c
+        delay = c.core.ack_timeout(sseq)
+        if self.timer is None or self.end > c.clock.monotonic() + delay:
+            self.reset(delay)
 
-    def _check_pending(self: "Consumer") -> None:
-        self._ptmr = None
-        if self.closed or not self.config.ack_wait and not self.config.backoff:
+    def _check_pending(self) -> None:
+        self.timer = None
+        c = self.c
+        if c.closed or not c.config.ack_wait and not c.config.backoff:
             return
-        e = self.core.check_pending(self.clock.time_ns(), self.stream.store.first_seq)
+        e = c.core.check_pending(c.clock.time_ns(), c.stream.store.first_seq)
         for md in e.maxed:
-            self._max_delivered(md)
+            record_max_delivered(c, md)
         if e.next_check is not None:
-            self._reset_ptmr(e.next_check)
+            self.reset(e.next_check)
         else:
-            self.cset.maybe_no_pending(self)
+            c.cset.maybe_no_pending(c)
         if e.changed:
-            self._state_changed()
+            c.state.changed()
         # One pass of delivery after the whole check, as nats-server signals its delivery loop from checkPending.
         if e.expired or e.unblocked:
-            self.kick()
+            c.kick()
 
-    def _max_delivered(self: "Consumer", md: "MaxDelivered") -> None:
-        """A message reached max_deliver (the core took it out of pending): advisory and store."""
-        if md.advise:
-            adv.max_deliveries(self, md.seq, md.deliveries)
-        p = md.entry
-        if p is not None:
-            self.store.update_delivered(p[0], md.seq, md.deliveries + 1, p[1])
-            self._state_changed()
-
-    def _force_expire_pending(self: "Consumer") -> None:
-        expired, maxed = self.core.expire_all(self.clock.time_ns())
+    def expire_all(self) -> None:
+        """Redeliver everything pending now (the deliver subject changed: nats-server updateDeliverSubjectLocked
+        forces checkPending)."""
+        c = self.c
+        expired, maxed = c.core.expire_all(c.clock.time_ns())
         for md in maxed:
-            self._max_delivered(md)
+            record_max_delivered(c, md)
         if expired:
-            self._reset_ptmr(self._ack_wait(0))
-        self.kick()
+            self.reset(c.core.ack_wait / 1e9 + ACK_WAIT_DELAY)
+        c.kick()
+
+
+def record_max_delivered(c: "Consumer", md: "MaxDelivered") -> None:
+    """A message reached max_deliver (the core took it out of pending): advisory and store."""
+    if md.advise:
+        adv.max_deliveries(c, md.seq, md.deliveries)
+    p = md.entry
+    if p is not None:
+        c.state.delivered(p[0], md.seq, md.deliveries + 1, p[1])

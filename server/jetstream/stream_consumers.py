@@ -7,7 +7,7 @@ and plugs into the stream's hooks: ``consumers`` (name -> Consumer, which ``cons
 ``on_new_message``, ``on_removed``, ``on_purged``, ``on_deleted``, ``on_stopped`` and ``interest``.
 
 Per published message it does work only for *ready* consumers (a waiting pull request, an active push subscriber,
-below max_ack_pending - see ``Consumer._update_ready``): they get their pending count bumped and are kicked.  10,000
+below max_ack_pending - see ``Delivery.update_ready``, delivery.py): they get their pending count bumped and are kicked.  10,000
 idle consumers therefore cost nothing per publish.  Per removed message it touches only consumers holding
 unacknowledged messages (``_with_pending``) plus the ready ones; every other consumer's cached pending count is
 invalidated at once by bumping ``gen``.
@@ -98,7 +98,7 @@ class ConsumerSet:
         self._with_pending.add(c)
 
     def maybe_no_pending(self, c: Consumer) -> None:
-        if not c.pending and not c.rdc:
+        if not c.core.has_outstanding():
             self._with_pending.discard(c)
 
     def delete_consumer(self, c: Consumer) -> None:
@@ -145,40 +145,18 @@ class ConsumerSet:
         if not self.ready:
             return
         for c in list(self.ready):
-            match = c.matches(subject)
-            if c._np_last == seq - 1 and c._np_gen == self.gen and c._npc >= 0:
-                if match:
-                    c._npc += 1
-                c._np_last = seq
-            if match and seq >= c.sseq:
-                c.kick()
+            c.stream_appended(seq, subject)
 
     def _removed(self, seq: int, subject: str) -> None:
-        gen = self.gen + 1
+        gen = self.gen
+        self.gen = gen + 1
         # Ready consumers keep their pending counts exact; the others just recompute when asked.
         for c in self.ready:
-            if c._np_gen == self.gen and c._npc >= 0:
-                if seq >= c.sseq and subject and c.matches(subject) and not c.lss:
-                    c._npc -= 1
-                elif not subject or c.lss:
-                    c._npc = -1
-                c._np_gen = gen
-        self.gen = gen
+            c.stream_removed_count(seq, subject, gen, gen + 1)
         if not self._with_pending:
             return
         for c in list(self._with_pending):
-            p = c.pending.get(seq)
-            if p is not None:
-                c.process_term(seq, p[0], c.rdc.get(seq, 0) or 1, "Unacknowledged message was deleted", "")
-                c._after_change()
-            elif seq in c.rdc:
-                del c.rdc[seq]
-                try:
-                    c.store.update_acks(0, seq)
-                except Exception as e:  # noqa: BLE001 - one consumer's store must not stop the removal
-                    c._store_update_failed("removed", e)
-                c._state_changed()
-                self.maybe_no_pending(c)
+            c.message_removed(seq)
 
     def _purged(self) -> None:
         self.gen += 1

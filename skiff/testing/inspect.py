@@ -235,7 +235,7 @@ class Inspector:
             num_redelivered=0 if cfg.max_deliver == 1 else len(core.rdc), num_waiting=len(waiting),
             pending={s: (p[0], p[1]) for s, p in sorted(core.pending.items())},
             redelivered={s: n for s, n in sorted(core.rdc.items()) if n > 0},
-            waiting=waiting, push_bound=c.waiting is None and bool(c.active), paused=bool(c._paused()),
+            waiting=waiting, push_bound=c.waiting is None and bool(c.active), paused=bool(c.paused()),
         )
 
     # ------------------------------------------------------------------ connections and accounts

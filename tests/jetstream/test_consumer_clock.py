@@ -246,6 +246,7 @@ async def test_idle_consumers_do_no_work_per_published_message(env, target, monk
     """The scale invariant: consumers without a waiting pull request, without push interest or at max_ack_pending
     are not in their stream's ready set, so publishing never calls into them."""
     from skiff.server.jetstream.consumer import Consumer
+    from skiff.server.jetstream.delivery import Delivery
 
     for i in range(50):
         await env.consumer("S", f"idle{i}", ack_policy="explicit")
@@ -257,9 +258,9 @@ async def test_idle_consumers_do_no_work_per_published_message(env, target, monk
     cset = env.srv.jetstream.streams["S"]._consumer_set
     assert cset.ready == set()
     calls = []
-    for name in ("kick", "matches", "_run"):
-        orig = getattr(Consumer, name)
-        monkeypatch.setattr(Consumer, name, lambda self, *a, _o=orig, _n=name: calls.append(_n) or _o(self, *a))
+    for cls, name in ((Delivery, "kick"), (Consumer, "matches"), (Delivery, "_run")):
+        orig = getattr(cls, name)
+        monkeypatch.setattr(cls, name, lambda self, *a, _o=orig, _n=name: calls.append(_n) or _o(self, *a))
     for _ in range(20):
         await env.pub("s.a")
     assert calls == []
@@ -297,7 +298,7 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
 async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch):
     """A push consumer at max_ack_pending delivers one message per ack and stops there without asking for the
     next one (delivery.py _run)."""
-    from skiff.server.jetstream.consumer import Consumer
+    from skiff.server.jetstream.delivery import Delivery
 
     sub = await env.nc.subscribe("dlv")
     for i in range(4):
@@ -305,8 +306,8 @@ async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch
     await env.consumer("S", "P", deliver_subject="dlv", ack_policy="explicit", max_ack_pending=1)
     (m,) = await drain(sub)
     calls = []
-    orig = Consumer._get_next_msg
-    monkeypatch.setattr(Consumer, "_get_next_msg", lambda self: calls.append(1) or orig(self))
+    orig = Delivery._get_next_msg
+    monkeypatch.setattr(Delivery, "_get_next_msg", lambda self: calls.append(1) or orig(self))
     got = []
     for _ in range(3):
         await m.ack()
@@ -319,7 +320,7 @@ async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch
 
 async def test_pending_consumer_joins_the_pending_set_once(env, target, monkeypatch):
     """Deliveries add to ``pending``; the stream's set of consumers with pending messages is joined once, when
-    pending stops being empty (redelivery.py _track_pending), and left when it is empty again."""
+    pending stops being empty (delivery.py Delivery.send), and left when it is empty again."""
     sub = await env.nc.subscribe("dlv")
     await env.consumer("S", "P", deliver_subject="dlv", ack_policy="explicit")
     cset = env.srv.jetstream.streams["S"]._consumer_set

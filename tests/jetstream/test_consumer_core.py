@@ -1,6 +1,7 @@
 """The consumer's bookkeeping core (server/jetstream/consumer_core.py) with no socket, no event loop and no clock:
 tables of event sequences and the state each leaves, then a property test of the invariants over random sequences;
-last the pull wait queue's own decisions (server/jetstream/pull.py ``WaitQueue``), also without I/O.
+last the pull wait queue's own decisions (server/jetstream/pull.py ``WaitQueue``) and the choice of the request a
+message goes to (server/jetstream/priority.py ``select_request``), also without I/O.
 
 The expected floors follow nats-server consumer.go (processAckMsg / checkPending / hasMaxDeliveries / purge); the
 same behaviour is checked end to end against both servers in test_ack.py, test_consumer_clock.py and test_pull.py.
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from skiff.server.jetstream.consumer_core import (
     ACK_WAIT_DELAY, ALREADY, NAK_DELAYED, NAK_IGNORED, NAK_QUEUED, ConsumerCore, MaxDelivered,
 )
+from skiff.server.jetstream.priority import DO_PIN, DO_STATUS, DO_UNPIN, select_request
 from skiff.server.jetstream.pull import (
     SWEEP_HEARTBEAT, SWEEP_NO_MESSAGES, SWEEP_TIMEOUT, WaitingRequest, WaitQueue,
 )
@@ -438,3 +440,58 @@ def test_wait_queue_round_robin():
     wq.add(b)
     assert [wq.pop().reply for _ in range(3)] == ["a", "b", "a"]
     assert len(wq) == 0 and (a.d, b.d) == (2, 1)
+
+
+# ---------------------------------------------------------------------- pull request selection (priority.py)
+def _pr(reply: str, expires: float = 0.0, b: int = 0, pin: str = "", group: str = "g", min_pending: int = 0,
+        prio: int = 0) -> WaitingRequest:
+    wr = WaitingRequest(reply, 10, b, expires, 0.0, 0.0, False)
+    wr.pin_id, wr.group, wr.min_pending, wr.priority = pin, group, min_pending, prio
+    return wr
+
+
+def _do(todo) -> list:
+    return [(DO_STATUS, d[1], d[2].split(b"\r\n")[0].decode()) if d[0] == DO_STATUS
+            else (d[0], d[1].reply) if d[0] == DO_PIN else (d[0],) for d in todo]
+
+
+# (case id, requests, message size, policy, current pin, (num_pending + 1, ack pending), chosen, actions, queue after)
+# - nats-server nextWaiting; the selection sends nothing, the pull adapter carries the actions out in order
+SELECTIONS = [
+    ("head served, moves to the tail", [_pr("a"), _pr("b")], 10, "none", None, (0, 0), "a",
+     [], ["b", "a"]),
+    ("expired head: 408, next one served", [_pr("a", expires=1.0), _pr("b")], 10, "none", None, (0, 0), "b",
+     [(DO_STATUS, "a", "NATS/1.0 408 Request Timeout")], ["b"]),
+    ("byte budget too small: 409, dropped", [_pr("a", b=5), _pr("b", b=50)], 10, "none", None, (0, 0), "b",
+     [(DO_STATUS, "a", "NATS/1.0 409 Message Size Exceeds MaxBytes")], ["b"]),
+    ("requester gone: dropped silently", [_pr("gone"), _pr("b")], 10, "none", None, (0, 0), "b", [], ["b"]),
+    ("no pin: the first request without an id is pinned", [_pr("a")], 10, "pinned_client", None, (0, 0), "a",
+     [(DO_PIN, "a")], ["a"]),
+    ("no pin: an old id is refused with 423", [_pr("a", pin="old"), _pr("b")], 10, "pinned_client", None, (0, 0),
+     "b", [(DO_STATUS, "a", "NATS/1.0 423 Nats-Wrong-Pin-Id"), (DO_PIN, "b")], ["b"]),
+    ("pinned: standbys wait, the pin holder is served", [_pr("a"), _pr("p", pin="P")], 10, "pinned_client", "P",
+     (0, 0), "p", [], ["a", "p"]),
+    ("pinned: only standbys, nobody served", [_pr("a"), _pr("b")], 10, "pinned_client", "P", (0, 0), None, [],
+     ["a", "b"]),
+    ("pinned then too small: the pin goes with the request", [_pr("a", b=5), _pr("b", pin="x")], 10,
+     "pinned_client", None, (0, 0), None,
+     [(DO_PIN, "a"), (DO_STATUS, "a", "NATS/1.0 409 Message Size Exceeds MaxBytes"), (DO_UNPIN,),
+      (DO_STATUS, "b", "NATS/1.0 423 Nats-Wrong-Pin-Id")], []),
+    ("overflow below its threshold waits", [_pr("a", min_pending=5), _pr("b")], 10, "overflow", None, (3, 0), "b",
+     [], ["a", "b"]),
+    ("overflow at its threshold is served", [_pr("a", min_pending=3)], 10, "overflow", None, (3, 0), "a", [], ["a"]),
+    ("prioritized: requeued behind its level", [_pr("a", prio=0), _pr("b", prio=0), _pr("c", prio=1)], 10,
+     "prioritized", None, (0, 0), "a", [], ["b", "a", "c"]),
+]
+
+
+@pytest.mark.parametrize("reqs,sz,policy,pin,counts,chosen,actions,after", [c[1:] for c in SELECTIONS],
+                         ids=[c[0] for c in SELECTIONS])
+def test_select_request(reqs, sz, policy, pin, counts, chosen, actions, after):
+    wq = WaitQueue(10)
+    for wr in reqs:
+        assert wq.add(wr)
+    wr, todo = select_request(wq, 2.0, sz, policy, pin, lambda: counts, lambda reply: reply != "gone")
+    assert (wr.reply if wr is not None else None) == chosen
+    assert _do(todo) == actions
+    assert [w.reply for w in wq.q] == after
