@@ -17,12 +17,10 @@ can re-read the file and apply the flags on top again, as nats-server does.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from skiff.server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
-from skiff.server.conf.digest import config_digest
 from skiff.server.conf.mapping import config_settings
 
 DEFAULT_PORT = 4222
@@ -45,8 +43,184 @@ DEFAULT_SYNC_INTERVAL = 120.0
 DEFAULT_MAX_CLOSED_CLIENTS = 10000
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+_MISSING = object()
+_SCALARS = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def _converter(owner: str, name: str, annotation: str, namespace: dict) -> Any:
+    """What a field accepts, from its annotation text (``from __future__ import annotations`` keeps them text):
+    a function ``value -> value`` that checks (and, for floats and nested blocks, converts) or raises TypeError.
+
+    The options are filled from values that conf/mapping.py and cli.py already decoded and checked with
+    nats-server's own error texts, so this is a guard against a programming error (or an embedding test passing
+    ``port="x"``), not a second validation: lists and dicts are checked as such, not element by element, except
+    lists of nested blocks (``users``, ``remotes``), whose dicts become option objects.
+    """
+    text = annotation.replace(" ", "")
+    optional = text.endswith("|None")
+    base = text[: -len("|None")] if optional else text
+
+    def fail(v: Any) -> TypeError:
+        return TypeError(f"{owner}.{name}: expected {annotation}, got {v!r}")
+
+    if base == "Any":
+        return None
+    if base in _SCALARS:
+        tp = _SCALARS[base]
+
+        def scalar(v: Any) -> Any:
+            if isinstance(v, tp) and not (tp is int and isinstance(v, bool)):
+                return v
+            if v is None and optional:
+                return v
+            # the numeric conversions pydantic made before: 2 -> 2.0, True -> 1, 3.0 -> 3, 1 -> True
+            if tp is float and isinstance(v, int):
+                return float(v)
+            if tp is int and (isinstance(v, bool) or (isinstance(v, float) and v.is_integer())):
+                return int(v)
+            if tp is bool and isinstance(v, int) and v in (0, 1):
+                return bool(v)
+            raise fail(v)
+
+        return scalar
+    m = re.fullmatch(r"(list|dict)\[(.*)\]", base)
+    if m:
+        container = list if m.group(1) == "list" else dict
+        item = namespace.get(m.group(2))
+
+        def collection(v: Any) -> Any:
+            if v is None and optional:
+                return v
+            if not isinstance(v, container):
+                raise fail(v)
+            if isinstance(item, type) and issubclass(item, _Model) and container is list:
+                return [x if isinstance(x, item) else item.model_validate(x) for x in v]
+            return v
+
+        return collection
+    nested = namespace.get(base)
+    if isinstance(nested, type) and issubclass(nested, _Model):
+
+        def block(v: Any) -> Any:
+            if v is None and optional:
+                return v
+            if isinstance(v, nested):
+                return v
+            if isinstance(v, dict):
+                return nested.model_validate(v)
+            raise fail(v)
+
+        return block
+    raise AssertionError(f"{owner}.{name}: no converter for {annotation!r}")
+
+
+class _ModelMeta(type):
+    """Turns the annotated class attributes of an options class into ``__slots__`` and a field table."""
+
+    def __new__(mcls, name: str, bases: tuple, ns: dict) -> type:
+        fields: dict[str, tuple[Any, Any]] = {}
+        for b in bases:
+            fields.update(getattr(b, "_fields", {}))
+        own = []
+        for attr, annotation in ns.get("__annotations__", {}).items():
+            if attr.startswith("_"):
+                continue
+            default = ns.pop(attr, _MISSING)
+            fields[attr] = (default, annotation)
+            own.append(attr)
+        ns["__slots__"] = tuple(own)
+        cls = super().__new__(mcls, name, bases, ns)
+        cls._fields = fields  # converters are bound on first use: a field may name a class defined after it
+        cls._convert = None
+        return cls
+
+
+class _Model(metaclass=_ModelMeta):
+    """A plain options record: keyword construction with defaults, unknown keys refused, nested blocks built from
+    dicts.  It replaced pydantic here (issue #13: pydantic's import and model building were ~60 ms of every start;
+    the values are decoded and checked by conf/mapping.py and cli.py with nats-server's texts before they get
+    here).  The small API kept is the part the server uses: ``model_validate``, ``model_copy``, ``model_dump``."""
+
+    __slots__ = ()
+    _fields: dict[str, tuple[Any, Any]]
+    _convert: dict[str, Any] | None
+
+    def __init__(self, **values: Any) -> None:
+        cls = type(self)
+        conv = cls._convert or cls._bind()
+        for key in values:
+            if key not in conv:
+                raise TypeError(f"{cls.__name__}: unknown field {key!r}")
+        for attr, (default, _) in cls._fields.items():
+            v = values.get(attr, _MISSING)
+            if v is _MISSING:
+                if default is _MISSING:
+                    raise TypeError(f"{cls.__name__}: missing field {attr!r}")
+                v = default.copy() if isinstance(default, (list, dict)) else default
+            else:
+                c = conv[attr]
+                if c is not None:
+                    v = c(v)
+            object.__setattr__(self, attr, v)
+        self._post_init()
+
+    @classmethod
+    def _bind(cls) -> dict[str, Any]:
+        import sys
+
+        namespace = vars(sys.modules[cls.__module__])
+        cls._convert = {a: _converter(cls.__name__, a, ann, namespace) for a, (_, ann) in cls._fields.items()}
+        return cls._convert
+
+    def _post_init(self) -> None:
+        pass
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise TypeError(f"{cls.__name__}: expected a dict, got {data!r}")
+        return cls(**data)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> Any:
+        """A shallow copy with ``update`` applied as given (not converted, as pydantic's model_copy)."""
+        new = object.__new__(type(self))
+        for attr in self._fields:
+            object.__setattr__(new, attr, getattr(self, attr))
+        for attr, v in (update or {}).items():
+            if attr not in self._fields:
+                raise TypeError(f"{type(self).__name__}: unknown field {attr!r}")
+            object.__setattr__(new, attr, v)
+        return new
+
+    def model_dump(self) -> dict[str, Any]:
+        def plain(v: Any) -> Any:
+            if isinstance(v, _Model):
+                return v.model_dump()
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            return v
+
+        return {attr: plain(getattr(self, attr)) for attr in self._fields}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, a) == getattr(other, a) for a in self._fields)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic's models
+
+    def __repr_args(self) -> list[str]:
+        return [f"{a}={getattr(self, a)!r}" for a in self._fields if a != "cli_overrides"]
+
+    def __str__(self) -> str:  # pydantic's str(): what the reload error prints (runner._reload)
+        return " ".join(self.__repr_args())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self.__repr_args())})"
 
 
 class SubjectPermission(_Model):
@@ -110,7 +284,7 @@ class WebsocketOptions(_Model):
     no_tls: bool = False
     tls: TLSOptions | None = None
     same_origin: bool = False
-    allowed_origins: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = []
     handshake_timeout: float = 0.0  # 0: no limit (Go http.Server ReadTimeout 0)
     compression: bool = False
     # authorization { } of the block: when username, token or no_auth_user is set they replace the server's for
@@ -124,7 +298,7 @@ class WebsocketOptions(_Model):
     user_cookie: str = ""
     pass_cookie: str = ""
     token_cookie: str = ""
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = {}
     ping_interval: float = 0.0  # 0: the server's ping_interval
 
 
@@ -134,7 +308,7 @@ class ClusterOptions(_Model):
     name: str = ""
     host: str = DEFAULT_HOST
     port: int = 0  # 0: no route listener (and no routes, as in nats-server); -1: a random port
-    routes: list[str] = Field(default_factory=list)
+    routes: list[str] = []
     username: str = ""
     password: str = ""
     auth_timeout: float = 0.0
@@ -147,7 +321,7 @@ class ClusterOptions(_Model):
 class RemoteLeafOptions(_Model):
     """One entry of ``leafnodes { remotes [...] }`` (nats-server RemoteLeafOpts)."""
 
-    urls: list[str] = Field(default_factory=list)
+    urls: list[str] = []
     account: str = ""  # the local account the link binds; "" = the global account
     credentials: str = ""  # a .creds file: its user JWT and the nonce signed by its seed go in CONNECT
     tls: TLSOptions | None = None  # tls {}: TLS to the hub (also done without it when the hub's INFO asks for it)
@@ -161,9 +335,9 @@ class LeafNodeOptions(_Model):
     username: str = ""
     password: str = ""
     account: str = ""  # authorization { account }: the account of the single user (or of every leaf)
-    users: list[dict[str, str]] = Field(default_factory=list)  # {user, password, account}
+    users: list[dict[str, str]] = []  # {user, password, account}
     auth_timeout: float = 0.0
-    remotes: list[RemoteLeafOptions] = Field(default_factory=list)
+    remotes: list[RemoteLeafOptions] = []
     advertise: str = ""
     no_advertise: bool = False
     reconnect_interval: float = 0.0  # 0: nats-server's 1 s
@@ -193,7 +367,7 @@ class ServerOptions(_Model):
     jetstream_strict: bool = True
     # jetstream { limits { batch { } } } under JSLimitOpts' JSON names (conf/jetstream_limits.py); 0 or absent:
     # nats-server's default
-    jetstream_batch_limits: dict[str, int] = Field(default_factory=dict)
+    jetstream_batch_limits: dict[str, int] = {}
     jetstream_unique_tag: str = ""
     # -- limits
     max_payload: int = MAX_PAYLOAD_SIZE
@@ -230,16 +404,16 @@ class ServerOptions(_Model):
     username: str = ""
     password: str = ""
     authorization: str = ""  # the token
-    users: list[User] = Field(default_factory=list)
+    users: list[User] = []
     no_auth_user: str = ""
     auth_timeout: float = 0.0  # 0: default, 2s, or the TLS timeout + 1s when TLS is on (nats-server)
-    accounts: dict[str, Any] = Field(default_factory=dict)  # raw ``accounts { }`` block, not interpreted yet
+    accounts: dict[str, Any] = {}  # raw ``accounts { }`` block, not interpreted yet
     system_account: str = ""
     # operator mode (conf/operator.py, core/operator.py): operator JWTs, trusted operator keys, account resolver
-    trusted_operators: list[str] = Field(default_factory=list)
-    trusted_keys: list[str] = Field(default_factory=list)
+    trusted_operators: list[str] = []
+    trusted_keys: list[str] = []
     resolver: dict[str, Any] | None = None
-    resolver_preload: dict[str, str] = Field(default_factory=dict)
+    resolver_preload: dict[str, str] = {}
     no_system_account: bool = False
     # -- TLS
     tls: TLSOptions | None = None
@@ -255,30 +429,28 @@ class ServerOptions(_Model):
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD
     # -- identity
-    server_tags: list[str] = Field(default_factory=list)
-    server_metadata: dict[str, str] = Field(default_factory=dict)
+    server_tags: list[str] = []
+    server_metadata: dict[str, str] = {}
     # -- where the options came from
     config_file: str = ""
     config_digest: str = ""  # nats-server's sha256 digest of the parsed file
     check_config: bool = False  # -t: parse the configuration and exit
-    config_warnings: list[str] = Field(default_factory=list)
+    config_warnings: list[str] = []
     # one start-up warning per key nats-server knows and Skiff ignores because no client could see the difference
     # (server/conf/support.py); keys a client could see are refused instead
-    ignored_config_keys: list[str] = Field(default_factory=list)
-    cli_overrides: dict[str, Any] = Field(default_factory=dict, repr=False)
+    ignored_config_keys: list[str] = []
+    cli_overrides: dict[str, Any] = {}
 
-    @field_validator("store_dir", mode="before")
-    @classmethod
-    def _path_as_text(cls, v: Any) -> Any:
-        """An embedding test passes pytest's ``tmp_path``: any path-like is the directory it names."""
-        return os.fspath(v) if isinstance(v, os.PathLike) else v
+    def __init__(self, **values: Any) -> None:
+        store_dir = values.get("store_dir")
+        if isinstance(store_dir, os.PathLike):  # an embedding test passes pytest's tmp_path: the directory it names
+            values["store_dir"] = os.fspath(store_dir)
+        super().__init__(**values)
 
-    @model_validator(mode="after")
-    def _derived_defaults(self) -> "ServerOptions":
+    def _post_init(self) -> None:
         if not self.auth_timeout:
             # nats-server getDefaultAuthTimeout: with TLS the client needs time for the handshake too.
             self.auth_timeout = (self.tls.timeout + 1.0) if self.tls is not None else AUTH_TIMEOUT
-        return self
 
     # -- conveniences for the runner ------------------------------------------------------------------------
 
@@ -339,7 +511,7 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
         raise ConfigError(LEAF_JS)  # -js with a file's leafnodes {} (conf/leafnodes.py names the line)
     try:
         return ServerOptions.model_validate(s)
-    except Exception as e:  # pydantic.ValidationError: a value of the wrong type from a flag
+    except TypeError as e:  # a value of the wrong type (an embedding caller; files and flags are checked before)
         raise ConfigError(f"invalid options: {e}") from None
 
 
@@ -347,6 +519,8 @@ def settings_from_tokens(tokens: dict, file: str = "", preset: dict[str, Any] | 
     settings, warnings, ignored = config_settings(tokens, preset)
     if file:
         settings["config_file"] = file
+        from skiff.server.conf.digest import config_digest  # hashlib and decimal: only with a configuration file
+
         settings["config_digest"] = config_digest(plain(tokens))
     settings["config_warnings"] = warnings
     settings["ignored_config_keys"] = ignored

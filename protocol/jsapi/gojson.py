@@ -9,9 +9,9 @@ and a config echoed back has Go's field order and ``omitempty`` choices.  This m
 description of each Go struct:
 
 * :class:`GoType` describes a Go type (``int64``, ``time.Duration``, ``[]string``, ``*server.StreamSource`` ...).
-  :class:`GoModel` is a pydantic model whose fields carry a :class:`Go` marker (type and ``omitempty``); the
+  :class:`GoModel` is a plain record class whose fields carry a :class:`Go` marker (type and ``omitempty``); the
   struct spec (:class:`StructSpec`, in Go field order) is built from the model when the class is created.
-* :func:`decode` turns request bytes into a dict of the fields present (then validated into the model), with Go's
+* :func:`decode` turns request bytes into a dict of the fields present (then set on the model), with Go's
   semantics: several JSON values in one payload are decoded one after the other into the same struct (``{}{"a":1}``
   is valid); whitespace-only input decodes nothing; keys match field names exactly or else case-insensitively;
   ``null`` leaves a value alone (clears pointers, slices and maps); integers must be integer literals in range;
@@ -30,6 +30,7 @@ when two JSON values are sent in one payload, slices of structs are replaced rat
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -37,8 +38,6 @@ import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable
-
-from pydantic import BaseModel, ConfigDict
 
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
@@ -172,30 +171,121 @@ def _infer(tp: Any, marker: Go | None) -> GoType:
     raise TypeError(f"cannot infer a Go type for {tp!r}; annotate with Go(TYPE)")
 
 
-class GoModel(BaseModel):
-    """A pydantic model that mirrors one Go struct (JSON names = attribute names unless ``Go(name=)``)."""
+class ModelError(ValueError):
+    """A GoModel built with a field it does not have (the server's own mistake, never a client's)."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=False, extra="forbid")
+
+def _converter(t: GoType) -> Callable[[Any], Any] | None:
+    """How a value the decoder produced becomes the field's value: nested structs arrive as dicts of attributes
+    and become their GoModel (also inside slices, maps and pointers); every other kind is kept as it is."""
+    k = t.kind
+    if k == "ptr":
+        return _converter(t.elem)
+    if k == "struct" and t.model is not None:
+        model = t.model
+        return lambda v: model(**v) if isinstance(v, dict) else v
+    if k in ("slice", "map"):
+        inner = _converter(t.elem)
+        if inner is None:
+            return None
+        if k == "slice":
+            return lambda v: [inner(x) for x in v] if isinstance(v, list) else v
+        return lambda v: {key: inner(x) for key, x in v.items()} if isinstance(v, dict) else v
+    return None
+
+
+class GoModel:
+    """A plain record that mirrors one Go struct (JSON names = attribute names unless ``Go(name=)``).
+
+    Fields are the annotated class attributes (base classes first), their class values the defaults.  This was a
+    pydantic model; pydantic only re-validated what :func:`decode` had already decoded and checked with Go's rules,
+    and its import and schema building were about half of the server's start-up time (issue #13).  What is kept
+    of its API is what Skiff uses: keyword construction (unknown names refused), ``model_validate``,
+    ``model_copy(update=, deep=)``, ``model_dump(exclude=)``, equality by type and fields."""
 
     __go_name__: ClassVar[str] = ""
     __go_spec__: ClassVar[StructSpec]
+    # (attribute, default, default needs a copy, converter) in field order
+    __go_init__: ClassVar[tuple[tuple[str, Any, bool, Callable[[Any], Any] | None], ...]] = ()
+    __go_attrs__: ClassVar[frozenset[str]] = frozenset()
 
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
         if "__go_name__" not in cls.__dict__:
             cls.__go_name__ = cls.__name__
-        hints = typing.get_type_hints(cls, include_extras=True)
-        fields: list[FieldSpec] = []
-        for attr, finfo in cls.model_fields.items():
-            marker = next((m for m in finfo.metadata if isinstance(m, Go)), None)
-            tp = hints.get(attr, finfo.annotation)
-            gt = _infer(tp, marker)
-            if marker is None and typing.get_origin(tp) is typing.Annotated:
+        own = cls.__dict__.get("__annotations__", {})
+        scope = vars(sys.modules[cls.__module__])
+        fields: list[FieldSpec] = list(getattr(cls, "__go_spec__", StructSpec("", [])).fields)
+        init = list(cls.__go_init__)
+        for attr, tp in own.items():
+            if attr.startswith("__"):
+                continue
+            if isinstance(tp, str):  # from __future__ import annotations: evaluated in the model's module
+                tp = eval(tp, scope)  # noqa: S307 - the module's own annotation text
+            marker = None
+            if typing.get_origin(tp) is typing.Annotated:
                 marker = next((a for a in typing.get_args(tp)[1:] if isinstance(a, Go)), None)
+            gt = _infer(tp, marker)
+            fields = [f for f in fields if f.attr != attr]
             fields.append(FieldSpec(attr, (marker.name if marker and marker.name else attr), gt,
                                     bool(marker and marker.omitempty)))
+            default = cls.__dict__.get(attr)
+            init = [e for e in init if e[0] != attr]
+            init.append((attr, default, isinstance(default, (list, dict, GoModel)), _converter(gt)))
         cls.__go_spec__ = StructSpec(cls.__go_name__, fields)
+        cls.__go_init__ = tuple(init)
+        cls.__go_attrs__ = frozenset(e[0] for e in init)
+
+    def __init__(self, **values: Any) -> None:
+        d = self.__dict__
+        if values:
+            for key in values:
+                if key not in self.__go_attrs__:
+                    raise ModelError(f"{type(self).__name__}: unknown field {key!r}")
+            for attr, default, mutable, conv in self.__go_init__:
+                if attr in values:
+                    v = values[attr]
+                    d[attr] = v if conv is None or v is None else conv(v)
+                else:
+                    d[attr] = _copy_default(default) if mutable else default
+        else:
+            for attr, default, mutable, _ in self.__go_init__:
+                d[attr] = _copy_default(default) if mutable else default
+
+    @classmethod
+    def model_validate(cls, data: Any):
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise ModelError(f"{cls.__name__}: expected a dict, got {type(data).__name__}")
+        return cls(**data)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):
+        """A copy (nested values shared unless ``deep``) with ``update`` set as given, not converted (pydantic's
+        model_copy did not validate updates either)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(copy.deepcopy(self.__dict__) if deep else self.__dict__)
+        if update:
+            for key in update:
+                if key not in self.__go_attrs__:
+                    raise ModelError(f"{type(self).__name__}: unknown field {key!r}")
+            new.__dict__.update(update)
+        return new
+
+    def model_dump(self, *, exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The fields as plain values (nested models as dicts), in field order."""
+        return {attr: _plain(v) for attr, v in self.__dict__.items() if attr in self.__go_attrs__
+                and attr not in exclude}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GoModel):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
 
     # -- wire helpers -------------------------------------------------------------------------------------------
     @classmethod
@@ -205,7 +295,7 @@ class GoModel(BaseModel):
         name Go prints in field paths (``""`` where nats-server unmarshals through a pointer to a pointer)."""
         values = decode(data, cls.__go_spec__, root=cls.__go_name__ if root is None else root, strict=strict,
                         unmarshal=unmarshal, go_name=cls.__go_name__)
-        return cls.model_validate(values)
+        return cls(**values)
 
     def to_json(self) -> str:
         """``json.Marshal`` of the Go struct: nats-server's field order and omitempty choices."""
@@ -214,6 +304,22 @@ class GoModel(BaseModel):
     def to_go_dict(self) -> dict[str, Any]:
         """The JSON object ``to_json`` writes, as a dict (same keys, same order)."""
         return json.loads(self.to_json())
+
+
+def _copy_default(v: Any) -> Any:
+    if isinstance(v, GoModel):
+        return v.model_copy(deep=True)
+    return copy.copy(v)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, GoModel):
+        return v.model_dump()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
 
 
 # --- Go %q ----------------------------------------------------------------------------------------------------------
