@@ -6,10 +6,8 @@ escapes ``< > &`` and U+2028/U+2029, formats floats without a needless ``.0`` an
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 
@@ -42,6 +40,8 @@ def _go_string(s: str) -> str:
 def _go_float(f: float) -> str:
     a = abs(f)
     if a == 0 or 1e-6 <= a < 1e21:
+        from decimal import Decimal  # imported when first needed: the monitor imports this module at start
+
         s = format(Decimal(repr(f)), "f")
         return s.rstrip("0").rstrip(".") if "." in s else s
     mant, exp = repr(f).split("e")
@@ -50,4 +50,6 @@ def _go_float(f: float) -> str:
 
 
 def config_digest(mapping: dict) -> str:
+    import hashlib
+
     return "sha256:" + hashlib.sha256((go_json(mapping) + "\n").encode()).hexdigest()

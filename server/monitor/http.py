@@ -31,11 +31,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from email.utils import formatdate
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import h11
 
 from skiff.server.conf.digest import _go_float
 from skiff.server.log import get_logger
@@ -86,7 +84,15 @@ class _BadRequest(Exception):
         self.message = message
 
 
+# h11 is imported with the first request, not with the server: its import is ~7 ms of every start with -m, and a
+# harness that only waits for the port never sends one (issue #13, start-up).
+h11: Any = None
+
+
 def _new_parser(data: bytes = b"") -> "h11.Connection":
+    global h11
+    if h11 is None:
+        import h11
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
     if data:
         conn.receive_data(data)
@@ -339,6 +345,8 @@ class MonitorServer:
         if r.status == 404:
             lines.append("X-Content-Type-Options: nosniff")
         lines.extend(f"{k}: {v}" for k, v in r.extra)
+        from email.utils import formatdate  # imported when first needed, as h11
+
         lines.append(f"Date: {formatdate(usegmt=True)}")
         lines.append(f"Content-Length: {len(r.body)}")
         if version == "HTTP/1.1" and not keep_alive:

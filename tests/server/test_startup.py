@@ -107,3 +107,61 @@ def test_collector_back_on_once_serving():
     out = subprocess.run([sys.executable, "-c", script], env=server_env(), cwd=ROOT, capture_output=True, text=True,
                          timeout=30)
     assert out.stdout.split("\n")[-2] == "[True] 0", out.stdout + out.stderr
+
+
+# A server started from the command line with JetStream and nothing else, up to its first client connection
+# (cli -> Server.start -> INFO), in a fresh interpreter; prints the modules it loaded.
+_START_AND_CONNECT = """
+import asyncio, sys
+import skiff.server.runner
+from skiff.server.cli import parse_args
+from skiff.server.core.server import Server
+
+async def main(argv):
+    srv = Server(parse_args(argv))
+    await srv.start()
+    r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+    assert (await r.readline()).startswith(b"INFO")
+    w.close()
+    await srv.shutdown()
+
+asyncio.run(main(sys.argv[1:]))
+print(" ".join(sorted(sys.modules)))
+"""
+
+# What a plain JetStream start must leave alone (issue #13, start-up <= 100 ms): each costs milliseconds of every
+# start and is needed only by a configuration that asks for it or by a request that may never come.
+_NOT_FOR_A_PLAIN_START = (
+    "pydantic", "pydantic_core",  # nothing uses it any more; ~100 ms with the models built on it
+    "h11", "email",  # the monitoring port, and there only with its first request
+    "skiff.server.monitor",  # -m
+    "skiff.server.core.websocket", "skiff.server.core.cluster", "skiff.server.core.route",
+    "skiff.server.core.leafnode", "skiff.server.core.jwt", "skiff.server.core.nkey", "skiff.server.core.operator",
+    "skiff.server.core.resolver", "nkeys", "nacl", "bcrypt",  # websocket {}, cluster {}, leafnodes {}, operator mode
+    "prometheus_client", "cramjam",  # /metrics, snapshots
+    "skiff.server.conf.digest", "decimal",  # a configuration file's digest
+)
+
+
+def _loaded_at_start(tmp_path, *flags: str) -> set[str]:
+    argv = ["-js", "-sd", str(tmp_path / "store"), "-a", "127.0.0.1", "-p", "-1", *flags]
+    out = subprocess.run([sys.executable, "-c", _START_AND_CONNECT, *argv], env=server_env(), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def _offenders(loaded: set[str], names) -> list[str]:
+    return sorted(m for m in loaded for n in names if m == n or m.startswith(n + "."))
+
+
+def test_plain_jetstream_start_imports_only_what_it_uses(tmp_path):
+    loaded = _loaded_at_start(tmp_path)
+    assert "skiff.server.jetstream.engine" in loaded and "skiff.server.core.client" in loaded  # it did start
+    assert _offenders(loaded, _NOT_FOR_A_PLAIN_START) == []
+
+
+def test_monitoring_port_loads_its_http_parser_with_the_first_request(tmp_path):
+    loaded = _loaded_at_start(tmp_path, "-m", "-1")
+    assert "skiff.server.monitor.http" in loaded
+    assert _offenders(loaded, ("pydantic", "h11", "email", "prometheus_client")) == []
