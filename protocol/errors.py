@@ -22,10 +22,9 @@ deep validation code may raise it and the API layer catch it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
@@ -48,10 +47,15 @@ class ErrorDef:
 
 
 def _load() -> dict[str, ErrorDef]:
+    # Beside this file first, as it is in a checkout and in an installed wheel: importlib.resources costs ~3 ms
+    # of imports at every start (issue #13), and is needed only when the package is not plain files (a zip).
     try:
+        with open(os.path.join(os.path.dirname(__file__), "data", "errors.json"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        from importlib import resources
+
         text = resources.files(__package__ or "protocol").joinpath("data/errors.json").read_text(encoding="utf-8")
-    except (OSError, TypeError, ValueError):  # odd import setups (namespace path clashes): read beside this file
-        text = (Path(__file__).parent / "data" / "errors.json").read_text(encoding="utf-8")
     raw = json.loads(text)
     table: dict[str, ErrorDef] = {}
     for row in raw:

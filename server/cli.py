@@ -31,7 +31,6 @@ from urllib.parse import urlsplit
 
 from skiff.server.conf import ConfigError
 from skiff.server.conf import support
-from skiff.server.conf.mapping import tls_problem
 from skiff.server.options import ServerOptions, _finish, settings_from_config
 from skiff.server.version import SKIFF_VERSION, VERSION
 
@@ -343,6 +342,8 @@ def flag_settings(flags: Flags, base: dict[str, Any] | None = None) -> dict[str,
                 "ca_file": flags.get("tlscacert") or "",
                 "verify": bool(flags.get("tlsverify")),
             }
+            from skiff.server.conf.mapping import tls_problem  # the configuration machinery, only for TLS flags
+
             problem = tls_problem(tls)
             if problem:
                 raise CommandError(problem)

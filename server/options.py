@@ -20,8 +20,7 @@ import os
 import re
 from typing import Any
 
-from skiff.server.conf import ConfigError, parse_file_tokens, parse_tokens, plain
-from skiff.server.conf.mapping import config_settings
+from skiff.server.conf import ConfigError
 
 DEFAULT_PORT = 4222
 DEFAULT_HOST = "0.0.0.0"
@@ -516,6 +515,10 @@ def _finish(settings: dict[str, Any]) -> ServerOptions:
 
 
 def settings_from_tokens(tokens: dict, file: str = "", preset: dict[str, Any] | None = None) -> dict[str, Any]:
+    # The configuration machinery is imported with the first configuration (flags alone never need it).
+    from skiff.server.conf.mapping import config_settings
+    from skiff.server.conf.values import plain
+
     settings, warnings, ignored = config_settings(tokens, preset)
     if file:
         settings["config_file"] = file
@@ -529,6 +532,8 @@ def settings_from_tokens(tokens: dict, file: str = "", preset: dict[str, Any] | 
 
 def settings_from_config(path: str, preset: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields a configuration file sets (before flags are applied); see ``config_settings`` for ``preset``."""
+    from skiff.server.conf.parser import parse_file_tokens
+
     return settings_from_tokens(parse_file_tokens(path), path, preset)
 
 
@@ -543,6 +548,8 @@ def options_from_config(path: str, **overrides: Any) -> ServerOptions:
 
 def options_from_string(text: str, **overrides: Any) -> ServerOptions:
     """Options from configuration text (tests, embedding)."""
+    from skiff.server.conf.parser import parse_tokens
+
     settings = settings_from_tokens(parse_tokens(text))
     settings.update(overrides)
     return _finish(settings)

@@ -194,6 +194,20 @@ def _converter(t: GoType) -> Callable[[Any], Any] | None:
     return None
 
 
+class _Lazy:
+    """A GoModel class attribute (``__go_spec__`` ...) that builds the class's field tables on first access."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, cls: type) -> Any:
+        cls._go_build()
+        return cls.__dict__[self.name]
+
+
+_LAZY_ATTRS = {name: _Lazy(name) for name in ("__go_spec__", "__go_init__", "__go_attrs__")}
+
+
 class GoModel:
     """A plain record that mirrors one Go struct (JSON names = attribute names unless ``Go(name=)``).
 
@@ -206,17 +220,25 @@ class GoModel:
     __go_name__: ClassVar[str] = ""
     __go_spec__: ClassVar[StructSpec]
     # (attribute, default, default needs a copy, converter) in field order
-    __go_init__: ClassVar[tuple[tuple[str, Any, bool, Callable[[Any], Any] | None], ...]] = ()
-    __go_attrs__: ClassVar[frozenset[str]] = frozenset()
+    __go_init__: ClassVar[tuple[tuple[str, Any, bool, Callable[[Any], Any] | None], ...]]
+    __go_attrs__: ClassVar[frozenset[str]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__go_name__" not in cls.__dict__:
             cls.__go_name__ = cls.__name__
+        # The field tables are built when the class is first used (evaluating the annotations of every model at
+        # import was a few ms of each start, for models a server without that request never needs).
+        for name in _LAZY_ATTRS:
+            setattr(cls, name, _LAZY_ATTRS[name])
+
+    @classmethod
+    def _go_build(cls) -> None:
         own = cls.__dict__.get("__annotations__", {})
         scope = vars(sys.modules[cls.__module__])
-        fields: list[FieldSpec] = list(getattr(cls, "__go_spec__", StructSpec("", [])).fields)
-        init = list(cls.__go_init__)
+        base = next(b for b in cls.__mro__[1:] if issubclass(b, GoModel))
+        fields: list[FieldSpec] = list(base.__go_spec__.fields) if base is not GoModel else []
+        init = list(base.__go_init__) if base is not GoModel else []
         for attr, tp in own.items():
             if attr.startswith("__"):
                 continue

@@ -5,8 +5,20 @@
 :class:`ConfigError` whose text starts with ``file:line:col``.  See ``parser.py`` for the grammar.
 """
 from skiff.server.conf.errors import ConfigError
-from skiff.server.conf.parser import parse, parse_file, parse_file_tokens, parse_tokens
-from skiff.server.conf.values import Token, format_duration, parse_duration, plain
+
+# The parser is loaded by the first configuration, not by every start: a server started with flags only never needs
+# it (issue #13, start-up).  ``from skiff.server.conf import parse`` works as before (PEP 562).
+_LAZY = {"parse": "parser", "parse_file": "parser", "parse_file_tokens": "parser", "parse_tokens": "parser",
+         "Token": "values", "format_duration": "values", "parse_duration": "values", "plain": "values"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

@@ -140,6 +140,8 @@ _NOT_FOR_A_PLAIN_START = (
     "skiff.server.core.resolver", "nkeys", "nacl", "bcrypt",  # websocket {}, cluster {}, leafnodes {}, operator mode
     "prometheus_client", "cramjam",  # /metrics, snapshots
     "skiff.server.conf.digest", "decimal",  # a configuration file's digest
+    "skiff.server.conf.parser", "skiff.server.conf.mapping",  # a configuration file (these start from flags)
+    "importlib.resources",  # protocol/errors.py reads errors.json beside itself
 )
 
 
