@@ -187,9 +187,16 @@ class Server:
                 tls_mode = "upgrade"
         self.tls_mode = tls_mode
         port = 0 if opts.port == -1 else opts.port
-        self._listener = await loop.create_server(
-            lambda: ClientConnection(self, tls_mode), host=opts.host, port=port, reuse_address=True, backlog=4096
-        )
+        from ..startup import ipv4_listen_socket
+
+        sock = ipv4_listen_socket(opts.host, port)
+        if sock is not None:  # no address lookup (and no lookup threads) for an IPv4 literal
+            self._listener = await loop.create_server(lambda: ClientConnection(self, tls_mode), sock=sock,
+                                                      backlog=4096)
+        else:
+            self._listener = await loop.create_server(
+                lambda: ClientConnection(self, tls_mode), host=opts.host, port=port, reuse_address=True,
+                backlog=4096)
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
         self._build_info()

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from typing import TYPE_CHECKING
 
@@ -53,7 +51,12 @@ class JetStream:
         base = opts.store_dir
         # An embedded server without store_dir stores in a directory of its own, removed at stop (issue #14); the
         # process substitutes nats-server's temporary directory before it gets here (runner.py).
-        self.temp_dir = "" if base else tempfile.mkdtemp(prefix="skiff-js-")
+        if not base:
+            import tempfile  # only here: it imports shutil, bz2 and lzma (~7 ms of every start otherwise)
+
+            base = self.temp_dir = tempfile.mkdtemp(prefix="skiff-js-")
+        else:
+            self.temp_dir = ""
         base = base or self.temp_dir
         self.store_dir = os.path.join(os.path.abspath(base), "jetstream")
         self.start_took_ns = 0  # how long start() took, for nats-server's "Took 1.5ms to start JetStream"
@@ -127,6 +130,8 @@ class JetStream:
             except Exception as e:
                 self.server.log_error("JetStream stream stop failed", stream=stream.name, error=str(e))
         if self.temp_dir:
+            import shutil
+
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def flush(self) -> None:

@@ -208,9 +208,15 @@ class MonitorServer:
 
     async def start(self) -> None:
         port = 0 if self.requested_port in (0, -1) else self.requested_port
-        self._server = await asyncio.start_server(
-            self._serve, self.host, port, limit=MAX_HEADER_BYTES, reuse_address=True
-        )
+        from ..startup import ipv4_listen_socket
+
+        sock = ipv4_listen_socket(self.host, port)  # an IPv4 literal needs no lookup (server/startup.py)
+        if sock is not None:
+            self._server = await asyncio.start_server(self._serve, sock=sock, limit=MAX_HEADER_BYTES)
+        else:
+            self._server = await asyncio.start_server(
+                self._serve, self.host, port, limit=MAX_HEADER_BYTES, reuse_address=True
+            )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
