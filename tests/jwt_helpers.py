@@ -48,8 +48,9 @@ def _b64(b: bytes) -> str:
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 
 
-def encode(payload: dict, signer: Key) -> str:
-    """Sign ``payload`` (jti computed as jwt v2 does: base32 SHA-512/256 of the claims with an empty jti)."""
+def _claims(payload: dict, signer: Key) -> str:
+    """The claims chunk: iat, iss and the jti computed as jwt v2 does (base32 SHA-512/256 of the claims with an
+    empty jti)."""
     payload = dict(payload)
     payload.setdefault("iat", int(time.time()))
     payload["iss"] = signer.public
@@ -60,10 +61,23 @@ def encode(payload: dict, signer: Key) -> str:
         h = hashlib.sha256()
     h.update(json.dumps(payload, separators=(",", ":")).encode())
     payload["jti"] = base64.b32encode(h.digest()).decode().rstrip("=")
+    return _b64(json.dumps(payload, separators=(",", ":")).encode())
+
+
+def encode(payload: dict, signer: Key) -> str:
+    """Sign ``payload`` as a jwt v2 token: the signature covers header and claims."""
     head = _b64(json.dumps(HEADER, separators=(",", ":")).encode())
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+    body = _claims(payload, signer)
     sig = signer.sign(f"{head}.{body}".encode())
     return f"{head}.{body}.{_b64(sig)}"
+
+
+def encode_v1(payload: dict, signer: Key) -> str:
+    """A jwt v1 token, as nsc 1.x wrote them: header alg ``ed25519``, the claim type (and tags) beside the standard
+    claims rather than under ``nats``, the signature over the claims chunk alone (jwt v1 Claims.Encode)."""
+    head = _b64(json.dumps({"typ": "jwt", "alg": "ed25519"}, separators=(",", ":")).encode())
+    body = _claims(payload, signer)
+    return f"{head}.{body}.{_b64(signer.sign(body.encode()))}"
 
 
 def operator_jwt(op: Key, *, system_account: str = "", signing_keys: list[str] | None = None,

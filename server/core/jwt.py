@@ -55,8 +55,10 @@ class Claims:
 
     @property
     def v1(self) -> bool:
-        """A jwt v1 token (alg "ed25519"): a v1 user's absent limits are no limit once migrated."""
-        return self.header.get("alg") == "ed25519"
+        """A jwt v1 token: its type beside the standard claims, not under "nats" (jwt v2 identifier.Version; nsc 1.x
+        also wrote alg "ed25519", which is not what decides).  Its signature covers the claims alone, a v1 user's
+        absent limits are no limit once migrated, and a v1 account is migrated (:func:`_migrate_v1_account`)."""
+        return bool(self.payload.get("type"))
 
     @property
     def subject(self) -> str:
@@ -204,6 +206,10 @@ def decode(token: str, expected: str | None = None) -> Claims:
     kind = claims.type
     if expected is not None and kind != expected:
         raise JWTError(f"not {expected} claim")
+    if kind == "account" and claims.v1:
+        if not _typed(payload.get("tags"), STRS) or not _typed(nats.get("signing_keys"), STRS):
+            raise JWTError("json: cannot unmarshal account claims")
+        claims.nats = nats = _migrate_v1_account(payload, nats)
     if not _typed(payload, SCHEMAS["claims"]) or (kind in SCHEMAS and not _typed(nats, SCHEMAS[kind])):
         raise JWTError(f"json: cannot unmarshal {kind or 'generic'} claims")
     iss = claims.issuer
@@ -213,12 +219,30 @@ def decode(token: str, expected: str | None = None) -> Claims:
     sub_kind = SUBJECT_KINDS.get(kind)
     if sub_kind is not None and (not claims.subject or decode_public_key(claims.subject, sub_kind) is None):
         raise JWTError(f"subject is not a valid {kind} public key")
-    if header.get("alg") == "ed25519":  # jwt v1 signed the payload chunk alone
+    if claims.v1:  # jwt v1 signed the payload chunk alone
         if not verify(iss, parts[1].encode(), _b64(parts[2])):
             raise JWTError("claim failed V1 signature verification")
     elif not verify(iss, (parts[0] + "." + parts[1]).encode(), _b64(parts[2])):
         raise JWTError("claim failed V2 signature verification")
     return claims
+
+
+# What a jwt v1 account keeps (jwt v2 decoder_account.go v1NatsAccount): its limits are NatsLimits + AccountLimits.
+_V1_ACCOUNT_LIMITS = ("subs", "data", "payload", "imports", "exports", "wildcards", "disallow_bearer", "conn", "leaf")
+
+
+def _migrate_v1_account(payload: dict, nats: dict) -> dict:
+    """jwt v2 v1AccountClaims.migrateV1: the account as a v2 "nats" section.  The type and tags move in from beside
+    the standard claims, imports, exports, signing keys and revocations are kept, the limits lose everything but
+    the NATS and account limits (so no JetStream), anything else under "nats" is dropped (default_permissions,
+    mappings...), and the version is 1."""
+    limits = nats.get("limits")
+    out: dict = {"imports": nats.get("imports"), "exports": nats.get("exports"),
+                 "limits": {k: limits[k] for k in _V1_ACCOUNT_LIMITS if k in limits} if isinstance(limits, dict)
+                 else limits,
+                 "signing_keys": nats.get("signing_keys"), "revocations": nats.get("revocations"),
+                 "tags": payload.get("tags"), "type": payload.get("type"), "version": 1}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def verify(public_key: str, data: bytes, sig: bytes) -> bool:

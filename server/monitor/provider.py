@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from skiff.protocol.jsapi.timefmt import format_go_duration, format_time
+from skiff.protocol.subjects import subject_matches
 
 from ..version import GO_FIELD, PROTO, VERSION
 from .jwt_json import go_json
@@ -551,6 +552,13 @@ class MonitorProvider:
             if acc is not system:
                 imports.append(_sys_import(f"$SYS.REQ.ACCOUNT.{acc.name}.CONNZ", sysname,
                                            "$SYS.REQ.ACCOUNT.PING.CONNZ", share=False))
+            # nats-server configJetStream: with JetStream on, every other account imports the API from the system
+            # account, shared (enableAllJetStreamServiceImportsAndMappings); one without JetStream only when no
+            # service import of its own already takes $JS.API.INFO (enableJetStreamInfoServiceImportOnly).
+            if acc is not system and s.options.jetstream and (acc.jetstream or not any(
+                    im["type"] == "service" and subject_matches(im["local_subject"], "$JS.API.INFO")
+                    for im in imports)):
+                imports.append(_sys_import("$JS.API.>", sysname, "$JS.API.>", share=True))
         if imports:
             d["imports"] = imports
         if claims is not None:
@@ -562,7 +570,7 @@ class MonitorProvider:
             tags = claims.nats.get("tags")
             if tags:
                 d["tags"] = tags
-            d["decoded_jwt"] = go_json(claims.payload)
+            d["decoded_jwt"] = go_json({**claims.payload, "nats": claims.nats})  # a v1 account's migrated
             issues = _validation_issues(claims, now)
             if issues:
                 d["validation_result_jwt"] = issues

@@ -129,6 +129,36 @@ async def test_config_accounts_exports_and_imports(server_factory):
     assert http_get(srv, "/accountz?acc=NOPE") == (400, "Account NOPE does not exist")
 
 
+JS_CONF = """
+accounts {
+  JS { jetstream: enabled, users: [{user: js, password: js}], exports: [{service: "$JS.API.>"}] }
+  PLAIN { users: [{user: plain, password: plain}] }
+  VIA { users: [{user: via, password: via}], imports: [{service: {account: JS, subject: "$JS.API.>"}}] }
+  SYS { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+
+
+async def test_jetstream_api_import_from_the_system_account(server_factory):
+    """With JetStream on, every account but the system one imports ``$JS.API.>`` from the system account, shared
+    (jetstream.go configJetStream, enableAllJetStreamServiceImportsAndMappings), JetStream enabled for it or not;
+    an account without JetStream whose own service import already takes ``$JS.API.INFO`` gets none
+    (enableJetStreamInfoServiceImportOnly, serviceImportShadowed)."""
+    srv = server_factory(config=JS_CONF)
+    js_api = {"subject": "$JS.API.>", "account": "SYS", "to": "$JS.API.>", "local_subject": "$JS.API.>",
+              "type": "service", "invalid": False, "share": True, "tracking": False}
+    for name, enabled in (("JS", True), ("PLAIN", False)):
+        doc = account_detail(srv, name)
+        assert doc["jetstream_enabled"] is enabled
+        assert by_json(doc["imports"]) == by_json([js_api, *sys_imports(name, "SYS")])
+    via = account_detail(srv, "VIA")
+    assert by_json(via["imports"]) == by_json([service_import("JS", "$JS.API.>", "$JS.API.>"),
+                                               *sys_imports("VIA", "SYS")])
+    assert by_json(account_detail(srv, "SYS")["imports"]) == by_json(
+        [x for x in sys_imports("SYS", "SYS") if x["subject"] == "$SYS.REQ.USER.SYS.INFO"])
+
+
 # ------------------------------------------------------------------------------------------------ account JWTs
 
 OP = jh.new_key("O")
@@ -327,6 +357,64 @@ async def test_expired_activation_leaves_an_invalid_import(server_factory, tmp_p
     finally:
         await exp_nc.close()
         await late_nc.close()
+
+
+OLD, OLD_SK, OLD_GONE = jh.new_key("A"), jh.new_key("A"), jh.new_key("U")
+# An account JWT as nsc 1.x wrote it (jwt v1), with what v1 never had added under "nats" (JetStream limits,
+# default_permissions, tags and version there): jwt v2 reads it through v1AccountClaims.migrateV1
+# (decoder_account.go), which keeps imports, exports, the NATS and account limits, signing keys and revocations,
+# moves type and tags in from beside the standard claims, and sets version 1.
+OLD_IMPORT = {"name": "p", "subject": "pub.>", "account": EXP.public, "to": "frompub", "type": "stream"}
+OLD_EXPORTS = [{"name": "s", "subject": "old.>", "type": "stream"},
+               {"name": "svc", "subject": "oldsvc", "type": "service", "response_type": "Stream"}]
+ACCOUNT_OLD = jh.encode_v1({
+    "sub": OLD.public, "name": "OLD", "type": "account", "tags": ["Team:Old", "b"],
+    "nats": {"imports": [OLD_IMPORT], "exports": OLD_EXPORTS,
+             "limits": {**LIMITS, "mem_storage": 1 << 20, "disk_storage": 1 << 20, "streams": 5},
+             "signing_keys": [OLD_SK.public], "revocations": {OLD_GONE.public: REVOKED_AT},
+             "default_permissions": {"pub": {"deny": ["x"]}}, "tags": ["ignored"], "version": 2}}, OP)
+
+
+async def test_v1_account_jwt(server_factory, tmp_path):
+    srv = server_factory(config=op_conf(f"{OLD.public}: {ACCOUNT_OLD}"))
+    nc, sys_nc = await connect(srv, tmp_path, OLD), await connect(srv, tmp_path, SYS)
+    try:
+        doc = await settled(srv, OLD.public, lambda d: len(d.get("imports", [])) == 6)
+        payload = _payload(ACCOUNT_OLD)
+        expected = {
+            "jti": payload["jti"], "iat": payload["iat"], "iss": OP.public, "name": "OLD", "sub": OLD.public,
+            "nats": {"imports": [OLD_IMPORT], "exports": OLD_EXPORTS, "limits": LIMITS,
+                     "signing_keys": [OLD_SK.public], "revocations": {OLD_GONE.public: REVOKED_AT},
+                     "default_permissions": {"pub": {}, "sub": {}}, "authorization": {},
+                     "tags": ["Team:Old", "b"], "type": "account", "version": 1}}
+        assert doc["decoded_jwt"] == expected
+        assert list(doc["decoded_jwt"]["nats"]) == list(expected["nats"])
+        assert (doc["jwt"], doc["issuer_key"], doc["name_tag"], doc["tags"]) == (
+            ACCOUNT_OLD, OP.public, "OLD", ["Team:Old", "b"])
+        assert doc["revoked_user"] == {OLD_GONE.public: go_local_time(REVOKED_AT)}
+        assert doc["validation_result_jwt"] == [
+            {"description": "the field to has been deprecated (use LocalSubject instead)", "blocking": False,
+             "time_check": False}]
+        assert by_json(doc["exports"]) == by_json([{"subject": "old.>", "type": "stream"},
+                                                   {"subject": "oldsvc", "type": "service",
+                                                    "response_type": "Streamed"}])
+        js_api = {"subject": "$JS.API.>", "account": SYS.public, "to": "$JS.API.>", "local_subject": "$JS.API.>",
+                  "type": "service", "invalid": False, "share": True, "tracking": False}
+        assert by_json(doc["imports"]) == by_json([stream_import(EXP.public, "pub.>", "frompub.pub.>"), js_api,
+                                                   *sys_imports(OLD.public, SYS.public)])
+        # What migration drops is gone in use too: no JetStream (its limits were not v1's), no default
+        # permissions (a publish to the subject they deny goes through).
+        assert doc["jetstream_enabled"] is False
+        reply = json.loads((await nc.request("$JS.API.INFO", b"", timeout=2)).data)
+        assert reply["error"]["err_code"] == 10039
+        sub = await nc.subscribe("x")
+        await nc.publish("x", b"allowed")
+        assert (await sub.next_msg(timeout=2)).data == b"allowed"
+        info = json.loads((await sys_nc.request(f"$SYS.REQ.ACCOUNT.{OLD.public}.INFO", b"", timeout=2)).data)
+        assert info["data"]["decoded_jwt"] == expected
+    finally:
+        await nc.close()
+        await sys_nc.close()
 
 
 # ------------------------------------------------------------------------------------------------ differences

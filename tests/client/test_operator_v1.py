@@ -3,22 +3,10 @@ alone) are still read by nats-server 2.15 (nats-io/jwt v2 loadClaims), and clien
 resolver_preload.conf).  A v1 user JWT without limits has none; a v1 account JWT's limits read as v2's."""
 from __future__ import annotations
 
-import json
-
 import nats
 import pytest
 
-from tests.jwt_helpers import _b64, new_key, write_creds
-
-V1_HEADER = {"typ": "jwt", "alg": "ed25519"}
-
-
-def encode_v1(payload: dict, signer) -> str:
-    payload = dict(payload, iss=signer.public, iat=1553840337, jti="V1TOKEN")
-    head = _b64(json.dumps(V1_HEADER, separators=(",", ":")).encode())
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-    return f"{head}.{body}.{_b64(signer.sign(body.encode()))}"
-
+from tests.jwt_helpers import encode_v1, new_key, write_creds
 
 OP, ACC, USER = new_key("O"), new_key("A"), new_key("U")
 OP_JWT = encode_v1({"sub": OP.public, "name": "op", "type": "operator"}, OP)
