@@ -16,7 +16,8 @@ import of its ``$JS.API``, or another domain) works the same way:
    sixth field of ``Nats-Stream-Source``), then 4, then none without ``sourcing`` and with a unique name, each time
    the answer is 10185 / 10025, exactly as nats-server steps down against an older server; a mirror asks for 4.
    An origin that answers with another identity, or refuses ours (10225), was created again: the source takes it
-   from its start.  A durable ``consumer`` (2.14, ADR-60) is reset to its ack floor instead of created.
+   from its start (server/jetstream/sourcing_identity.py).  A durable ``consumer`` (2.14, ADR-60) is reset to its
+   ack floor instead of created (server/jetstream/sourcing_durable.py).
 2. On the reply, subscribe the deliver subject.  Every delivery's ``$JS.ACK`` reply carries the origin sequence,
    delivery sequence and pending count: a gap in delivery sequences re-creates the consumer at the next origin
    sequence; a mirror stores each message at the origin's sequence and time (a gap with a continuous delivery
@@ -45,12 +46,12 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import headers
-from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.timefmt import format_time
 
 from . import jsonout
 from .acks import ack_tokens, parse_num
-from .api_consumers import IDENTITY
+from .sourcing_durable import DURABLE_WAIT, DurableSourcing
+from .sourcing_identity import StreamIdentity, identity_headers, identity_of, with_identity
 from .transform import new_transform
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,7 +67,6 @@ HEALTH_CHECK_INTERVAL = 10.0            # sourceHealthCheckInterval (s)
 RETRY_THRESHOLD = 2.0                   # sourceConsumerRetryThreshold (s)
 RETRY_BACKOFF, RETRY_MAXIMUM = 5.0, 120.0
 CREATE_WAIT = 30.0                      # srcConsumerWaitTime (s)
-DURABLE_WAIT = 5.0                      # srcDurableConsumerWaitTime (s): a reset is quicker than a create
 ACK_WAIT_22H = 22 * 3600 * SECOND
 DGET_CAUGHT_UP = 10  # dgetCaughtUpThresh
 EARLY_MAX = 10_000  # deliveries held while the create reply is on its way
@@ -198,7 +198,7 @@ class SourceInfo:
         return out
 
 
-class Sourcing:
+class Sourcing(DurableSourcing, StreamIdentity):
     def __init__(self, stream: "Stream") -> None:
         self.stream = stream
         self.server = stream.server
@@ -310,7 +310,7 @@ class Sourcing:
             if si is not None:
                 si.sseq = parse_num(fields[1])
                 si.dseq = 0
-                si.ident = fields[5] if len(fields) >= 6 else ""
+                si.ident = identity_of(fields)
 
     # ------------------------------------------------------------------ consumer setup
     def _schedule(self, si: SourceInfo, seq: int = 0) -> None:
@@ -418,22 +418,9 @@ class Sourcing:
         # its origin's identity) and steps down one level at a time (setupMirrorConsumer, trySetupSourceConsumer).
         self._send_create(si, c, 4 if si.mirror else 5)
 
-    def _setup_durable(self, si: SourceInfo) -> None:
-        """Durable sourcing (2.14, ADR-60): the user's own ``ack_policy: flow_control`` consumer on the origin,
-        reset to its ack floor (what this stream has confirmed storing, in its flow-control answers) instead of a
-        consumer made for us.  A mirror's reset carries no API level; a source's asks for 5, then 4."""
-        dc = si.cfg.consumer
-        si.err = None
-        si.sip = True
-        si.early = []
-        si.cname = dc.name
-        # Subscribed once the reset is answered, as nats-server does: the user's push consumer delivers as soon as
-        # its deliver subject has interest, and what it sent before the reset would only be sent again.
-        self._send_create(si, None, 0 if si.mirror else 5)
-
     def _create_subject(self, si: SourceInfo, c: dict | None) -> str:
         if c is None:
-            subject = f"$JS.API.CONSUMER.RESET.{si.name}.{si.cfg.consumer.name}"
+            subject = self._reset_subject(si)
         elif c.get("filter_subject"):
             subject = f"$JS.API.CONSUMER.CREATE.{si.name}.{c['name']}.{c['filter_subject']}"
         else:
@@ -458,8 +445,7 @@ class Sourcing:
         si.wait_timer = self.clock.call_later(wait, self._create_timed_out, si)
         hdr = b""
         if level:
-            hdr = headers.build([("Nats-Required-Api-Level", str(level))]
-                                + ([("Nats-Stream-Identity", si.ident)] if level >= 5 else []))
+            hdr = headers.build([("Nats-Required-Api-Level", str(level))] + identity_headers(si, level))
         body = jsonout.dumpb({"stream_name": si.name, "config": c}) if c is not None else b""
         self.client.publish(self._create_subject(si, c), body, reply, hdr)
 
@@ -469,20 +455,6 @@ class Sourcing:
             self._failed(si, None)
             if si.cfg.consumer is not None:
                 self._probe(si)
-
-    def _probe(self, si: SourceInfo) -> None:
-        """startProbeSubscription: while backing off after a durable consumer's reset timed out, watch its deliver
-        subject; a heartbeat or message there shows the origin is back, so ask again now."""
-        def seen(sub, subject, reply, hdr_len, data, origin) -> None:
-            if si.sub is not probe or si.sip or not si.fails or not self._current(si):
-                return
-            si.fails = 0
-            if si.timer is not None:
-                si.timer.cancel()
-                si.timer = None
-            self._schedule(si, si.sseq + 1)
-        if si.sub is None:
-            probe = si.sub = self.server.subscribe_internal(si.cfg.consumer.deliver_subject, seen, server_msgs=True)
 
     def _failed(self, si: SourceInfo, err: dict | None) -> None:
         self._cancel(si)
@@ -503,14 +475,8 @@ class Sourcing:
         if err is not None or not isinstance(ccr, dict) or not isinstance(ccr.get("config"), dict):
             code = err.get("err_code") if isinstance(err, dict) else None
             if code == 10225 and not si.mirror:
-                # The origin is not the stream this source knew (deleted and created again): start over from its
-                # beginning (trySetupSourceConsumer, JSConsumerStreamIdentityMismatchF).
-                si.sseq = si.dseq = 0
-                si.ident, si.rc = "", True
-                self.server.log_warning("JetStream source stream was recreated, resetting source state",
-                                        stream=self.stream.name, origin=si.name)
-                self._cancel(si)
-                return self._schedule(si, 0)
+                # The origin is not the stream this source knew (deleted and created again).
+                return self._origin_recreated(si)
             if (c is None or c.get("sourcing")) and code in (10185, 10025) and level:
                 # An origin server below API level 5 / 4 / without sourcing consumers: step down as nats-server does.
                 if level > 4:
@@ -525,11 +491,10 @@ class Sourcing:
             return self._failed(si, err if isinstance(err, dict) else
                                 {"code": 500, "err_code": 10029 if si.mirror else 10045,
                                  "description": "invalid consumer create response"})
-        if c is None and (ccr["config"].get("ack_policy") != "flow_control"):
-            # The user's consumer must be acked by this stream's flow-control answers, or the origin would keep
-            # (or drop) messages regardless of what was stored here.
-            return self._failed(si, ApiError.of("JSMirrorConsumerRequiresAckFCErr" if si.mirror
-                                                else "JSSourceConsumerRequiresAckFCErr").to_dict())
+        if c is None:  # a durable consumer's reset
+            refused = self._reset_refused(si, ccr)
+            if refused is not None:
+                return self._failed(si, refused)
         if si.reply_sub is not None:
             self.server.unsubscribe_internal(si.reply_sub)
             si.reply_sub = None
@@ -551,20 +516,14 @@ class Sourcing:
                 self.stream.js.durability.dirty(self.stream)
             si.sseq = max(delivered, store.last_seq)
         else:
-            ident = headers.get_exact(hdr, IDENTITY) or ""
-            if si.rc or (ident and si.ident and si.ident != ident):
-                self.server.log_warning("JetStream source stream was recreated, resetting source state",
-                                        stream=self.stream.name, origin=si.name)
-                si.sseq = 0
-            si.ident, si.rc = ident, False
+            self._check_identity(si, hdr)
             if si.sseq < delivered:
                 si.sseq = delivered
         si.cname = ccr.get("name", "")
         si.dseq = 0
         si.last = self.clock.time_ns()
-        if c is None and si.sub is None:
-            si.sub = self.server.subscribe_internal(si.cfg.consumer.deliver_subject, self._deliveries(si),
-                                                    server_msgs=True, msg_subject=True)
+        if c is None:
+            self._subscribe_durable(si)
         early, si.early = si.early, []
         for args in early:
             if not self._current(si) or si.sub is None:
@@ -729,7 +688,7 @@ class Sourcing:
             hdr = strip_headers(hdr, keys=(STREAM_SOURCE,), prefixes=("Nats-Expected-", "Nats-Batch-"))
         iparts = si.iname.split(" ")
         # genSourceHeader: <stream> <origin seq> <filter> <dest> <origin subject> [<identity>]
-        value = f"{iparts[0]} {sseq} {iparts[1]} {iparts[2]} {subject}" + (f" {si.ident}" if si.ident else "")
+        value = with_identity(f"{iparts[0]} {sseq} {iparts[1]} {iparts[2]} {subject}", si)
         hdr = add_header(hdr, STREAM_SOURCE, value)
         subject = self._transform(si, subject)
         stream = self.stream
