@@ -14,6 +14,7 @@ from pathlib import Path
 
 GROUP_TITLES = {
     "core": "Core NATS (C client)",
+    "auth": "Core NATS with accounts and users (C client)",
     "jetstream": "JetStream, file storage (C client)",
     "scale": "Scale",
     "nats-py": "What a nats-py user sees (nats-py as the client)",

@@ -37,6 +37,16 @@ LABELS = {"skiff": "Skiff", "nats-server": "nats-server"}
 PROFILES = {
     "default": None,
     "sync_always": "jetstream {{\n  store_dir: {store_dir}\n  sync_interval: always\n}}\n",
+    # "accounts": as "default", plus one account with two users (bench/workloads.py auth_workloads), each user's
+    # password its name: "open" without permissions, "perms" with publish allow/deny that let bench.core.pub through.
+    "accounts": (
+        "jetstream {{\n  store_dir: {store_dir}\n}}\n"
+        "accounts {{\n  BENCH {{\n    users [\n"
+        "      {{ user: open, password: open }}\n"
+        "      {{ user: perms, password: perms,\n"
+        "         permissions {{ publish {{ allow: [\"bench.>\"], deny: [\"bench.no.>\"] }} }} }}\n"
+        "    ]\n  }}\n}}\n"
+    ),
 }
 
 
@@ -85,6 +95,10 @@ class BenchServer:
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
+
+    def url_as(self, user: str) -> str:
+        """The client URL with a user of the "accounts" profile (its password is its name)."""
+        return f"nats://{user}:{user}@127.0.0.1:{self.port}"
 
     @property
     def store_dir(self) -> str:

@@ -187,6 +187,22 @@ def core_workloads() -> list[Workload]:
     return out
 
 
+def auth_workloads() -> list[Workload]:
+    """core.pub.128 against servers started with accounts and users (profile "accounts"), as each user.  Issue #10:
+    a user without permissions must publish as fast as on the plain server (compare with core.pub.128 of the same
+    run); a user with allow/deny pays one cached check per subject."""
+    def pub_as(user: str) -> Command:
+        return lambda ctx, s: ctx.c("core", "pub", s, "--size", 128, "--duration", ctx.duration,
+                                    "--url", s.url_as(user))  # the last --url wins
+
+    return [
+        Workload("auth.pub.open", "auth", "publish only, 128 B, an account user without permissions",
+                 (rate("publish 128 B, user without permissions"),), client=pub_as("open"), profile="accounts"),
+        Workload("auth.pub.perms", "auth", "publish only, 128 B, an account user with publish allow/deny",
+                 (rate("publish 128 B, user with allow/deny"),), client=pub_as("perms"), profile="accounts"),
+    ]
+
+
 def jetstream_workloads() -> list[Workload]:
     return [
         Workload("js.pub", "jetstream", "synchronous publish (wait for each ack), 128 B, file storage",
@@ -293,8 +309,8 @@ def natspy_workloads() -> list[Workload]:
 def all_workloads() -> list[Workload]:
     from bench import admin_stalls, scale, startup  # noqa: PLC0415 - they import this module
 
-    return (core_workloads() + jetstream_workloads() + scale.scale_workloads() + startup.startup_workloads()
-            + admin_stalls.admin_stall_workloads() + natspy_workloads())
+    return (core_workloads() + auth_workloads() + jetstream_workloads() + scale.scale_workloads()
+            + startup.startup_workloads() + admin_stalls.admin_stall_workloads() + natspy_workloads())
 
 
-GROUPS = ("core", "jetstream", "scale", "nats-py")
+GROUPS = ("core", "auth", "jetstream", "scale", "nats-py")
