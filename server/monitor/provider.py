@@ -364,7 +364,8 @@ class MonitorProvider:
         subs = [(a.name, x) for a in accounts for x in a.sublist.all_subscriptions()]
         test = params.get("test")
         if test:
-            
+            from skiff.protocol.subjects import subject_matches
+
             subs = [(n, x) for n, x in subs if subject_matches(x.subject, test)]
         offset = max(_int(params, "offset", 0), 0)
         limit = _int(params, "limit", 1024) or 1024
