@@ -4,6 +4,11 @@ after the restart the source holds every origin message exactly once and the ori
 The origin drops a message only when the source's flow-control answer says it was stored, so what was delivered
 but not yet stored when the server died is delivered again after the restart (the consumer is reset to its ack
 floor), and what was stored is skipped by origin sequence.
+
+What was stored in the source but not yet acked in the origin when the server died: Skiff acks it when the
+redelivery is skipped, so the origin ends empty.  nats-server 2.15.1 skips it without acking, so it can stay in the
+origin for good (seen in about 1 run of 8: 15 messages, every one of them already in the source); the test accepts
+that there and only there, and docs/parity.md lists the difference.
 """
 from __future__ import annotations
 
@@ -44,16 +49,24 @@ async def test_kill9_during_durable_sourcing_loses_and_duplicates_nothing(server
     acked_before = pub.acked
     pub.acked = 0
     await pub.publish(nc, 100, b"after")
+    settled_origin_may_keep = server.kind == "nats-server"
     deadline = time.monotonic() + 40
     while True:
         o, s = await state(nc, "O"), await state(nc, "S")
-        if o["messages"] == 0 and s["messages"] >= o["last_seq"] >= acked_before + 100:
+        if ((o["messages"] == 0 or settled_origin_may_keep)
+                and s["messages"] >= o["last_seq"] >= acked_before + 100):
             break
         assert time.monotonic() < deadline, (before, acked_before, o, s)
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)  # nothing more comes in (no duplicates arriving late)
     o, s = await state(nc, "O"), await state(nc, "S")
     total = o["last_seq"]
-    assert o["messages"] == 0 and s["messages"] == total, (before, o, s)
+    assert s["messages"] == total, (before, o, s)
     assert sorted(await sourced_origin_seqs(nc, "S", total)) == list(range(1, total + 1))
+    if settled_origin_may_keep:
+        # What stays is at most what was in flight when the server died (max_ack_pending 100), and the source
+        # holds it already (every origin sequence 1..total, checked above).
+        assert o["messages"] <= 100, o
+    else:
+        assert o["messages"] == 0, (before, o, s)
     await nc.close()
