@@ -69,13 +69,17 @@ def ack_tokens(subject: str) -> tuple[str, str, list[str]] | None:
 def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
     """(stream seq, consumer seq, delivery count) from the tokens of an ack subject (nats-server ackReplyInfo)."""
     off = 2 if len(toks) == 9 else 4
-    return parse_num(toks[off + 3]), parse_num(toks[off + 4]), parse_num(toks[off + 2])
+    s, d, n = toks[off + 3], toks[off + 4], toks[off + 2]
+    # parse_num inlined (three per ack): digits only, else -1
+    return (int(s) if s.isdigit() and s.isascii() else -1, int(d) if d.isdigit() and d.isascii() else -1,
+            int(n) if n.isdigit() and n.isascii() else -1)
 
 
 def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
     """An ack arrived on ``toks`` (the ack subject's tokens) with payload ``msg``."""
     sseq, dseq, dc = ack_reply_info(toks)
     skip_reply = sseq == 0
+    passes = c.delivery.passes
     idle = c.idle
     if idle is not None and idle.thresh > 0:
         idle.suppress()
@@ -96,7 +100,9 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
             skip_reply = True
     if reply and not skip_reply:
         c.state.confirm_ack(reply)
-    c.delivery.after_change()
+    d = c.delivery
+    if d.passes == passes:  # a delivery pass (kicked by the ack) already told the stream whether c is ready
+        d.after_change()
 
 
 def ack_msg(c: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:

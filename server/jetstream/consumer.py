@@ -398,12 +398,12 @@ class Consumer:
         old = self.config
         if cfg.deliver_subject != old.deliver_subject and self.push is not None:
             self.push.change_deliver_subject(cfg.deliver_subject)
-        if cfg.ack_wait != old.ack_wait:
-            self.ack_timer.soon(0.1)
         if cfg.sample_freq != old.sample_freq:
             self.sfreq = sample_freq(cfg.sample_freq)
         new_filters = filter_subjects(cfg) != self.filters
         self.config = cfg  # max_ack_pending, max_deliver, ack_wait and backoff reach the core here
+        if cfg.ack_wait != old.ack_wait:
+            self.ack_timer.soon(0.1)  # after the core has the new ack_wait (AckTimer.bounded compares with it)
         if cfg.rate_limit_bps != old.rate_limit_bps:
             if self.pacer is None:
                 self.pacer = Pacer(self)

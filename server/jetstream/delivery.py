@@ -51,11 +51,12 @@ STOP_NONE, STOP_EOF, STOP_MAXP, STOP_SLICE, STOP_HELD = "", "eof", "maxp", "slic
 class Delivery:
     """The delivery loop of one consumer."""
 
-    __slots__ = ("c", "core", "running", "again", "stop", "cont_scheduled")
+    __slots__ = ("c", "core", "running", "again", "stop", "cont_scheduled", "passes")
 
     def __init__(self, c: "Consumer") -> None:
         self.c = c
         self.core = c.core
+        self.passes = 0  # completed delivery passes (each ends with update_ready)
         self.running = False
         self.again = False
         self.stop = STOP_NONE
@@ -120,6 +121,7 @@ class Delivery:
                     break
         finally:
             self.running = False
+            self.passes += 1
         if c.closed:
             return
         pacer = c.pacer

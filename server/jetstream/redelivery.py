@@ -28,19 +28,24 @@ if TYPE_CHECKING:  # pragma: no cover
 class AckTimer:
     """The consumer's ack-wait timer: ``timer`` fires at ``end`` (monotonic seconds)."""
 
-    __slots__ = ("c", "timer", "end")
+    __slots__ = ("c", "timer", "end", "bounded")
 
     def __init__(self, c: "Consumer") -> None:
         self.c = c
         self.timer = None
         self.end = 0.0
+        # Armed no later than one plain ack_wait from when it was armed: then no delivery after that (without
+        # backoff) can have an earlier deadline, and watch() needs no clock read.
+        self.bounded = False
 
     def reset(self, delay: float) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        clock = self.c.clock
+        c = self.c
+        clock = c.clock
         self.timer = clock.call_later(delay, self._check_pending)
         self.end = clock.monotonic() + delay
+        self.bounded = delay <= c.core.ack_wait / 1e9 + ACK_WAIT_DELAY
 
     def soon(self, delay: float) -> None:
         """Check sooner than planned (a NAK with a delay, a new ack_wait), if the timer runs at all."""
@@ -63,6 +68,8 @@ class AckTimer:
 
     def watch(self, sseq: int) -> None:
         """``sseq`` was just delivered: make sure the timer fires in time for its ack deadline (trackPending)."""
+        if self.bounded and self.timer is not None and not self.c.core.backoff:
+            return
         c = self.c
         delay = c.core.ack_timeout(sseq)
         if self.timer is None or self.end > c.clock.monotonic() + delay:
