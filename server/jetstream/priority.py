@@ -50,8 +50,8 @@ from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi import requests as rq
 from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
+from ..ids import nuid
 from . import consumer_advisories as adv
-from .advisories import nuid
 from .delivery import status, status_pending
 
 if TYPE_CHECKING:  # pragma: no cover
