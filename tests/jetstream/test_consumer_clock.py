@@ -295,6 +295,33 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     assert matched == []  # "s.>" is checked with a prefix test, not the token walk
 
 
+async def test_wildcard_filter_looks_at_the_next_message_first(env, target, monkeypatch):
+    """A wildcard filter that selects most of the stream is served by unfiltered loads (delivery.py _load_next:
+    one load instead of the store's search per subject); one that keeps missing stops looking after
+    PROBE_MISSES misses and uses the filtered search, and the messages are the same either way."""
+    from skiff.server.jetstream.delivery import PROBE_MISSES
+
+    for i in range(10):
+        await env.pub(f"s.{i}", b"m%d" % i)
+    store = env.srv.jetstream.streams["S"].store
+    filters = []
+    orig = store.load_next_msg
+    monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
+    await env.consumer("S", "C", ack_policy="none", filter_subject="s.*")
+    sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
+    assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
+    assert set(filters) == {""}
+    # 20 messages the filter does not select, each followed by one it does: misses, then the search
+    for i in range(20):
+        await env.pub(f"s.x.{i}", b"no")
+        await env.pub(f"s.{i}", b"y%d" % i)
+    filters.clear()
+    sub = await env.request("S", "C", {"batch": 20, "expires": 5 * SECOND})
+    assert [m.data for m in await drain(sub)] == [b"y%d" % i for i in range(20)]
+    assert filters.count("") == PROBE_MISSES  # then only the search (the batch ends with the 20th)
+    assert filters.count("s.*") == 20
+
+
 async def test_ack_at_max_ack_pending_takes_one_message(env, target, monkeypatch):
     """A push consumer at max_ack_pending delivers one message per ack and stops there without asking for the
     next one (delivery.py _run)."""
