@@ -56,6 +56,7 @@ from .consumer_state import StateRecorder
 from .delivery import Delivery, Pacer, status
 from .lifecycle import Inactivity, sample_freq
 from .pause import PauseTimer, pause_until_ns
+from .priority import REASON_ADMIN
 from .pull import PullDelivery
 from .push import PushDelivery
 from .redelivery import AckTimer
@@ -208,7 +209,7 @@ class Consumer:
         if prio is not None:
             prio.unpin(group)
         else:
-            adv.unpinned(self, group, "admin")
+            adv.unpinned(self, group, REASON_ADMIN)
             self.kick()
 
     def stream_appended(self, seq: int, subject: str) -> None:
