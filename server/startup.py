@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import os
@@ -136,7 +135,20 @@ def check_store_dir(store_dir: str) -> str | None:
 def node_hash(name: str) -> str:
     """nats-server ``getHash``: 8 characters of base62 over the SHA-256 of the server name."""
     digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    return "".join(digits[b % 62] for b in hashlib.sha256(name.encode()).digest()[:8])
+    return "".join(digits[b % 62] for b in _sha256(name.encode()).digest()[:8])
+
+
+def _sha256(data: bytes):
+    """SHA-256 from the interpreter's own implementation (what hashlib falls back to without OpenSSL): this runs at
+    every start, and importing hashlib loads OpenSSL's digests, ~0.6 MiB of resident memory (issue #13)."""
+    try:
+        from _sha256 import sha256  # Python 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # Python 3.12+
+        except ImportError:  # pragma: no cover - a build without them
+            from hashlib import sha256
+    return sha256(data)
 
 
 def friendly_bytes(n: int) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import secrets
 import socket
 import ssl
 import sys
@@ -40,11 +39,13 @@ from .accounts import Accounts
 from .subscription import Subscription
 
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_SYSTEM = random.SystemRandom()
 
 
 def _server_id() -> str:
     # nats-server ids are nkey public keys: 56 base32 characters starting with "N".
-    return "N" + "".join(secrets.choice(_B32) for _ in range(55))
+    # SystemRandom: the OS CSPRNG, as secrets.choice, without importing secrets (hmac, hashlib: ~0.6 MiB, server/ids.py)
+    return "N" + "".join(_SYSTEM.choice(_B32) for _ in range(55))
 
 
 class Server:
