@@ -24,16 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 __all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorDef:
+class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
     """One row of nats-server's errors.json."""
 
     constant: str

@@ -23,8 +23,7 @@ Limits that come from the server or account (``JSLimitOpts``, ``JetStreamAccount
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated, NamedTuple, Optional
 
 from ..errors import ApiError
 from . import _subjects as subj
@@ -138,8 +137,7 @@ def parse_create_consumer_request(data: bytes | str, *, strict: bool = True) -> 
     return parse_request(CreateConsumerRequest, data, strict=strict)
 
 
-@dataclass(frozen=True)
-class ConsumerLimits:
+class ConsumerLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
     """Server (``JSLimitOpts``) and account limits the consumer checks read; 0 = not set."""
 
     server_max_ack_pending: int = 0

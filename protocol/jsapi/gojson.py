@@ -36,8 +36,7 @@ import re
 import sys
 import types
 import typing
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, NamedTuple
 
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
@@ -54,18 +53,27 @@ class GoDecodeError(ValueError):
 
 # --- Go types -----------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, eq=False)
+# The four description classes below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms, at
+# every start (issue #13).  GoType compares by identity (it was a dataclass with eq=False).
 class GoType:
-    kind: str  # string bool int time enum struct slice map ptr
-    name: str  # as Go prints it in "of type X"
-    lo: int = 0
-    hi: int = 0
-    elem: "GoType | None" = None
-    spec: "StructSpec | None" = None
-    # enums: raw JSON text -> canonical value (raises GoDecodeError); canonical -> JSON value; zero value
-    parse: Callable[[str], Any] | None = None
-    zero: Any = None
-    model: Any = None  # struct: the GoModel class (for lazy spec lookup)
+    __slots__ = ("kind", "name", "lo", "hi", "elem", "spec", "parse", "zero", "model")
+
+    def __init__(self, kind: str, name: str, lo: int = 0, hi: int = 0, elem: "GoType | None" = None,
+                 spec: "StructSpec | None" = None, parse: Callable[[str], Any] | None = None, zero: Any = None,
+                 model: Any = None) -> None:
+        self.kind = kind  # string bool int time enum struct slice map ptr
+        self.name = name  # as Go prints it in "of type X"
+        self.lo = lo
+        self.hi = hi
+        self.elem = elem
+        self.spec = spec
+        # enums: raw JSON text -> canonical value (raises GoDecodeError); canonical -> JSON value; zero value
+        self.parse = parse
+        self.zero = zero
+        self.model = model  # struct: the GoModel class (for lazy spec lookup)
+
+    def __repr__(self) -> str:
+        return f"GoType({self.kind!r}, {self.name!r})"
 
     def struct_spec(self) -> "StructSpec":
         if self.spec is not None:
@@ -103,8 +111,7 @@ def enum_type(name: str, parse: Callable[[str], Any], zero: Any) -> GoType:
     return GoType("enum", name, parse=parse, zero=zero)
 
 
-@dataclass(frozen=True)
-class Go:
+class Go(NamedTuple):
     """Field marker: the Go type (inferred from the annotation when omitted) and ``omitempty``."""
 
     type: GoType | None = None
@@ -115,22 +122,27 @@ class Go:
 OMIT = Go(omitempty=True)
 
 
-@dataclass
 class FieldSpec:
-    attr: str
-    json: str
-    type: GoType
-    omitempty: bool
+    __slots__ = ("attr", "json", "type", "omitempty")
+
+    def __init__(self, attr: str, json: str, type: GoType, omitempty: bool) -> None:  # noqa: A002 - Go's word
+        self.attr = attr
+        self.json = json
+        self.type = type
+        self.omitempty = omitempty
+
+    def __repr__(self) -> str:
+        return f"FieldSpec({self.attr!r}, {self.json!r}, {self.type!r}, {self.omitempty!r})"
 
 
-@dataclass
 class StructSpec:
-    go_name: str  # e.g. "StreamConfig" (messages print "server.StreamConfig" for values, bare for paths)
-    fields: list[FieldSpec]
-    exact: dict[str, FieldSpec] = field(default_factory=dict)
-    folded: dict[str, FieldSpec] = field(default_factory=dict)
+    __slots__ = ("go_name", "fields", "exact", "folded")
 
-    def __post_init__(self) -> None:
+    def __init__(self, go_name: str, fields: list[FieldSpec]) -> None:
+        self.go_name = go_name  # e.g. "StreamConfig" (messages print "server.StreamConfig" for values, bare for paths)
+        self.fields = fields
+        self.exact: dict[str, FieldSpec] = {}
+        self.folded: dict[str, FieldSpec] = {}
         for f in self.fields:
             self.exact[f.json] = f
             self.folded.setdefault(f.json.casefold(), f)

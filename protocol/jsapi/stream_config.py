@@ -23,8 +23,7 @@ two configs the way an idempotent re-create does (ignoring the versioning keys).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable, NamedTuple, Optional
 
 from ..errors import ApiError
 from . import _subjects as subj
@@ -225,8 +224,7 @@ def parse_stream_config_request(data: bytes | str, *, strict: bool = True) -> St
 
 # --- normalization --------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class StreamLimits:
+class StreamLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
     """Server and account limits checkStreamCfg consults (all 0 = not set, nats-server's defaults)."""
 
     duplicates: int = 0  # server jetstream limits: max duplicate window (ns)

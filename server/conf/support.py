@@ -19,15 +19,13 @@ Keys Skiff implements are not in these tables; unknown keys stay errors (``unkno
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 REFUSE = "refuse"
 WARN = "warn"
 
 
-@dataclass(frozen=True)
-class Unimplemented:
+class Unimplemented(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
     level: str  # REFUSE or WARN
     what: str  # what nats-server does with the key, that Skiff does not
     harmless: Callable[[Any], bool] | None = None  # values equal to Skiff's own behaviour: accepted silently
