@@ -146,6 +146,7 @@ _NOT_FOR_A_PLAIN_START = (
     "skiff.server.conf.parser", "skiff.server.conf.mapping",  # a configuration file (these start from flags)
     "importlib.resources",  # protocol/errors.py reads errors.json beside itself
     "shutil", "tempfile", "bz2", "lzma",  # shutil imports both compressors; only deleting a stream needs it
+    "msgpack",  # the first metadata file (storage/meta.py)
 )
 
 
