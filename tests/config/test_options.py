@@ -40,6 +40,25 @@ def test_auth_timeout_defaults_higher_with_tls():
     assert ServerOptions(tls={"cert_file": "c", "key_file": "k"}, auth_timeout=1.5).auth_timeout == 1.5
 
 
+def test_options_are_plain_records_that_refuse_what_they_do_not_know(tmp_path):
+    # server/options.py: no pydantic, but what the server relied on from it is kept: nested blocks built from the
+    # dicts conf/mapping.py produces, ints for float fields, a path-like store_dir, unknown names refused.
+    from skiff.server.options import TLSOptions, User, _finish
+
+    o = ServerOptions(tls={"cert_file": "c", "key_file": "k", "timeout": 3}, ping_interval=5, store_dir=tmp_path,
+                      users=[{"user": "a", "permissions": {"publish": {"allow": ["x"]}}}],
+                      leafnodes={"remotes": [{"urls": ["nats://h:7422"]}]})
+    assert isinstance(o.tls, TLSOptions) and o.tls.timeout == 3.0 and isinstance(o.tls.timeout, float)
+    assert isinstance(o.ping_interval, float) and o.store_dir == str(tmp_path)
+    assert isinstance(o.users[0], User) and o.users[0].permissions.publish.allow == ["x"]
+    assert o.leafnodes.remotes[0].urls == ["nats://h:7422"]
+    assert o == ServerOptions.model_validate(o.model_dump()) and o.model_copy(update={"port": 1}).port == 1
+    with pytest.raises(TypeError, match="unknown field 'prot'"):
+        ServerOptions(prot=1)
+    with pytest.raises(ConfigError, match="invalid options: ServerOptions.port"):
+        _finish({"port": "4222"})
+
+
 # (config text, {field: expected})
 MAPPING = [
     ("listen: 127.0.0.1:4333", {"host": "127.0.0.1", "port": 4333}),
