@@ -27,6 +27,13 @@ def _pool(nc) -> set[str]:
     return {s.uri.netloc for s in nc._server_pool}
 
 
+def _num_routes(node) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{node.http_url}/routez", timeout=2) as r:
+        return json.loads(r.read())["num_routes"]
+
+
 
 
 async def test_gossip_makes_a_mesh_and_messages_cross_between_any_two_nodes(cluster):
@@ -217,6 +224,10 @@ async def test_websocket_clients_are_told_the_websocket_urls_of_the_cluster(targ
     try:
         for n in nodes:
             n.start()
+        # nats.py keeps the connect_urls of the first INFO in _server_info (later INFOs only feed its server pool),
+        # so connect once the route is up: a node is ready as soon as its client port is, before its routes are
+        # (a Skiff node now starts fast enough to show the difference).
+        await _until(lambda: _num_routes(nodes[0]) >= 1 and _num_routes(nodes[1]) >= 1)
         ws = await nats.connect(f"ws://127.0.0.1:{w0}")
         tcp = await nats.connect(nodes[0].url)
         await _until(lambda: f"127.0.0.1:{w1}" in (ws._server_info.get("connect_urls") or []))
