@@ -38,7 +38,6 @@ readers use to detect the end of the initial data.  It comes from :meth:`num_pen
 """
 from __future__ import annotations
 
-import secrets
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -47,6 +46,7 @@ from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.subjects import has_wildcard, subject_matches
 from skiff.storage.consumer import FileConsumerStore
 
+from ..ids import nuid
 from ..version import API_LEVEL, VERSION
 from . import acks
 from . import consumer_advisories as adv
@@ -67,12 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pull import WaitQueue
     from .stream_consumers import ConsumerSet
 
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 
 def create_consumer_name() -> str:
     """An 8-character name for a legacy ephemeral (nats-server createConsumerName)."""
-    return "".join(secrets.choice(_B62) for _ in range(8))
+    return nuid(8)
 
 
 class Consumer:

@@ -42,12 +42,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import headers
 from skiff.protocol.jsapi.timefmt import format_time
 
+from ..ids import BASE62, nuid
 from . import jsonout
 from .acks import ack_tokens, parse_num
 from .sourcing_durable import DURABLE_WAIT, DurableSourcing
@@ -70,18 +70,17 @@ CREATE_WAIT = 30.0                      # srcConsumerWaitTime (s)
 ACK_WAIT_22H = 22 * 3600 * SECOND
 DGET_CAUGHT_UP = 10  # dgetCaughtUpThresh
 EARLY_MAX = 10_000  # deliveries held while the create reply is on its way
-_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # nats-server's base62 digits
 
 
 def get_hash(name: str, size: int = 8) -> str:
     """nats-server getHash: sha256, each of the first ``size`` bytes as a base62 digit."""
     b = hashlib.sha256(name.encode()).digest()
-    return "".join(_DIGITS[b[i] % 62] for i in range(size))
+    return "".join(BASE62[b[i] % 62] for i in range(size))
 
 
 def sync_subject(pre: str) -> str:
     """nats-server syncSubject: ``<pre>.<8 base62>``."""
-    return pre + "." + "".join(secrets.choice(_DIGITS) for _ in range(8))
+    return pre + "." + nuid(8)
 
 
 def retry_backoff(fails: int) -> float:
@@ -434,7 +433,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
         """The consumer create request ``c`` (or, None, the durable consumer's reset) at API ``level`` (0: none)."""
         if si.reply_sub is not None:
             self.server.unsubscribe_internal(si.reply_sub)
-        reply = "_INBOX." + secrets.token_hex(11)
+        reply = "_INBOX." + nuid()
         si.reply_sub = self.server.subscribe_internal(
             reply, lambda sub, subj, r, hl, data, origin: self._on_create_reply(si, c, level, data[hl:],
                                                                                 bytes(data[:hl]) if hl else b""),
@@ -484,7 +483,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
             if c is not None and c.get("sourcing") and code in (10185, 10025):
                 c = dict(c)
                 c.pop("sourcing")
-                c["name"] = f"{c['name']}_{get_hash(secrets.token_hex(8))}"
+                c["name"] = f"{c['name']}_{get_hash(nuid())}"
                 return self._send_create(si, c, 0)
             self.server.log_warning("JetStream error response for create sourcing consumer",
                                     stream=self.stream.name, origin=si.name, error=err)
