@@ -147,6 +147,7 @@ _NOT_FOR_A_PLAIN_START = (
     "importlib.resources",  # protocol/errors.py reads errors.json beside itself
     "shutil", "tempfile", "bz2", "lzma",  # shutil imports both compressors; only deleting a stream needs it
     "msgpack",  # the first metadata file (storage/meta.py)
+    "secrets", "hmac", "_hashlib",  # OpenSSL's hashlib, ~0.6 MiB resident: ids come from random.SystemRandom
 )
 
 
