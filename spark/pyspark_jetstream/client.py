@@ -1,12 +1,14 @@
-"""A small asyncio NATS client on :mod:`.wire`: connect, publish, subscribe, request, flush.  No reconnects.
+"""A small asyncio NATS client on :mod:`.wire`: connect, publish, subscribe, request, flush.  No reconnects here:
+a read task reconnects a level up (reader.py), where it knows from which sequence to go on.
 
 Theory of operation
 -------------------
 The data source needs a client in three places - the driver-side planner (one STREAM.INFO), a read task (one
 ephemeral consumer, pulled until its sequence range is done) and a write task (many publishes in flight, then all
 PubAcks) - each short-lived and owned by one Spark task.  So this client is deliberately small: one TCP connection,
-no reconnect (a broken connection fails the task and Spark retries it; the reads and writes are built so that a
-retry is exact).
+no reconnect inside the connection: a broken connection fails everything waiting on it.  A read task then opens
+a new connection and goes on from the sequence after the last one it handed to Spark (reader.py); a write task
+fails and Spark retries it (its message ids make the retry exact).
 
 * ``Connection.connect`` tries the servers in order, reads ``INFO``, sends ``CONNECT`` (headers and no_responders
   on, credentials when given) and a ``PING``; the matching ``PONG`` (or ``-ERR``) decides success, the same
@@ -136,6 +138,7 @@ class Connection(asyncio.Protocol):
         self._req_id = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watchers: list[Callable[[Exception], None]] = []
+        self.server_index = 0  # which URL of the ``servers`` list this connection went to
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -189,16 +192,23 @@ class Connection(asyncio.Protocol):
     async def connect(cls, servers: str, *, user: str | None = None, password: str | None = None,
                       token: str | None = None, name: str = "pyspark-jetstream", timeout: float = 5.0,
                       tls: ssl.SSLContext | None = None, tls_handshake_first: bool = False,
-                      jwt: str | None = None, nkey_seed: bytes | None = None) -> "Connection":
+                      jwt: str | None = None, nkey_seed: bytes | None = None, first: int = 0) -> "Connection":
         """``tls``: the context to use (CA, client certificate); a ``tls://`` URL or a server that requires TLS
         without one uses the system's default context.  ``nkey_seed`` alone: nkey authentication; with ``jwt``:
-        a user JWT (a ``.creds`` file)."""
+        a user JWT (a ``.creds`` file).  The servers are tried in their order starting at index ``first`` (and
+        wrapping round), so a reconnect can begin with the server after the one that went away; the connection's
+        ``server_index`` says which one answered."""
         errors = []
-        for host, port, url_user, url_pass, url_tls in parse_servers(servers):
+        urls = parse_servers(servers)
+        first %= len(urls)
+        for index in list(range(first, len(urls))) + list(range(first)):
+            host, port, url_user, url_pass, url_tls = urls[index]
             try:
-                return await cls._connect_one(host, port, user or url_user, password or url_pass, token, name,
+                conn = await cls._connect_one(host, port, user or url_user, password or url_pass, token, name,
                                               timeout, tls, url_tls or tls is not None, tls_handshake_first, jwt,
                                               nkey_seed)
+                conn.server_index = index
+                return conn
             except (OSError, NatsError, asyncio.TimeoutError) as e:
                 # TimeoutError's text is empty: say what timed out
                 reason = str(e) or (f"timed out after {timeout}s" if isinstance(e, (asyncio.TimeoutError,

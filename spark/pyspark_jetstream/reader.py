@@ -11,6 +11,11 @@ query are not read by it (a batch query sees a snapshot by sequence), and a retr
 *Reading* (:func:`read_partition`, in the task) connects, re-checks data loss when asked to (retention may have
 moved ``first_seq`` since planning), reads the range with an ephemeral ack-none consumer or batched Direct Get
 (jetstream.py) and yields one Arrow record batch per delivery burst, so a partition is never held in memory whole.
+When the connection breaks mid-read (the server went away, or stopped answering PINGs) the task does not fail: it
+connects again - to the next URL of ``servers``, wrapping round to the same one (a server restarted on its port)
+- for at most ``timeout`` seconds, checks that the stream is still the one it planned on, and goes on from the
+sequence after the last message it handed to Spark (:func:`_read_resuming`).  Rows are never repeated or skipped
+by a reconnect; only if it fails does the task fail, and Spark's retry reads the whole range again.
 
 *Streaming* offsets are ``{"stream", "seq", "created"}`` (offsets.py): ``created`` is the stream's creation time,
 so a checkpoint of a stream that was deleted and re-created since is recognised as data loss (an error, or with
@@ -25,6 +30,7 @@ position.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Iterator
@@ -32,7 +38,8 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .jetstream import read_range, read_range_direct
+from .client import NatsError, NoRespondersError
+from .jetstream import ConnectionLost, JetStream, read_range, read_range_direct
 from .offsets import (
     OffsetError, StreamBounds, StreamReset, check_position, check_start, decode_position, encode_offset, limit_end,
     resolve_end, resolve_start, split_range,
@@ -108,38 +115,98 @@ def plan(opts: ReadOptions, start: int, end: int, created: str | None = None) ->
     return [SeqRange(i, s, e, created) for i, (s, e) in enumerate(pieces)]
 
 
+def _connection_failed(js: JetStream, error: Exception, reconnecting: bool) -> bool:
+    """The error is the connection's, not the server's answer: the read can go on over a new connection.  Right
+    after a reconnect, no responders counts too (a server whose JetStream is not serving yet)."""
+    return isinstance(error, ConnectionLost) or js.conn.error is not None or (
+        reconnecting and isinstance(error, NoRespondersError))
+
+
+async def _reopen(opts: ReadOptions, name: str, after: int, deadline: float, lost: Exception) -> JetStream:
+    """A new connection, trying the servers from the one after index ``after`` on (wrapping round to it: a server
+    restarted on its port), in rounds with a growing pause, until ``deadline`` (loop time)."""
+    loop = asyncio.get_running_loop()
+    pause = 0.05
+    while True:
+        left = deadline - loop.time()
+        try:
+            return await open_jetstream(opts.connect, name=name, first=after + 1, timeout=max(left, 0.1))
+        except NatsError as e:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ConnectionLost(f"{lost}; no server of {opts.connect.servers} took the read back within "
+                                     f"timeout={opts.connect.timeout:g}s (last attempt: {e})") from None
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
+async def _read_resuming(opts: ReadOptions, start: int, end: int, created: str | None):
+    """Lists of :class:`StoredMsg` for sequences ``[start, end)``, going on over a new connection when one breaks.
+
+    The position is the sequence after the last message handed out, so a read that resumes - on the next server
+    of the list, or on the same one after a restart - neither repeats nor skips a message.  Each (re)connection
+    first checks, under ``failOnDataLoss``, that the stream is still the one the range was planned on (same
+    creation time) and still holds the next sequence.  Reconnecting is given ``timeout`` seconds from the moment
+    the connection broke; that clock starts afresh only once the read has made progress again, so a server that
+    takes connections but fails every read does not keep the task alive for ever."""
+    loop = asyncio.get_running_loop()
+    name = f"pyspark-jetstream read {opts.stream}"
+    js = await open_jetstream(opts.connect, name=name)
+    next_seq = start
+    deadline = None  # set while reconnecting: the end of the time given to get the read going again
+    progress_at = start  # next_seq when the deadline was set
+    try:
+        while True:
+            try:
+                if opts.fail_on_data_loss:
+                    bounds = StreamBounds.from_info(await js.stream_info(opts.stream))
+                    if created and bounds.created and created != bounds.created:  # re-created since planning
+                        raise StreamReset(opts.stream, f"it was deleted and re-created while the query ran "
+                                                       f"(planned on the stream created {created}, now created "
+                                                       f"{bounds.created})", bounds.start)
+                    check_start(opts.stream, next_seq, bounds, True, end)
+                filters = list(opts.filter_subjects)
+                if opts.read_method == "direct":
+                    agen = read_range_direct(js, opts.stream, next_seq, end - 1, filters, chunk=opts.fetch_batch,
+                                             timeout=opts.connect.timeout)
+                else:
+                    agen = read_range(js, opts.stream, next_seq, end - 1, filters, chunk=opts.fetch_batch,
+                                      pull_timeout=opts.connect.timeout)
+                try:
+                    async for msgs in agen:
+                        next_seq = msgs[-1].seq + 1
+                        yield msgs
+                finally:
+                    await agen.aclose()  # a read stopped early (a LIMIT): delete the consumer first
+                return
+            except NatsError as e:
+                if not _connection_failed(js, e, deadline is not None):
+                    raise
+                lost = e
+            if deadline is None or next_seq != progress_at:
+                deadline = loop.time() + opts.connect.timeout
+                progress_at = next_seq
+            log.warning("jetstream %s: %s; reconnecting to go on at sequence %d", opts.stream, lost, next_seq)
+            old = js
+            await old.conn.close()
+            js = await _reopen(opts, name, old.conn.server_index, deadline, lost)
+    finally:
+        await js.conn.close()
+
+
 def read_partition(opts: ReadOptions, start: int, end: int, schema, created: str | None = None) -> Iterator:
     """Arrow record batches of the messages with stream sequences in ``[start, end)``."""
     if end <= start:
         return
     runner = LoopRunner()
-    js = None
     batches = None
     try:
-        js = runner.run(open_jetstream(opts.connect, name=f"pyspark-jetstream read {opts.stream}"))
-        if opts.fail_on_data_loss:
-            bounds = StreamBounds.from_info(runner.run(js.stream_info(opts.stream)))
-            if created and bounds.created and created != bounds.created:  # re-created since planning
-                raise StreamReset(opts.stream, f"it was deleted and re-created while the query ran (planned on the "
-                                               f"stream created {created}, now created {bounds.created})",
-                                  bounds.start)
-            check_start(opts.stream, start, bounds, True, end)
-        filters = list(opts.filter_subjects)
-        timeout = opts.connect.timeout
-        if opts.read_method == "direct":
-            agen = read_range_direct(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch,
-                                     timeout=timeout)
-        else:
-            agen = read_range(js, opts.stream, start, end - 1, filters, chunk=opts.fetch_batch,
-                              pull_timeout=timeout)
-        batches = runner.iterate(agen)
+        batches = runner.iterate(_read_resuming(opts, start, end, created))
         for msgs in batches:
             yield to_record_batch(opts.stream, msgs, schema)
     finally:
         if batches is not None:
-            batches.close()  # a read stopped early (a LIMIT): delete the consumer before the connection goes
-        if js is not None:
-            runner.run(js.conn.close())
+            batches.close()  # closes the read (its consumer, its connection) before the loop goes
         runner.close()
 
 

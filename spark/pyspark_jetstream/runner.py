@@ -92,9 +92,13 @@ def _auth_files(opts: ConnectOptions) -> tuple[str | None, bytes | None]:
     return None, None
 
 
-async def open_jetstream(opts: ConnectOptions, name: str = "pyspark-jetstream") -> JetStream:
+async def open_jetstream(opts: ConnectOptions, name: str = "pyspark-jetstream", first: int = 0,
+                         timeout: float | None = None) -> JetStream:
+    """A connection to the first server of ``opts.servers`` (from index ``first`` on) that answers.  ``timeout``
+    (default: the option's) bounds each connect attempt."""
     jwt, seed = _auth_files(opts)
     conn = await Connection.connect(opts.servers, user=opts.user, password=opts.password, token=opts.token,
-                                    name=name, timeout=opts.timeout, tls=opts.ssl_context(),
-                                    tls_handshake_first=opts.tls_handshake_first, jwt=jwt, nkey_seed=seed)
+                                    name=name, timeout=timeout or opts.timeout, tls=opts.ssl_context(),
+                                    tls_handshake_first=opts.tls_handshake_first, jwt=jwt, nkey_seed=seed,
+                                    first=first)
     return JetStream(conn, domain=opts.domain, timeout=opts.timeout)

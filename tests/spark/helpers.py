@@ -120,3 +120,45 @@ async def raw_hpub(url: str, subject: str, hdr: bytes, data: bytes) -> None:
     line = await asyncio.wait_for(reader.readline(), 5)
     assert line == b"PONG\r\n", line
     writer.close()
+
+
+class Proxy:
+    """A loopback TCP proxy the test can cut (close both sides) or freeze (stop forwarding, keep sockets open)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.frozen = False
+        self.writers: list = []
+        self.server = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, cr, cw):
+        ur, uw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [cw, uw]
+
+        async def pipe(r, w):
+            try:
+                while data := await r.read(65536):
+                    while self.frozen:
+                        await asyncio.sleep(3600)
+                    w.write(data)
+                    await w.drain()
+            except (OSError, asyncio.CancelledError):
+                pass
+            finally:
+                w.close()
+
+        asyncio.ensure_future(pipe(cr, uw))
+        asyncio.ensure_future(pipe(ur, cw))
+
+    def cut(self) -> None:
+        for w in self.writers:
+            w.transport.abort()
+
+    async def close(self) -> None:
+        """Stop listening and cut what is open: to a client, the server at this address went away."""
+        self.server.close()
+        self.cut()

@@ -8,7 +8,7 @@ import pytest
 
 from pyspark_jetstream.client import Connection, NatsError
 from pyspark_jetstream.jetstream import JetStream, Publisher, read_range, read_range_direct
-from tests.spark.helpers import Admin, unique
+from tests.spark.helpers import Admin, Proxy, unique
 
 
 @pytest.fixture
@@ -243,47 +243,6 @@ async def test_pulls_again_when_a_server_ends_no_wait_pulls_early(deleted):
 
 
 # --- issue #18 item 6: a dropped connection is noticed at once, with its own error ------------------------------
-
-class Proxy:
-    """A loopback TCP proxy the test can cut (close both sides) or freeze (stop forwarding, keep sockets open)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.frozen = False
-        self.writers: list = []
-        self.server = None
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def _handle(self, cr, cw):
-        ur, uw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        self.writers += [cw, uw]
-
-        async def pipe(r, w):
-            try:
-                while data := await r.read(65536):
-                    while self.frozen:
-                        await asyncio.sleep(3600)
-                    w.write(data)
-                    await w.drain()
-            except (OSError, asyncio.CancelledError):
-                pass
-            finally:
-                w.close()
-
-        asyncio.ensure_future(pipe(cr, uw))
-        asyncio.ensure_future(pipe(ur, cw))
-
-    def cut(self) -> None:
-        for w in self.writers:
-            w.transport.abort()
-
-    async def close(self) -> None:
-        self.cut()
-        self.server.close()
-
 
 async def test_dropped_connection_fails_a_read_at_once_with_its_error(shared_server):
     admin = await Admin.connect(shared_server.url)
