@@ -45,13 +45,22 @@ from urllib.parse import urlsplit
 
 from . import wire
 
-__all__ = ["Connection", "NatsError", "NoRespondersError", "parse_servers"]
+__all__ = ["Connection", "ConnectError", "NatsError", "NoRespondersError", "parse_servers"]
 
 _VERSION = "0.1.0"
 
 
 class NatsError(Exception):
     """A connection-level failure: cannot connect, authorization, -ERR, closed, timeout."""
+
+
+class ConnectError(NatsError):
+    """No server of the list took the connection.  ``transient``: every attempt failed as a server that is down
+    or restarting does (refused, timed out, closed), none was refused by a server (authorization, TLS)."""
+
+    def __init__(self, text: str, transient: bool) -> None:
+        super().__init__(text)
+        self.transient = transient
 
 
 class NoRespondersError(NatsError):
@@ -199,6 +208,7 @@ class Connection(asyncio.Protocol):
         wrapping round), so a reconnect can begin with the server after the one that went away; the connection's
         ``server_index`` says which one answered."""
         errors = []
+        transient = True
         urls = parse_servers(servers)
         first %= len(urls)
         for index in list(range(first, len(urls))) + list(range(first)):
@@ -215,7 +225,11 @@ class Connection(asyncio.Protocol):
                                                                                    TimeoutError))
                                     else type(e).__name__)
                 errors.append(f"{host}:{port}: {reason}")
-        raise NatsError("could not connect to any server: " + "; ".join(errors))
+                # nobody listening, a timeout, a connection closed during the handshake: a server that may be
+                # back in a moment; a refusal (an -ERR such as Authorization Violation, a TLS failure) stays
+                transient = transient and not isinstance(e, ssl.SSLError) and (
+                    isinstance(e, (OSError, asyncio.TimeoutError)) or str(e).startswith("connection closed"))
+        raise ConnectError("could not connect to any server: " + "; ".join(errors), transient)
 
     @classmethod
     async def _connect_one(cls, host, port, user, password, token, name, timeout, tls, want_tls, handshake_first,

@@ -46,7 +46,7 @@ from .offsets import (
 )
 from .options import ReadOptions
 from .rows import to_record_batch
-from .runner import LoopRunner, open_jetstream
+from .runner import LoopRunner, open_jetstream_within
 from .schema import read_arrow_schema
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python streaming sources
@@ -81,7 +81,9 @@ def fetch_bounds(opts: ReadOptions, at_time: bool = False) -> tuple[StreamBounds
     with LoopRunner() as runner:
 
         async def info():
-            js = await open_jetstream(opts.connect, name=f"pyspark-jetstream plan {opts.stream}")
+            # a server restarting under a running streaming query: wait for it (or the next URL) up to timeout
+            deadline = asyncio.get_running_loop().time() + opts.connect.timeout
+            js = await open_jetstream_within(opts.connect, f"pyspark-jetstream plan {opts.stream}", deadline)
             try:
                 info = await js.stream_info(opts.stream)
                 seq = await js.seq_at_time(opts.stream, opts.starting_timestamp) if at_time else None
@@ -122,24 +124,6 @@ def _connection_failed(js: JetStream, error: Exception, reconnecting: bool) -> b
         reconnecting and isinstance(error, NoRespondersError))
 
 
-async def _reopen(opts: ReadOptions, name: str, after: int, deadline: float, lost: Exception) -> JetStream:
-    """A new connection, trying the servers from the one after index ``after`` on (wrapping round to it: a server
-    restarted on its port), in rounds with a growing pause, until ``deadline`` (loop time)."""
-    loop = asyncio.get_running_loop()
-    pause = 0.05
-    while True:
-        left = deadline - loop.time()
-        try:
-            return await open_jetstream(opts.connect, name=name, first=after + 1, timeout=max(left, 0.1))
-        except NatsError as e:
-            left = deadline - loop.time()
-            if left <= 0:
-                raise ConnectionLost(f"{lost}; no server of {opts.connect.servers} took the read back within "
-                                     f"timeout={opts.connect.timeout:g}s (last attempt: {e})") from None
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, 1.0)
-
-
 async def _read_resuming(opts: ReadOptions, start: int, end: int, created: str | None):
     """Lists of :class:`StoredMsg` for sequences ``[start, end)``, going on over a new connection when one breaks.
 
@@ -151,7 +135,7 @@ async def _read_resuming(opts: ReadOptions, start: int, end: int, created: str |
     takes connections but fails every read does not keep the task alive for ever."""
     loop = asyncio.get_running_loop()
     name = f"pyspark-jetstream read {opts.stream}"
-    js = await open_jetstream(opts.connect, name=name)
+    js = await open_jetstream_within(opts.connect, name, loop.time() + opts.connect.timeout)
     next_seq = start
     deadline = None  # set while reconnecting: the end of the time given to get the read going again
     progress_at = start  # next_seq when the deadline was set
@@ -189,7 +173,7 @@ async def _read_resuming(opts: ReadOptions, start: int, end: int, created: str |
             log.warning("jetstream %s: %s; reconnecting to go on at sequence %d", opts.stream, lost, next_seq)
             old = js
             await old.conn.close()
-            js = await _reopen(opts, name, old.conn.server_index, deadline, lost)
+            js = await open_jetstream_within(opts.connect, name, deadline, old.conn.server_index + 1, str(lost))
     finally:
         await js.conn.close()
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from .client import Connection, read_creds, read_seed
-from .jetstream import JetStream
+from .client import ConnectError, Connection, read_creds, read_seed
+from .jetstream import ConnectionLost, JetStream
 from .options import ConnectOptions
 
-__all__ = ["LoopRunner", "open_jetstream"]
+__all__ = ["LoopRunner", "open_jetstream", "open_jetstream_within"]
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -102,3 +102,26 @@ async def open_jetstream(opts: ConnectOptions, name: str = "pyspark-jetstream", 
                                     tls_handshake_first=opts.tls_handshake_first, jwt=jwt, nkey_seed=seed,
                                     first=first)
     return JetStream(conn, domain=opts.domain, timeout=opts.timeout)
+
+
+async def open_jetstream_within(opts: ConnectOptions, name: str, deadline: float, first: int = 0,
+                                why: str = "") -> JetStream:
+    """:func:`open_jetstream`, tried in rounds with a growing pause until ``deadline`` (loop time): the servers
+    from index ``first`` on, wrapping round (a server restarted on its port comes back at the same URL).  Only
+    while every attempt fails as a server that is down does: a refusal (authorization, TLS) is raised at once.
+    The error at the deadline names ``why`` (what broke before) and the last attempt's reasons."""
+    loop = asyncio.get_running_loop()
+    pause = 0.05
+    while True:
+        left = deadline - loop.time()
+        try:
+            return await open_jetstream(opts, name=name, first=first, timeout=max(min(left, opts.timeout), 0.1))
+        except ConnectError as e:
+            left = deadline - loop.time()
+            if not e.transient:
+                raise
+            if left <= 0:
+                raise ConnectionLost(f"{why + '; ' if why else ''}no server of {opts.servers} answered within "
+                                     f"timeout={opts.timeout:g}s (last attempt: {e})") from None
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)

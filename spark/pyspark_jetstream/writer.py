@@ -51,7 +51,7 @@ from skiff.protocol import headers as hdrs
 
 from .jetstream import Publisher
 from .options import WriteOptions
-from .runner import LoopRunner, open_jetstream
+from .runner import LoopRunner, open_jetstream_within
 from .schema import check_write_schema
 
 try:
@@ -180,7 +180,9 @@ def write_partition(opts: WriteOptions, column_chunks: Iterator[dict], prefix: s
     runner = LoopRunner()
     js = None
     try:
-        js = runner.run(open_jetstream(opts.connect, name="pyspark-jetstream write"))
+        # a server restarting as the task starts: wait for it up to timeout, as reads do
+        js = runner.run(open_jetstream_within(opts.connect, "pyspark-jetstream write",
+                                              runner.loop.time() + opts.connect.timeout))
         pub = Publisher(js.conn, max_in_flight=opts.max_in_flight, timeout=opts.connect.timeout,
                         expected_stream=opts.stream)
         row = 0

@@ -107,7 +107,7 @@ async def test_reconnecting_gives_up_after_the_timeout(shared_server):
         assert await agen.__anext__()
         await proxy.close()  # the only server of the list is gone for good
         t0 = time.monotonic()
-        with pytest.raises(ConnectionLost, match=r"no server of .* took the read back within timeout=1s"):
+        with pytest.raises(ConnectionLost, match=r"no server of .* answered within timeout=1s"):
             async for _msgs in agen:
                 pass
         assert time.monotonic() - t0 < 5
@@ -136,3 +136,56 @@ async def test_the_next_server_holding_another_stream_of_that_name_is_data_loss(
                            after_first=proxy.close)
     finally:
         await proxy.close()
+
+
+def test_streaming_query_keeps_running_across_a_server_restart(spark, server_factory, tmp_path):
+    """A micro-batch query reading a file-stored stream while its server is killed (-9) and started again on the
+    same port and store: the query does not fail (planning and tasks wait up to ``timeout`` for the server) and
+    its sink gets every message exactly once."""
+    from tests.spark.helpers import sync
+    from tests.spark.test_stream import Batches
+
+    server = server_factory()
+    name = unique("SR")
+    sync(server.url, lambda a: a.create(name, storage="file"))
+    total = 400
+
+    def publish(lo, hi):
+        sync(server.url, lambda a: a.publish_many([(f"{name}.a", b"m%d" % i) for i in range(lo, hi)]))
+
+    publish(1, 201)
+    sink = Batches()
+    q = (spark.readStream.format("jetstream").option("servers", server.url).option("stream", name)
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 20).option("timeout", "30").load()
+         .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(processingTime="100 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 60
+        while len(sink.seqs) < 60 and time.monotonic() < deadline and q.isActive:
+            time.sleep(0.05)
+        server.kill()
+        time.sleep(1.0)
+        server.start()
+        publish(201, total + 1)
+        while len(sink.seqs) < total and time.monotonic() < deadline and q.isActive:
+            time.sleep(0.1)
+        assert q.isActive, q.exception()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sink.seqs == list(range(1, total + 1))
+
+
+async def test_a_refusal_is_not_waited_out(server_factory):
+    """Only a server that is down is waited for: an authorization refusal fails at once, not after ``timeout``."""
+    from pyspark_jetstream.client import ConnectError
+    from pyspark_jetstream.options import ConnectOptions
+    from pyspark_jetstream.runner import open_jetstream_within
+
+    server = server_factory("--user", "u", "--pass", "p")
+    opts = ConnectOptions.parse({"servers": server.url, "user": "u", "password": "wrong", "timeout": "20"})
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    with pytest.raises(ConnectError, match="Authorization Violation") as e:
+        await open_jetstream_within(opts, "t", t0 + 20)
+    assert not e.value.transient and loop.time() - t0 < 5
