@@ -162,3 +162,23 @@ class Proxy:
         """Stop listening and cut what is open: to a client, the server at this address went away."""
         self.server.close()
         self.cut()
+
+
+async def stored_data(url: str, stream: str) -> list[bytes]:
+    """The data of every message of ``stream``, read with an ephemeral pull consumer (nats-py): one request per
+    batch, for streams too long to fetch message by message."""
+    nc = await nats.connect(url, connect_timeout=3, allow_reconnect=False)
+    try:
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        want = info.state.messages
+        sub = await js.pull_subscribe(f"{stream}.>", stream=stream, config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+        out: list[bytes] = []
+        while len(out) < want:
+            out += [m.data for m in await sub.fetch(min(1000, want - len(out)), timeout=10)]
+        await sub.unsubscribe()
+        return out
+    finally:
+        await nc.close()
