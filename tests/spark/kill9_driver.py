@@ -1,5 +1,6 @@
-"""A Spark driver for tests/spark/test_kill9.py, run as its own process (group) so the test can kill -9 it whole:
-the Python driver, its JVM and the JVM's Python workers, as a crashed driver machine loses them.
+"""A Spark driver for tests/spark/test_kill9.py, run as its own process so that the test can kill -9 it with
+everything it started: the Python driver, its JVM and the JVM's Python workers, as a crashed driver machine loses
+them.
 
     python -m tests.spark.kill9_driver '<json>'
 

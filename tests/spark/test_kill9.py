@@ -2,8 +2,8 @@
 exactly once - for a batch write re-run with another number of partitions, and for a streaming write restarted
 from its checkpoint.  Against both servers.
 
-The killed driver (tests/spark/kill9_driver.py) runs in a process group of its own: the kill takes the Python
-driver, its JVM and the Python workers at once, as a crashed driver machine would.  The second run is the same
+The killed driver (tests/spark/kill9_driver.py) is killed with everything it started: the Python driver, its JVM
+and the JVM's Python workers at once, as a crashed driver machine would lose them.  The second run is the same
 job in the test's own session (for the streaming case: the same checkpoint, hence the same query id).  The kill comes when the target stream
 holds a random share (10-70 %) of the rows, polled, so it always lands in the middle of the write; the seed is in
 every assertion message.
@@ -44,8 +44,41 @@ def start_driver(job: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc: each process's parent is field 4 of /proc/<pid>/stat)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the driver and everything it started.  Not its process group alone: PySpark's worker daemon puts
+    itself in a group of its own (pyspark/daemon.py ``os.setpgid(0, 0)``), and its workers would go on writing
+    what they had already read.  Everything is stopped first, so nothing forks between the listing and the kill."""
+    procs = {pid} | descendants(pid)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        procs |= descendants(pid)
+        for p in procs:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+
+
 def kill_midway(proc: subprocess.Popen, url: str, stream: str, seed: int, timeout: float = 180) -> int:
-    """kill -9 the driver's process group once ``stream`` holds a random 10-70 % of ROWS; the count then."""
+    """kill -9 the driver and all its processes once ``stream`` holds a random 10-70 % of ROWS; the count then."""
     threshold = int(ROWS * random.Random(seed).uniform(0.1, 0.7))
 
     async def watch(admin):
@@ -56,7 +89,7 @@ def kill_midway(proc: subprocess.Popen, url: str, stream: str, seed: int, timeou
                 assert time.monotonic() < deadline, f"seed {seed}: {n} of {threshold} rows after {timeout}s"
                 await asyncio.sleep(0.01)
         finally:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
             proc.wait()
             proc.stdout.close()
         await asyncio.sleep(0.5)  # what was already in the server's socket buffers lands
