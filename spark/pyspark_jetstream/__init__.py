@@ -41,7 +41,8 @@ query id, batch id, partition, row and a digest of the row), so a retried task o
 by the stream within its ``duplicate_window``, and a retry that sees rows in other places never drops one (see
 spark/README.md, "Guarantees").  Unknown options are errors naming the close matches.  Other options: ``user``/``password``, ``token``, ``credsFile``,
 ``nkeySeedFile``, ``tlsCaFile``/``tlsCertFile``/``tlsKeyFile``/``tlsHandshakeFirst`` (or a ``tls://`` server),
-``domain``, ``timeout`` (seconds),
+``domain``, ``timeout`` (seconds: connects, API requests, and how long a read task that lost its server tries
+the other URLs of ``servers`` - or the same one, restarted - before it fails; it goes on from the next sequence),
 ``readMethod`` (``consumer`` or ``direct`` for streams with ``allow_direct``), ``fetchBatch``, ``maxInFlight``,
 ``writeId``.
 
