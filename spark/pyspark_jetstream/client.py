@@ -43,7 +43,7 @@ import ssl
 from typing import Callable
 from urllib.parse import urlsplit
 
-from . import wire
+from skiff.protocol import client_wire as wire
 
 __all__ = ["Connection", "ConnectError", "NatsError", "NoRespondersError", "parse_servers"]
 

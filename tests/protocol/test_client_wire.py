@@ -1,9 +1,10 @@
-"""The client-side (server -> client) parser of the connector: every input split at every byte."""
+"""protocol/client_wire.py, the client's half of the protocol (the Spark connector speaks NATS with it): every
+input split at every byte."""
 from __future__ import annotations
 
 import pytest
 
-from pyspark_jetstream import wire
+from skiff.protocol import client_wire as wire
 
 STREAM = (
     b'INFO {"server_id":"X","headers":true,"max_payload":1048576} \r\n'
