@@ -46,6 +46,7 @@ the connection's business: the parser only reports what was sent.
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 MAX_CONTROL_LINE = 4096
@@ -132,6 +133,9 @@ _PREFIXES = {w[:i] for w in _OPS for i in range(1, len(w))}
 _PUB_SEPS = b" \t"  # processPub / processHeaderPub
 _SUB_SEPS = b" \t\r\n"  # splitArg (SUB, UNSUB)
 _TO_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
+# The fast path's lines (see Parser._parse): fields hold no space, tab, CR or LF, sizes are 1-18 ASCII digits.
+_PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?([0-9]{1,18})\r\n")
+_HPUB_FAST = re.compile(rb"HPUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?([0-9]{1,18}) ([0-9]{1,18})\r\n")
 
 
 def split_args(arg: bytes, crlf: bool = False) -> list[bytes]:
@@ -243,51 +247,52 @@ class Parser:
         find = buf.find
         on_pub = sink.on_pub
         on_op = sink.on_op
+        pub_match = _PUB_FAST.match
+        hpub_match = _HPUB_FAST.match
         msgs = nbytes = 0
         try:
             while pos < n:
                 if sink.closed:
                     return
+                # Fast path for "PUB <subject> [reply] <size>\r\n" and "HPUB <subject> [reply] <hdr> <size>\r\n"
+                # with the whole payload in the buffer: one regex match (in C) gives the fields, no helper calls,
+                # straight to the sink.  The patterns take only lines that split_args() splits the same way: CRLF at
+                # the end (the CR is nats-server's dropped byte), single spaces, no tab, CR or LF in a field, sizes
+                # of at most 18 digits (_parse_size).  Anything else, and every error (sizes over max_payload or
+                # max_control_line, a header size over the total, a payload not followed by CRLF), falls through
+                # to the general path below, which answers as nats-server does.
+                m = pub_match(buf, pos)
+                if m is not None:
+                    subj, rep, sz = m.groups()
+                    size = int(sz)
+                    start = m.end()
+                    stop = start + size
+                    if size <= maxp and stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10 and (
+                            start - pos - 6 <= mcl):
+                        msgs += 1
+                        nbytes += size
+                        pos = stop + 2
+                        on_pub(subj.decode("utf-8", "surrogateescape"),
+                               rep.decode("utf-8", "surrogateescape") if rep else "", 0, buf[start:stop])
+                        continue
+                elif buf[pos] == 72:  # H
+                    m = hpub_match(buf, pos)
+                    if m is not None:
+                        subj, rep, hs, sz = m.groups()
+                        hdr = int(hs)
+                        size = int(sz)
+                        start = m.end()
+                        stop = start + size
+                        if hdr <= size <= maxp and stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10 and (
+                                start - pos - 7 <= mcl):
+                            msgs += 1
+                            nbytes += size
+                            pos = stop + 2
+                            on_pub(subj.decode("utf-8", "surrogateescape"),
+                                   rep.decode("utf-8", "surrogateescape") if rep else "", hdr, buf[start:stop])
+                            continue
                 nl = find(b"\n", pos)
-                if nl < 0:
-                    end = n
-                else:
-                    end = nl
-                    # Fast path for the common "PUB <subject> [reply] <size>\r\n" with its whole payload in the
-                    # buffer: one split, no helper calls, straight to the sink.  It takes only lines that
-                    # split_args() splits the same way: CRLF at the end (the CR is the dropped byte), single
-                    # spaces, no tab (9: an int test, much faster than a bytes one), a non-empty subject.  A
-                    # doubled space before the size gives an empty reply, which is no reply, as in nats-server.
-                    if buf[pos : pos + 4] == b"PUB " and buf[nl - 1] == 13:
-                        args = buf[pos + 4 : nl - 1].split(b" ")
-                        if len(args) == 2:
-                            subj, sz = args
-                            rep = b""
-                        elif len(args) == 3:
-                            subj, rep, sz = args
-                        else:
-                            subj = sz = rep = b""
-                        if sz.isdigit() and len(sz) < 19 and subj and 9 not in subj and 9 not in rep:
-                            size = int(sz)
-                            start = nl + 1
-                            stop = start + size
-                            if (
-                                size <= maxp
-                                and stop + 2 <= n
-                                and buf[stop] == 13
-                                and buf[stop + 1] == 10
-                                and nl - pos - 5 <= mcl
-                            ):
-                                msgs += 1
-                                nbytes += size
-                                pos = stop + 2
-                                on_pub(
-                                    subj.decode("utf-8", "surrogateescape"),
-                                    rep.decode("utf-8", "surrogateescape") if rep else "",
-                                    0,
-                                    buf[start:stop],
-                                )
-                                continue
+                end = n if nl < 0 else nl
                 # Identify the op word: letters up to the first space/tab (or the end of what we have).
                 c = buf[pos]
                 if c in (67, 99) and buf[pos : pos + 7].upper() == b"CONNECT":

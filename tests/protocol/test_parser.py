@@ -66,6 +66,15 @@ CASES = [
     (b"HPUB foo\r 0 1\r\nx\r\n", [Pub("foo\r", "", 0, b"x")]),
     (b"CONNECT\n{}\r\n", [Connect(b"\n{}")]),
     (b"CONNECT {}\rx\n", [Connect(b"{}\r")]),
+    # The fast path takes PUB and HPUB, with and without reply, when the payload is in the same read.
+    (b"HPUB foo _INBOX.a.1 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB foo r 1\r\nx\r\n",
+     [Pub("foo", "_INBOX.a.1", 12, b"NATS/1.0\r\n\r\nhi"), Pub("foo", "r", 0, b"x")]),
+    (b"HPUB foo 1 2 3\r\nabc\r\n", [Pub("foo", "1", 2, b"abc")]),  # four fields: the second is the reply
+    (b"HPUB foo 3 3\r\nabc\r\n", [Pub("foo", "", 3, b"abc")]),
+    (b"HPUB foo  3 3\r\nabc\r\n", [Pub("foo", "", 3, b"abc")]),  # a doubled space is no reply
+    (b"HPUB foo\tr 3 3\r\nabc\r\n", [Pub("foo", "r", 3, b"abc")]),
+    (b"hpub foo 0 0\r\n\r\n", [Pub("foo", "", 0, b"")]),
+    (b"PUB foo 007\r\n1234567\r\n", [Pub("foo", "", 0, b"1234567")]),
 ]
 
 
@@ -122,6 +131,12 @@ MALFORMED = [
     (b"PUB \r\n", ""),
     (b"SUB \r\n", ""),
     (b"HPUB foo 0\x0b1\r\nx\r\n", ""),
+    # The same with the payload in the buffer, where the fast path sees them first.
+    (b"HPUB foo 10 5\r\nhello\r\n", ""),
+    (b"HPUB foo r 10 5\r\nhello\r\n", ""),
+    (b"HPUB foo 2 2\r\nhix\r\n", ERR_UNKNOWN_OP),
+    (b"HPUB foo 1 2 3 4\r\nabcd\r\n", ""),
+    (b"PUB foo 1234567890123456789\r\nx\r\n", ""),
 ]
 
 
@@ -142,6 +157,29 @@ def test_malformed_split_at_every_byte(data, err):
     for i in range(len(data) + 1):
         p = Parser()
         assert answer(p.feed(data[:i]) + p.feed(data[i:])) == whole, i
+
+
+@pytest.mark.parametrize("line", [b"PUB foo 5", b"PUB foo r 5", b"HPUB foo 0 5", b"HPUB foo r 0 5"])
+def test_fast_path_limits(line):
+    """max_control_line (on the argument) and max_payload hold on the fast path as on the general one: the answer
+    for a whole read is the one for a byte at a time (which never takes the fast path)."""
+    arg_len = len(line.split(b" ", 1)[1])
+    for mcl in (arg_len - 1, arg_len, arg_len + 1):
+        for maxp in (4, 5):
+            data = line + b"\r\nhello\r\n"
+
+            def run(chunks):
+                p = Parser(max_control_line=mcl, max_payload=maxp)  # the -ERR text, not where it was noticed
+                return [op._replace(detail="") if type(op) is ProtocolError else op for c in chunks for op in p.feed(c)]
+
+            whole = run([data])
+            assert whole == run([bytes([b]) for b in data]), (mcl, maxp)
+            if mcl < arg_len:  # checked first, as nats-server reads the line before the size
+                assert whole[-1].err == ERR_MAX_CONTROL_LINE
+            elif maxp < 5:
+                assert whole[-1].err == ERR_MAX_PAYLOAD
+            else:
+                assert type(whole[-1]) is Pub
 
 
 def test_unknown_op_detected_before_newline():
