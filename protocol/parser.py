@@ -33,7 +33,7 @@ Arguments are framed and split as nats-server frames and splits them when the li
   (nats-server's ``drop``: normally the ``\r`` of ``\r\n``, but ``SUB foo 1\rx\n`` is ``SUB foo 1``);
 * PUB and HPUB split the argument on space and tab only (a subject may hold ``\r``, ``\x0b``, ``\x0c``);
   SUB and UNSUB split on space, tab, ``\r`` and ``\n`` (``SUB foo\r1`` is ``SUB foo 1``).  ``split_args`` holds
-  both rules and every path (the PUB fast path included) splits through it or agrees with it.
+  both rules and every path (the PUB/HPUB fast path included) splits through it or agrees with it.
 
 nats-server itself treats the odd ``\r`` differently when a line is split across reads (its ``argBuf`` skips
 later ``\r`` bytes); Skiff gives the one-read answer for every split, which is what a client sees from nats-server
