@@ -222,12 +222,15 @@ class IndexedStore(Queries, StreamStore):
         cfg = self.config
         if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
             raise MsgTooLargeError()
-        ss = self._state(subject)
+        ss = self._fss.get(subject)
+        if ss is None and self._lazy:
+            ss = self._state(subject)
         if cfg.discard == "new":
             self._check_discard_new(ss, subject, hdr, data)
         seq = self._last_seq + 1
         ss = self._append(seq, subject, ss, hdr, data, ts, ttl)
-        self._enforce_limits(ss)
+        if cfg.max_msgs_per_subject > 0 or cfg.max_msgs > 0 or cfg.max_bytes > 0:  # else no limit to enforce
+            self._enforce_limits(ss)
         return seq
 
     def store_raw(self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ttl: int = 0,
@@ -292,6 +295,13 @@ class IndexedStore(Queries, StreamStore):
         ss.msgs -= 1
         if ss.msgs == 0:
             self._drop_subject(ss)
+        elif ss.msgs == 1 and not ss.stale and (seq == ss.first or seq == ss.last):
+            # One message left, at the other end: no search for it (a KV bucket, max_msgs_per_subject 1, removes
+            # a key's previous value on every put; searching for the new first cost two scans of the codes).
+            if seq == ss.first:
+                ss.first = ss.last
+            else:
+                ss.last = ss.first
         else:
             if seq == ss.first:
                 ss.stale |= _STALE_FIRST

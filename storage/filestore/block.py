@@ -75,13 +75,12 @@ def file_msg_size(slen: int, hlen: int, dlen: int) -> int:
 def append_msg(buf: bytearray, seq: int, ts: int, ttl: int, subj: bytes, hdr: bytes, data: bytes) -> int:
     """Append a MSG record (layout above) to ``buf``; returns its length."""
     rlen = OVERHEAD + len(subj) + len(hdr) + len(data)
-    head = _pack_head(MAGIC, KIND_MSG, 0, rlen, seq, ts, ttl, len(subj), len(hdr))
-    crc = _crc32(data, _crc32(hdr, _crc32(subj, _crc32(head))))
-    buf += head
-    buf += subj
-    buf += hdr
+    # Header, subject and header block joined (small), then the payload: two crc32 calls instead of four, and the
+    # payload is still copied once.
+    pre = _pack_head(MAGIC, KIND_MSG, 0, rlen, seq, ts, ttl, len(subj), len(hdr)) + subj + hdr
+    buf += pre
     buf += data
-    buf += _pack_crc(crc)
+    buf += _pack_crc(_crc32(data, _crc32(pre)))
     return rlen
 
 

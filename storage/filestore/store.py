@@ -367,15 +367,20 @@ class FileStreamStore(IndexedStore):
         self._lost_bytes += lost_bytes
 
     # ================================================================================================ flush
-    def _write_all(self, fd: int, data: bytes | bytearray, off: int) -> None:
+    def _write_all(self, fd: int, data: bytes | bytearray, off: int, first: int | None = None) -> None:
+        """Write all of ``data`` at ``off``.  ``first``: what a first write of all of it already returned (flush
+        makes that call itself; this finishes a short write, or raises for a write that wrote nothing)."""
         view = memoryview(data)
         try:
+            n = first
             while view:
-                n = self._write(fd, view, off)
+                if n is None:
+                    n = self._write(fd, view, off)
                 if n <= 0:
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 view = view[n:]
                 off += n
+                n = None
         finally:
             view.release()
 
@@ -386,17 +391,21 @@ class FileStreamStore(IndexedStore):
             self._relocate_dead()
         pre: list[tuple[Block, int]] = []
         try:
+            write = self._write
             for b in self._wq:
                 b.in_wq = False
-                if b.dead or not b.pend:
+                pend = b.pend
+                if b.dead or not pend:
                     b.pend = bytearray()
                     continue
-                fd = self._fd_for(b)
+                fd = b.fd if b.fd is not None else self._fd_for(b)
                 pre.append((b, b.flushed))
-                self._write_all(fd, b.pend, b.flushed)
-                b.tail = bytes(b.pend[-4:])
+                n = write(fd, pend, b.flushed)  # one pwrite, all of it, nearly always
+                if n != len(pend):
+                    self._write_all(fd, pend, b.flushed, n)  # short or failed: finish it or raise
+                b.tail = bytes(pend[-4:])
                 if b.crc is not None:
-                    b.crc = zlib.crc32(b.pend, b.crc)
+                    b.crc = zlib.crc32(pend, b.crc)
                 with self._sync_lock:
                     b.flushed += len(b.pend)
                     self._unsynced.add(b)
