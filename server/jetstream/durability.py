@@ -90,7 +90,12 @@ class Durability:
         self._dirty[stream] = None
         if reply:
             self._acks.append((stream, seq, reply, tail))
-        self._pending()
+        # _pending() in-line: this runs once per stored message.
+        js = self.js
+        if not js.has_pending:
+            js.has_pending = True
+        if not self._soon:
+            self._pending()
 
     def dirty(self, stream: "Stream") -> None:
         self._dirty[stream] = None
@@ -166,7 +171,10 @@ class Durability:
         acks, self._acks = self._acks, []
         if self.before_ack is not None and self.before_ack(acks):
             return
-        publish = self.server.publish
+        # Server.publish in-line (one PubAck per stored message): route from the server, counted once at the end.
+        srv = self.server
+        route = srv.route
+        sent = 0
         wait = self.sync_always
         for stream, seq, reply, payload in acks:
             if stream is None:
@@ -175,19 +183,22 @@ class Durability:
                 elif self._sync_wait:
                     self._sync_wait.append((reply, payload, None, None))
                 else:
-                    publish(reply, payload)
+                    route(None, reply, "", 0, payload)
+                    sent += 1
                 continue
-            f = failed.get(stream)
+            f = failed.get(stream) if failed else None
             if f is not None and (f[0] is None or seq in f[0]):
                 out = f[1]
             else:
-                out = stream.ack_payload(seq, payload)
+                out = stream._pub_ack_prefix + b"%d" % seq + payload  # Stream.ack_payload in-line
             if wait and stream.path is not None:
                 self._sync_wait.append((reply, out, None, stream))
             elif self._sync_wait:
                 self._sync_wait.append((reply, out, None, None))
             else:
-                publish(reply, out)
+                route(None, reply, "", 0, out)
+                sent += 1
+        srv.internal_msgs += sent
         if self._sync_wait or self._csnap:
             self._start_group_commit()
 

@@ -78,8 +78,13 @@ class JetStream:
         # a create of that name adopts the blocks instead of starting empty.
         self.unloaded: set[str] = set()
         self._verify_task: asyncio.Task | None = None
-        self._usage = (0, 0)
+        # check_resources, per storage kind (Stream.storage_kind: 0 memory, 1 file): the bytes in use, the server's
+        # store limit and the account's (-1 none).  The limits are fixed for the engine's life.
+        self._usage = [0, 0]
         self._usage_at = -1e9
+        self._monotonic = server.clock.monotonic
+        self._server_max = (self.max_memory, self.max_storage)
+        self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
         # Called with each stream recovered at start, after it started (consumers recover through this).
         self.stream_recovered: list = []
 
@@ -253,23 +258,21 @@ class JetStream:
         """jetStream.limitsExceeded for a publish: the server-wide store limit is already used up (10023)."""
         # Summing every stream on every publish would cost O(streams); the usage is refreshed at most every 50 ms
         # (nats-server's own usage accounting is also updated asynchronously).
-        now = self.server.clock.monotonic()
+        now = self._monotonic()
         if now - self._usage_at > 0.05 or now < self._usage_at:
             t = self.totals()
-            self._usage = (t["memory"], t["storage"])
+            self._usage = [t["memory"], t["storage"]]
             self._usage_at = now
-        if stream.config.storage == "memory":
-            used, server_max, acc = self._usage[0], self.max_memory, self.account_limit("max_memory")
-        else:
-            used, server_max, acc = self._usage[1], self.max_storage, self.account_limit("max_storage")
-        if used >= server_max:
+        kind = stream.storage_kind
+        used = self._usage[kind]
+        if used >= self._server_max[kind]:
             return ApiError.of("JSInsufficientResourcesErr")
+        acc = self._account_max[kind]
         if acc >= 0 and used + size > acc:  # jsAccount.wouldExceedLimits
             return ApiError.of("JSAccountResourcesExceededErr")
         # What this publish adds counts at once, until the next refresh (nats-server accounts each stored message
         # as it is stored): a burst faster than the refresh cannot run past the limit.
-        mem, store = self._usage
-        self._usage = (mem + size, store) if stream.config.storage == "memory" else (mem, store + size)
+        self._usage[kind] = used + size
         return None
 
     # ------------------------------------------------------------------ recovery

@@ -111,6 +111,9 @@ class Stream:
         self._itr = new_transform(st.src, st.dest) if st is not None else None
         self._rp = new_transform(rp.src, rp.dest) if rp is not None else None
         self._rp_headers_only = bool(rp is not None and rp.headers_only)
+        self.storage_kind = 0 if cfg.storage == "memory" else 1  # JetStream.check_resources' index
+        # A message without headers needs none of process()'s special cases (see _inbound).
+        self._plain = self._itr is None and not self._sealed and not self._counter and not self.closed
 
     # ------------------------------------------------------------------ life cycle
     def start(self, subscribe_first: int | None = None) -> list[str]:
@@ -163,6 +166,7 @@ class Stream:
         if self.closed:
             return
         self.closed = True
+        self._plain = False
         for sub in self._subs + self._direct_subs:
             self.server.unsubscribe_internal(sub)
         self._subs, self._direct_subs = [], []
@@ -259,6 +263,24 @@ class Stream:
             msg = bytes(data[hdr_len:])
             if hdr[8:9] == b" ":  # removeHeaderStatusIfPresent: a status line is not stored
                 hdr = _strip_status(hdr)
+        elif self._plain and reply[-4:] != FAST_BATCH_SUFFIX:
+            # The common publish, no headers, on a stream without subject transform, seal or counters: process()
+            # and check() reduced to what applies to it (same checks, same order), then store_checked().
+            msg = bytes(data)
+            try:
+                mms = self._max_msg_size
+                if mms >= 0 and len(msg) > mms:
+                    err = ApiError.of("JSStreamMessageExceedsMaximumErr")
+                else:
+                    err = self.js.check_resources(self, len(subject) + len(msg))
+                if err is None:
+                    self.store_checked(subject, reply, b"", msg, "", "", b"}", bool(reply) and not self._no_ack)
+                else:
+                    self._nak(reply, bool(reply) and not self._no_ack, err)
+            except Exception as e:
+                self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                      subject=subject, error=repr(e))
+            return
         else:
             hdr, msg = b"", bytes(data)
         try:
