@@ -77,9 +77,19 @@ def _parse(body: bytes) -> JSApiMsgGetRequest | None:
 class DirectGet:
     def __init__(self, stream: "Stream") -> None:
         self.stream = stream
+        # The first header line every answer adds (genHeader order: stream, subject, sequence, time stamp).
+        self._stream_line = f"Nats-Stream: {stream.name}\r\n".encode("utf-8", "surrogateescape")
 
     def _send(self, reply: str, hdr: bytes, data: bytes = b"") -> None:
         self.stream.server.publish(reply, data, hdr=hdr)
+
+    def _stored_hdr(self, sm) -> bytes:
+        """The four gen_header calls of a single get in one go: the stored headers (or a bare ``NATS/1.0``) plus
+        Nats-Stream, Nats-Subject, Nats-Sequence and Nats-Time-Stamp; the bytes gen_header would build."""
+        base = sm.hdr[:-2] if sm.hdr else b"NATS/1.0\r\n"
+        return (base + self._stream_line
+                + f"Nats-Subject: {sm.subject}\r\nNats-Sequence: {sm.seq}\r\nNats-Time-Stamp: "
+                  f"{format_time(sm.ts)}\r\n\r\n".encode("utf-8", "surrogateescape"))
 
     # ------------------------------------------------------------------ the two subscriptions
     def on_request(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
@@ -105,17 +115,26 @@ class DirectGet:
     def on_last_by_subject(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         if not reply:
             return
-        hdr, body = bytes(data[:hdr_len]), bytes(data[hdr_len:])
-        if hdr and _api_level_too_high(hdr):
+        if hdr_len and _api_level_too_high(bytes(data[:hdr_len])):
             return self._send(reply, ST_API_LEVEL)
-        req = JSApiMsgGetRequest()
-        if body:
-            parsed = _parse(body)
-            if parsed is None:
-                return self._send(reply, ST_MALFORMED)
-            req = parsed
         parts = subject.split(".", 5)
         key = parts[5] if len(parts) > 5 else ""
+        if len(data) == hdr_len:
+            # No body: what KV get sends (the key in the subject).  Straight to the store, no request object.
+            if not key:
+                return self._send(reply, ST_BAD)
+            sm = self.stream.store.load_last_msg(key)
+            if sm is None:
+                return self._send(reply, ST_NOT_FOUND)
+            hdr = self._stored_hdr(sm)
+            srv = self.stream.server
+            srv.internal_msgs += 1
+            srv.route(None, reply, "", len(hdr), hdr + sm.data)
+            return
+        parsed = _parse(bytes(data[hdr_len:]))
+        if parsed is None:
+            return self._send(reply, ST_MALFORMED)
+        req = parsed
         if not key:
             return self._send(reply, ST_BAD)
         if (req.last_by_subj or req.next_by_subj or req.multi_last or req.seq or req.batch
@@ -128,8 +147,7 @@ class DirectGet:
     def get(self, req: JSApiMsgGetRequest, reply: str) -> None:
         if req.multi_last:
             return self.get_multi(req, reply)
-        st = self.stream
-        store, name = st.store, st.name
+        store = self.stream.store
         seq = store.get_seq_from_time(req.start_time.unix_ns) if req.start_time is not None else req.seq
         batch = req.batch
         # Any non-zero batch is a batch request (Go: batch != 0); a negative one runs no loop turn below and
@@ -163,14 +181,9 @@ class DirectGet:
                 if batch > 1 and i > 0:
                     break
                 return self._send(reply, ST_NOT_FOUND)
-            ts = format_time(sm.ts)
             hdr = b""
             if not req.no_hdr:
-                hdr = sm.hdr
-                hdr = gen_header(hdr, "Nats-Stream", name)
-                hdr = gen_header(hdr, "Nats-Subject", sm.subject)
-                hdr = gen_header(hdr, "Nats-Sequence", str(sm.seq))
-                hdr = gen_header(hdr, "Nats-Time-Stamp", ts)
+                hdr = self._stored_hdr(sm)
                 if is_batch:
                     if np > 0:
                         np -= 1
@@ -187,8 +200,7 @@ class DirectGet:
             self._send(reply, b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n" % (np, lseq))
 
     def get_multi(self, req: JSApiMsgGetRequest, reply: str) -> None:
-        st = self.stream
-        store, name = st.store, st.name
+        store = self.stream.store
         mb = req.max_bytes or DEFAULT_MAX_BYTES
         up_to = req.up_to_seq
         if req.up_to_time is not None:
@@ -220,12 +232,7 @@ class DirectGet:
             sm = store.load_msg(seq)
             if sm is None:
                 return self._send(reply, ST_NOT_FOUND)
-            hdr = sm.hdr
-            hdr = gen_header(hdr, "Nats-Stream", name)
-            hdr = gen_header(hdr, "Nats-Subject", sm.subject)
-            hdr = gen_header(hdr, "Nats-Sequence", str(sm.seq))
-            hdr = gen_header(hdr, "Nats-Time-Stamp", format_time(sm.ts))
-            hdr = gen_header(hdr, "Nats-Num-Pending", str(np))
+            hdr = gen_header(self._stored_hdr(sm), "Nats-Num-Pending", str(np))
             hdr = gen_header(hdr, "Nats-Last-Sequence", str(lseq))
             lseq = sm.seq
             self._send(reply, hdr, sm.data)
