@@ -109,13 +109,24 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
     return era * 146097 + doe - 719468
 
 
+# UTC "YYYY-MM-DDTHH:MM:SS" by Unix second: messages stored in the same second (a KV bucket's keys, a burst of
+# publishes) are formatted for every direct get, message get and delivery header; the date is worked out once.
+_SECONDS: dict[int, str] = {}
+
+
 def format_time(unix_ns: int | GoTime, offset: int = 0) -> str:
     """Go's ``time.Time.MarshalJSON`` (RFC3339Nano, trailing fractional zeros trimmed, ``Z`` for UTC)."""
     if isinstance(unix_ns, GoTime):
         unix_ns, offset = unix_ns.unix_ns, unix_ns.offset
     secs, frac = divmod(unix_ns, SECOND)
-    y, mo, d, h, mi, s = _civil(secs + offset)
-    out = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}"
+    out = _SECONDS.get(secs) if offset == 0 else None
+    if out is None:
+        y, mo, d, h, mi, s = _civil(secs + offset)
+        out = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}"
+        if offset == 0:
+            if len(_SECONDS) >= 4096:
+                _SECONDS.clear()
+            _SECONDS[secs] = out
     if frac:
         out += "." + f"{frac:09d}".rstrip("0")
     if offset == 0:
