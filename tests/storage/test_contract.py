@@ -307,6 +307,29 @@ def test_max_msgs_per_subject_evicts_even_with_discard_new(make_store):
     assert s2.subjects_state("k") == {"k": SimpleState(2, 4, 5)}
 
 
+def test_subject_first_last_when_one_message_is_left(make_store):
+    # KV puts (max_msgs_per_subject 1) remove a key's previous value every time: the subject's first/last must
+    # follow whichever end went, also when the other end was already out of date, and across a restart.
+    s = make_store(max_msgs_per_subject=1)
+    for i in range(4):
+        s.store_msg("k", b"", str(i).encode())
+        s.store_msg("other", b"", b"")
+    assert s.subjects_state("k") == {"k": SimpleState(1, 7, 7)}
+    assert s.load_last_msg("k").data == b"3"
+    t = make_store()
+    a, b, c = (t.store_msg("k", b"", str(i).encode()) for i in range(3))
+    t.store_msg("x", b"", b"")
+    t.remove_msg(c)  # the last goes: last is out of date, two are left
+    t.remove_msg(a)  # then the first: one left, with a stale last
+    assert t.subjects_state("k") == {"k": SimpleState(1, b, b)}
+    assert t.load_last_msg("k").seq == b and t.load_next_msg("k", 0)[0].seq == b
+    u = make_store()
+    a, b = (u.store_msg("k", b"", b"") for _ in range(2))
+    u.remove_msg(b)  # the last of two goes
+    assert u.subjects_state("k") == {"k": SimpleState(1, a, a)}
+    assert reopen(u).subjects_state("k") == {"k": SimpleState(1, a, a)}
+
+
 def test_discard_new_per_subject(make_store):
     s = make_store(max_msgs_per_subject=1, discard="new", discard_new_per_subject=True)
     s.store_msg("k", b"", b"1")
