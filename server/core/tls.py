@@ -1,5 +1,5 @@
 """TLS for the client port (nats-server opts.go/TLSConfig): server certificate, optional client verification; and
-for leaf node connections (core/leafnode.py), which upgrade after INFO as clients do, on both ends of the link.
+for leaf node connections (core/leafnode_conn.py), which upgrade after INFO as clients do, on both ends of the link.
 
 Theory of operation
 -------------------
