@@ -21,6 +21,10 @@ forms without the account token, the link being bound to one account::
     LMSG <subject> [reply | + reply q.. | | q..] <size>      HMSG <subject> [...] <hdr_size> <total_size>
 
 and the parser reports them with an empty account.
+
+A route dedicated to one account (nats-server 2.10+ ``cluster { accounts }``, route.go: ``route_account`` in its INFO)
+carries the route forms without the account token too; ``RouteParser.bind_account`` switches a route's parser to
+that, reporting the bound account.
 """
 from __future__ import annotations
 
@@ -60,11 +64,17 @@ class RouteParser:
         self.max_payload = max_payload
         self.leaf = leaf
         self._acc = 0 if leaf else 1  # how many account tokens a line carries
+        self.account = b""  # the account a line without its token is for (leaf or dedicated route)
         self._sub, self._unsub, self._msg_word = (b"LS+", b"LS-", b"LMSG") if leaf else (b"RS+", b"RS-", b"RMSG")
         self._fast = self._msg_word + b" "
         self._buf = b""
         self._msg: tuple | None = None  # (account, subject, reply, queues, hdr_len, size) waiting for its payload
         self.dead = False
+
+    def bind_account(self, name: str) -> None:
+        """From now on lines carry no account token: they are all for ``name`` (a dedicated route)."""
+        self._acc = 0
+        self.account = name.encode("utf-8", "surrogateescape")
 
     def parse(self, data: bytes, sink) -> None:
         if self.dead:
@@ -94,7 +104,7 @@ class RouteParser:
                     start = nl + 1
                     end = start + size
                     if end + 2 <= n and buf[end] == 13 and buf[end + 1] == 10 and size <= self.max_payload:
-                        sink.on_rmsg(_s(args[0]) if a else "", _s(args[a]),
+                        sink.on_rmsg(_s(args[0]) if a else _s(self.account), _s(args[a]),
                                      _s(args[a + 1]) if len(args) == 3 + a else "", (), 0, buf[start:end])
                         pos = end + 2
                         continue
@@ -129,8 +139,8 @@ class RouteParser:
             sink.on_route_op(Err(rest.strip()))
         elif w == self._sub:
             args = rest.split()
-            if self.leaf:
-                args.insert(0, b"")
+            if not self._acc:
+                args.insert(0, self.account)
             if len(args) == 2:
                 sink.on_route_op(RSub(_s(args[0]), _s(args[1]), "", 0))
             elif len(args) in (3, 4):
@@ -144,16 +154,16 @@ class RouteParser:
                 self._fail(sink, "", "RS+ argument count")  # closed without an -ERR, as nats-server does
         elif w == self._unsub:
             args = rest.split()
-            if self.leaf:
-                args.insert(0, b"")
+            if not self._acc:
+                args.insert(0, self.account)
             if len(args) in (2, 3):
                 sink.on_route_op(RUnsub(_s(args[0]), _s(args[1]), _s(args[2]) if len(args) == 3 else ""))
             else:
                 self._fail(sink, "", "RS- argument count")
         elif w == self._msg_word or w == b"HMSG":
             args = rest.split()
-            if self.leaf:
-                args.insert(0, b"")
+            if not self._acc:
+                args.insert(0, self.account)
             self._msg_args(w == b"HMSG", args, sink)
         else:
             self._fail(sink, ERR_UNKNOWN_OP, "unknown route op %r" % bytes(line[:16]))
@@ -189,12 +199,17 @@ class RouteParser:
 
 # ---------------------------------------------------------------------------------------------- encoders
 def rs_plus(account: str, subject: str, queue: str = "", weight: int = 0) -> bytes:
+    """``account`` empty on a dedicated route (its lines have no account token)."""
+    if not account:
+        return ls_plus(subject, queue, weight).replace(b"LS+", b"RS+", 1)
     if queue:
         return f"RS+ {account} {subject} {queue} {weight}\r\n".encode("utf-8", "surrogateescape")
     return f"RS+ {account} {subject}\r\n".encode("utf-8", "surrogateescape")
 
 
 def rs_minus(account: str, subject: str, queue: str = "") -> bytes:
+    if not account:
+        return ls_minus(subject, queue).replace(b"LS-", b"RS-", 1)
     if queue:
         return f"RS- {account} {subject} {queue}\r\n".encode("utf-8", "surrogateescape")
     return f"RS- {account} {subject}\r\n".encode("utf-8", "surrogateescape")
@@ -202,11 +217,11 @@ def rs_minus(account: str, subject: str, queue: str = "") -> bytes:
 
 def rmsg_head(account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:
     """The RMSG/HMSG line of a message on a route (client.go msgHeaderForRouteOrLeaf)."""
-    if not queues and not hdr_len:  # the common case, formatted in one step
+    if not queues and not hdr_len and account:  # the common case, formatted in one step
         if reply:
             return f"RMSG {account} {subject} {reply} {size}\r\n".encode("utf-8", "surrogateescape")
         return f"RMSG {account} {subject} {size}\r\n".encode("utf-8", "surrogateescape")
-    return _msg_head("RMSG", [account, subject], reply, queues, hdr_len, size)
+    return _msg_head("RMSG", [account, subject] if account else [subject], reply, queues, hdr_len, size)
 
 
 def _msg_head(word: str, parts: list[str], reply: str, queues: list[str] | tuple, hdr_len: int, size: int) -> bytes:

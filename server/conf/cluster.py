@@ -41,6 +41,10 @@ def parse_cluster(m: "_Mapper", tok: Token) -> dict[str, Any]:
             out["connect_retries"] = m.expect(mt, int, mk)
         elif k == "tls":
             out["tls"] = m.tls(mt)
+        elif k == "pool_size":
+            out["pool_size"] = m.expect(mt, int, mk)
+        elif k == "accounts":
+            out["accounts"] = m.string_list(mt, mk)
         else:
             return False
         return True
@@ -85,3 +89,18 @@ def validate(m: "_Mapper") -> None:
     tok = cl.pop("_tok", None)
     if cl.get("port") and s.get("jetstream"):
         m.err(tok, JETSTREAM_REFUSED)
+    accounts = cl.get("accounts")
+    if accounts:
+        # server.go validateOptions; opts.go setBaselineOptions: pinned accounts mean pooling, 3 by default
+        cl.setdefault("pool_size", 3)
+        if cl["pool_size"] < 0:
+            m.err(tok, "pool_size cannot be negative if pinned accounts are specified")
+        pinned = list(accounts)
+        sys_acc = s.get("system_account") or ("" if s.get("no_system_account") else "$SYS")
+        if sys_acc and sys_acc not in pinned:
+            pinned.append(sys_acc)  # as nats-server lists them: the system account added before the check
+        for i, a in enumerate(pinned):
+            if a in pinned[:i]:
+                listed = " ".join(f'"{x}"' for x in pinned)
+                m.err(tok, f'found duplicate account name "{a}" in pinned accounts list [{listed}]')
+                break

@@ -170,13 +170,9 @@ LEAF_REMOTE = _entries(
 )
 
 #: keys of ``cluster { }`` (server/opts.go parseCluster) Skiff does not implement (conf/cluster.py reads the rest).
-#: Skiff's routes are one plain-TCP connection per server, without compression, as nats-server's with
-#: ``pool_size: -1`` and ``compression: off`` (core/route.py).
+#: Skiff's routes are not compressed, as nats-server's with ``compression: off`` (core/route.py).
 CLUSTER = _entries(
     (("permissions",), Unimplemented(REFUSE, "route import/export permissions", _empty)),
-    (("pool_size",), Unimplemented(REFUSE, "route pooling (Skiff keeps one route per server, as pool_size: -1)",
-                                   lambda v: v == -1)),
-    (("accounts",), Unimplemented(REFUSE, "dedicated routes per account", _empty)),
     (("compression",), Unimplemented(REFUSE, "route compression (Skiff's routes are not compressed)",
                                      lambda v: v in (False, "off", "disabled"))),
     (("ping_interval",), Unimplemented(REFUSE, "a ping interval of its own for routes (Skiff's routes ping at "

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from skiff.protocol import encoder
 
 from ..version import GO_FIELD, VERSION
-from .route import CLUSTER_NAME_CONFLICT, SERVER_SHUTDOWN, RouteConnection
+from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, SERVER_SHUTDOWN, RouteConnection
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
 CONNECT_INTERVAL = 1.0
 RECONNECT_DELAY = 1.0
 DIAL_TIMEOUT = 1.0
+#: const.go DEFAULT_ROUTE_POOL_SIZE, what pool_size: 0 stands for
+DEFAULT_POOL_SIZE = 3
 #: route proto version nats-server 2.15 announces on routes (RouteProtoV2 + message tracing: 3)
 ROUTE_PROTO = 3
 
@@ -62,7 +64,23 @@ class Cluster:
             raise ClusterError("cluster name cannot contain spaces")
         self.dynamic = not options.name
         self.name = options.name or _dynamic_name()
-        self.routes: dict[str, RouteConnection] = {}  # remote server id -> its registered route
+        # remote server id -> its pool of routes (a list of the pool's size, None for a free slot; one route
+        # for a server without pooling); dedicated routes are in acc_routes: account -> remote server id -> route
+        self.routes: dict[str, list[RouteConnection | None]] = {}
+        self.acc_routes: dict[str, dict[str, RouteConnection]] = {}
+        # pool_size as nats-server reads it (0: its default 3); -1: no pooling, Skiff's default
+        ps = getattr(options, "pool_size", -1)
+        self.pool_size = DEFAULT_POOL_SIZE if ps == 0 else ps
+        self.pooled = self.pool_size >= 1
+        self.routes_pool_size = max(self.pool_size, 1)  # server.go initRouteStructures
+        self.pinned: list[str] = []
+        if self.pooled:
+            self.pinned = list(dict.fromkeys(getattr(options, "accounts", None) or []))
+            sys_acc = server.accounts.system.name if server.accounts.system is not None else ""
+            if sys_acc and sys_acc not in self.pinned:
+                self.pinned.append(sys_acc)  # opts.go setBaselineOptions: the system account is pinned too
+        for acc in self.pinned:
+            self.acc_routes[acc] = {}
         self.pending: set[RouteConnection] = set()  # connected, handshake not finished
         self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
         self.remote_ws_urls: dict[str, list[str]] = {}  # remote server id -> its WebSocket URLs
@@ -72,7 +90,7 @@ class Cluster:
         # URL -> the task dialing it.  The entry goes as soon as the connection is made (dialed()), not when the
         # task ends: a route refused at once (a cluster name being settled) is closed, and dialed again, before
         # the dialing task has even resumed.
-        self._dialing: dict[str, asyncio.Task] = {}
+        self._dialing: dict[tuple[str, str], asyncio.Task] = {}  # (URL, dedicated account) -> its dialing task
         self.port = 0
         self.running = False
         self.own_urls: list[str] = []
@@ -96,6 +114,15 @@ class Cluster:
         self.server.log.info("Listening for route connections", host=opts.host, port=self.port)
         for url in opts.routes:
             self._dial(url, explicit=True)
+            for acc in self.pinned:  # route.go solicitRoutes: a connection per pinned account too
+                self._dial(url, explicit=True, account=acc)
+
+    def all_routes(self) -> list[RouteConnection]:
+        """Every registered route: the pools' and the dedicated ones (what /routez lists, varz counts)."""
+        out = [r for conns in self.routes.values() for r in conns if r is not None]
+        for conns in self.acc_routes.values():
+            out.extend(conns.values())
+        return out
 
     async def stop(self) -> None:
         self.running = False
@@ -103,7 +130,7 @@ class Cluster:
             self._listener.close()
         for t in list(self._tasks):
             t.cancel()
-        for r in list(self.routes.values()) + list(self.pending):
+        for r in self.all_routes() + list(self.pending):
             r.close(SERVER_SHUTDOWN)
         self.server.flush_pending()
         if self._listener is not None:
@@ -113,15 +140,15 @@ class Cluster:
                 pass
 
     # ------------------------------------------------------------------ dialing
-    def _dial(self, url: str, explicit: bool, retry: bool = False) -> None:
-        if not self.running or url in self._dialing:
+    def _dial(self, url: str, explicit: bool, retry: bool = False, account: str = "") -> None:
+        if not self.running or (url, account) in self._dialing:
             return
-        task = asyncio.get_running_loop().create_task(self._connect_loop(url, explicit, retry))
-        self._dialing[url] = task
+        task = asyncio.get_running_loop().create_task(self._connect_loop(url, explicit, retry, account))
+        self._dialing[(url, account)] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _connect_loop(self, url: str, explicit: bool, delay: bool) -> None:
+    async def _connect_loop(self, url: str, explicit: bool, delay: bool, account: str = "") -> None:
         """connectToRoute: dial until it answers; an explicit route forever (unless connect_retries), an
         implicit one connect_retries + 1 times."""
         try:
@@ -138,7 +165,8 @@ class Cluster:
                     tls = self._tls_client
                     await asyncio.wait_for(
                         loop.create_connection(lambda: RouteConnection(self, solicited=True, url=url,
-                                                                       implicit=not explicit), host, port,
+                                                                       implicit=not explicit, account=account),
+                                               host, port,
                                                ssl=tls, server_hostname=host if tls is not None else None,
                                                ssl_handshake_timeout=_tls_timeout(self.options.tls)),
                         DIAL_TIMEOUT + (_tls_timeout(self.options.tls) or 0))
@@ -149,12 +177,12 @@ class Cluster:
                         return
                 await asyncio.sleep(CONNECT_INTERVAL)
         finally:
-            if self._dialing.get(url) is asyncio.current_task():
-                del self._dialing[url]
+            if self._dialing.get((url, account)) is asyncio.current_task():
+                del self._dialing[(url, account)]
 
-    def dialed(self, url: str) -> None:
+    def dialed(self, url: str, account: str = "") -> None:
         """A dialed route is connected: a later close may dial its URL again."""
-        self._dialing.pop(url, None)
+        self._dialing.pop((url, account), None)
 
     # ------------------------------------------------------------------ handshake
     def info(self) -> dict:
@@ -188,10 +216,18 @@ class Cluster:
                 info["ws_connect_urls"] = ws
         if opts.advertise:
             info["ip"] = f"nats-route://{opts.advertise}/"
+        if self.pooled:
+            info["route_pool_size"] = self.pool_size
         return info
 
-    def info_proto(self) -> bytes:
-        return encoder.info(self.info())
+    def info_proto(self, account: str = "", pool_idx: int = 0) -> bytes:
+        """The first INFO of a route (generateRouteInitialInfoJSON): the dedicated account, the pool slot."""
+        info = self.info()
+        if account:
+            info["route_account"] = account
+        if pool_idx:
+            info["route_pool_idx"] = pool_idx
+        return encoder.info(info)
 
     def connect_proto(self, url: str) -> bytes:
         parts = urlsplit(url)
@@ -219,8 +255,8 @@ class Cluster:
             self.name = remote
             self.dynamic = remote_dynamic
             keep = route.remote_id
-            for rid, r in list(self.routes.items()):
-                if rid != keep:
+            for r in self.all_routes():
+                if r.remote_id != keep:
                     r.close(CLUSTER_NAME_CONFLICT)
             self.server.cluster_changed()
             return True
@@ -231,29 +267,132 @@ class Cluster:
         return False
 
     def add_route(self, route: RouteConnection) -> bool:
+        """route.go addRoute: the route takes its place (a pool slot, or its account's), or is refused."""
         rid = route.remote_id
-        existing = self.routes.get(rid)
         self.pending.discard(route)
-        if existing is not None:
+        info = route.remote_info
+        rps = info.get("route_pool_size")
+        rps = rps if isinstance(rps, int) and not isinstance(rps, bool) else 0
+        ridx = info.get("route_pool_idx")
+        ridx = ridx if isinstance(ridx, int) and not isinstance(ridx, bool) else 0
+        acc = route.account
+        if acc and self.server.accounts.lookup(acc) is None:
+            route.refuse(f'Unable to lookup account "{acc}": account missing', MISSING_ACCOUNT)
+            return True
+        pool = rps > 0 and self.pooled
+        err = ""
+        if not pool:
+            if acc:
+                err = f'Not possible to have a dedicated route for account "{acc}" between those servers'
+                route.no_reconnect = True
+            route.no_pool = True
+        elif route.solicited:
+            if ridx:
+                err = f"Route pool index should not be set but is set to {ridx}"
+        elif ridx < 0 or ridx >= max(self.routes_pool_size, rps):
+            err = f"Invalid route pool index: {ridx} - pool size is {rps}"
+        if not err and acc and acc not in self.acc_routes:
+            err = f'No route for account "{acc}"'
+        if err:
+            route.refuse(err)
+            return True  # closed already
+        if acc:
+            conns = self.acc_routes[acc]
+            if rid in conns:
+                return False
+            conns[rid] = route
+            route.registered = True
+            self._registered(route)
+            self.server.log.info("Route connection registered", remote=rid, name=route.remote_name, account=acc)
+            route.send_all_interest()
+            return True
+        size = max(self.routes_pool_size, rps) if pool else 1
+        conns = self.routes.get(rid)
+        if conns is None:
+            conns = self.routes[rid] = [None] * size
+            idx = ridx
+        elif pool and not (conns[0] is not None and conns[0].no_pool):
+            conns.extend([None] * (size - len(conns)))
+            if route.solicited:
+                idx = next((i for i, r in enumerate(conns) if r is None), -1)
+            else:
+                idx = ridx
+                if conns[idx] is not None:
+                    return False
+        else:
             # handleDuplicateRoute: keep the first, and let it reconnect should the other side keep the other.
-            existing.retry = True
+            for r in conns:
+                if r is not None:
+                    r.retry = True
             return False
+        if idx < 0:
+            self.server.log_debug("Route pool size reached, closing extra connection", remote=rid)
+            return False
+        route.pool_idx = idx
+        conns[idx] = route
         route.registered = True
-        self.routes[rid] = route
+        first = sum(r is not None for r in conns) == 1
+        if route.solicited and pool:
+            route.send(self.info_proto(pool_idx=idx))  # the INFO held back until the slot was known
+        self._registered(route)
+        if first:
+            self.server.log.info("Route connection registered", remote=rid, name=route.remote_name)
+        route.send_all_interest()
+        if first:
+            gossip = dict(route.remote_info)
+            gossip.pop("nonce", None)
+            gossip.pop("route_pool_idx", None)
+            for orid, others in self.routes.items():
+                other = next((r for r in others if r is not None), None)
+                if orid != rid and other is not None:
+                    other.send(encoder.info(gossip))
+            if not self.options.no_advertise and self._remember_urls(rid, route.remote_info):
+                self.server.cluster_changed()
+        if pool and route.solicited and any(r is None for r in conns):
+            # route.go: the pool's next connection once the first PONG proves the handshake (startNewRoute)
+            route.pool_more = True
+            route.send(encoder.PING)
+        return True
+
+    def _registered(self, route: RouteConnection) -> None:
         info = dict(route.remote_info)
         if not info.get("ip"):
             info["ip"] = f"nats-route://{_join(route.host, info.get('port', 0))}/"
         route.remote_info = info
-        self.server.log.info("Route connection registered", remote=rid, name=route.remote_name)
-        route.send_all_interest()
-        gossip = dict(info)
-        gossip.pop("nonce", None)
-        for other in self.routes.values():
-            if other is not route:
-                other.send(encoder.info(gossip))
-        if not self.options.no_advertise and self._remember_urls(rid, info):
-            self.server.cluster_changed()
-        return True
+
+    def fill_pool(self, route: RouteConnection) -> None:
+        """The next connection of a pool this server dials (route.go startNewRoute)."""
+        if self.running and not route.closed and route.solicited:
+            self._dial(route.url, explicit=not route.implicit)
+
+    def pool_idx(self, account: str) -> int:
+        """computeRoutePoolIdx: FNV-1a 32 of the account name modulo this server's pool size."""
+        if self.routes_pool_size <= 1:
+            return 0
+        h = 0x811C9DC5
+        for b in account.encode():
+            h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+        return h % self.routes_pool_size
+
+    def carries(self, route: RouteConnection, account: str) -> bool:
+        """Whether ``route`` carries ``account``'s interest (route.go sendSubsToRoute)."""
+        if route.account:
+            return account == route.account
+        if route.no_pool:
+            return True
+        return account not in self.acc_routes and self.pool_idx(account) == route.pool_idx
+
+    def route_for(self, account: str, rid: str) -> RouteConnection | None:
+        """The route to server ``rid`` that carries ``account``, None while it is not connected."""
+        conns = self.routes.get(rid)
+        if account in self.acc_routes:
+            r = self.acc_routes[account].get(rid)
+            if r is not None:
+                return r
+            return conns[0] if conns and conns[0] is not None and conns[0].no_pool else None
+        if not conns:
+            return None
+        return conns[0] if len(conns) == 1 else conns[self.pool_idx(account)]
 
     def _remember_urls(self, rid: str, info: dict) -> bool:
         """The client and WebSocket URLs a remote's INFO announces; whether they changed."""
@@ -269,9 +408,20 @@ class Cluster:
         rid = str(info.get("server_id") or "")
         if rid and rid != route.remote_id:
             # Gossip of another server: dial it unless we know it already (processImplicitRoute).
-            if rid == self.server.server_id or rid in self.routes or not info.get("ip"):
+            if rid == self.server.server_id or not info.get("ip"):
+                return
+            acc = str(info.get("route_account") or "")
+            if acc:
+                # A dedicated route the remote has to that server: ours too, if the account is pinned here.
+                if acc in self.acc_routes and rid not in self.acc_routes[acc]:
+                    self._dial(str(info["ip"]), explicit=False, account=acc)
+                return
+            if rid in self.routes:
                 return
             self._dial(str(info["ip"]), explicit=False)
+            if route.no_pool:
+                for a in self.pinned:  # processImplicitRoute: no per-account INFO will come through a no-pool route
+                    self._dial(str(info["ip"]), explicit=False, account=a)
             return
         if info.get("ldm"):  # the remote goes into lame duck mode: its clients' URLs are no more to be used
             if self._forget_urls(rid):
@@ -284,23 +434,35 @@ class Cluster:
         """An -ERR from the remote: a rejection (cluster name, authorization) ends an implicit route's retries."""
         if "cluster name" in text or "Authorization" in text:
             route.retry = False
+        if "dedicated route" in text or "No route for account" in text:
+            route.no_reconnect = True
 
     def route_closed(self, route: RouteConnection) -> None:
         self.pending.discard(route)
-        if route.registered and self.routes.get(route.remote_id) is route:
-            del self.routes[route.remote_id]
+        rid = route.remote_id
+        if route.registered:
             route.registered = False
-            if self._forget_urls(route.remote_id):
-                self.server.cluster_changed()
-            self.server.log.info("Route connection closed", remote=route.remote_id, reason=route.close_reason)
-        if not self.running or not route.solicited:
+            if route.account:
+                conns = self.acc_routes.get(route.account, {})
+                if conns.get(rid) is route:
+                    del conns[rid]
+            else:
+                conns = self.routes.get(rid)
+                if conns is not None and route in conns:
+                    conns[conns.index(route)] = None
+                    if all(r is None for r in conns):
+                        del self.routes[rid]
+                        if self._forget_urls(rid):
+                            self.server.cluster_changed()
+                        self.server.log.info("Route connection closed", remote=rid, reason=route.close_reason)
+        if not self.running or not route.solicited or route.no_reconnect:
             return
         if route.close_reason == "Duplicate Route" and not route.retry:
             return  # a route to ourselves, or a second one to a server we have a route to
         # reConnectToRoute: a configured route is dialed again until it answers; an implicit one (learnt by
         # gossip) connect_retries + 1 more times.  A cluster name conflict is dialed again too: one side may have
         # adopted the other's name meanwhile (processRouteInfo).
-        self._dial(route.url, explicit=not route.implicit, retry=True)
+        self._dial(route.url, explicit=not route.implicit, retry=True, account=route.account)
 
     # ------------------------------------------------------------------ interest
     def local_sub(self, acc: str, subject: str, queue: str, delta: int) -> None:
@@ -323,8 +485,14 @@ class Cluster:
             weight = 0
         else:
             return  # a second plain subscription (or one of several going) changes nothing remote
-        for r in self.routes.values():
-            r.send_interest(acc, subject, queue, weight)
+        for rid in self.routes.keys() | self._dedicated_remotes(acc):
+            r = self.route_for(acc, rid)
+            if r is not None:
+                r.send_interest(acc, subject, queue, weight)
+
+    def _dedicated_remotes(self, acc: str) -> set[str]:
+        conns = self.acc_routes.get(acc)
+        return set(conns) if conns else set()
 
     def local_interest(self) -> list[tuple[str, str, str, int]]:
         return [(acc, subj, q, n if q else 0) for (acc, subj, q), n in self.interest.items()]
@@ -375,7 +543,7 @@ class Cluster:
             p = urlsplit(u)
             urls.append(_join(p.hostname or "", p.port or 0))
         return {"name": self.name, "addr": opts.host, "cluster_port": self.port,
-                "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": -1}
+                "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": self.pool_size}
 
 
 def _route_tls(tls: Any) -> tuple[ssl.SSLContext, ssl.SSLContext]:

@@ -5,9 +5,17 @@ checks it (cluster authorization, cluster name) before anything else.  When the 
 accepting side, the CONNECT), the route is registered with the cluster (``Cluster.add_route``), which refuses a
 second route to the same server, then both sides send ``RS+`` for all their interest.
 
-Skiff presents itself as a server without route pooling and without compression, as nats-server before 2.10: its
-INFO has no ``route_pool_size`` and no ``compression``, so a nats-server peer keeps one connection to it and sends
-every account on it, with the account name in each line (route.go addRoute, ``noPool``).
+Pooling (nats-server 2.10+, route.go addRoute; ``cluster { pool_size, accounts }``).  With ``pool_size: N`` (N >= 1)
+Skiff's route INFO carries ``route_pool_size: N`` and it keeps up to max(N, remote's) connections to every server
+that offers pooling too: the dialing side sends its INFO only once it has the other's, with ``route_pool_idx``, the
+slot it took (the first free one), and dials the next connection after the first PONG until the pool is full; the
+accepting side puts the connection in the slot the INFO names.  An account's interest and messages use the slot
+``fnv1a32(name) % N`` (computeRoutePoolIdx); lines still carry the account name.  An account of ``accounts`` (and
+the system account, which nats-server pins by default) gets a connection of its own to every server, announced by
+``route_account`` in the dialing side's INFO; its lines carry no account name (``RouteParser.bind_account``).  A
+remote without ``route_pool_size`` (nats-server with ``pool_size: -1``, or before 2.10) gets one connection that
+carries every account, and a dedicated route to it is refused ("Not possible to have a dedicated route ...").
+Without ``pool_size`` Skiff behaves as such a server (its default is -1, nats-server's 3: docs/clustering.md).
 
 Interest.  Each ``RS+`` becomes a ``Subscription`` with ``route`` set, in the named account's Sublist, so that the
 server's ``route()`` finds local and remote interest in one lookup.  A message matching route subscriptions is sent
@@ -35,6 +43,7 @@ CLUSTER_NAME_CONFLICT = "Cluster Name Conflict"
 AUTH_VIOLATION = "Authentication Failure"
 PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
+MISSING_ACCOUNT = "Missing Account"
 
 
 class RouteConnection(Link):
@@ -42,8 +51,16 @@ class RouteConnection(Link):
     is_route = True  # what a route brings is never forwarded to another route (Server.route, deliver_routed)
     closed_reason = ROUTE_CLOSED
 
-    def __init__(self, cluster: "Cluster", solicited: bool = False, url: str = "", implicit: bool = False) -> None:
+    def __init__(self, cluster: "Cluster", solicited: bool = False, url: str = "", implicit: bool = False,
+                 account: str = "") -> None:
         super().__init__(cluster.server, RouteParser(cluster.server.options.max_payload * 64))
+        self.account = ""  # the account of a dedicated route (route_account), "" on a pooled one
+        self.pool_idx = -1  # the slot in the remote's pool (route.go c.route.poolIdx)
+        self.no_pool = False  # the remote does not pool: this one route carries every account
+        self.no_reconnect = False  # refused for good (a dedicated route to a server that cannot have one)
+        self.pool_more = False  # dial the pool's next connection at the first PONG (route.go startNewRoute)
+        if account:
+            self._bind(account)
         self.cluster = cluster
         self.solicited = solicited
         self.implicit = implicit  # learnt from another route's gossip, not configured
@@ -62,12 +79,14 @@ class RouteConnection(Link):
         cl = self.cluster
         cl.pending.add(self)
         if self.solicited:
-            cl.dialed(self.url)
+            cl.dialed(self.url, self.account)
             self.send(cl.connect_proto(self.url))
         elif cl.options.username:
             # With cluster authorization, a CONNECT must come within its timeout (2 s by default, as nats-server).
             self._timer = srv.clock.call_later(cl.options.auth_timeout or 2.0, self._auth_timeout)
-        self.send(cl.info_proto())
+        if not (self.solicited and cl.pooled and not self.account):
+            # A pooled route's dialing side sends its INFO once it knows its slot (routeShouldDelayInfo).
+            self.send(cl.info_proto(account=self.account))
         self.flush()
         srv.log_debug("Route connection created", cid=self.cid, addr=f"{self.host}:{self.port}",
                       solicited=self.solicited)
@@ -82,6 +101,8 @@ class RouteConnection(Link):
         if not self.out:
             self.server.mark_pending(self)
         size = len(data)
+        if self.account:
+            account = ""  # a dedicated route: lines without the account name
         if queues or hdr_len or reply:
             head = rmsg_head(account, subject, reply, queues, hdr_len, size)
         else:
@@ -91,7 +112,8 @@ class RouteConnection(Link):
             if prefix is None:
                 if len(self._prefixes) > 4096:
                     self._prefixes.clear()
-                prefix = self._prefixes[key] = f"RMSG {account} {subject} ".encode("utf-8", "surrogateescape")
+                line = f"RMSG {account} {subject} " if account else f"RMSG {subject} "
+                prefix = self._prefixes[key] = line.encode("utf-8", "surrogateescape")
             head = prefix + b"%d\r\n" % size
         self.out += (head, data, b"\r\n")
         self.out_msgs += 1
@@ -127,7 +149,11 @@ class RouteConnection(Link):
             self.send(encoder.PONG)
             return
         if isinstance(op, Pong):
-            return self._pong()
+            self._pong()
+            if self.pool_more:
+                self.pool_more = False
+                self.cluster.fill_pool(self)
+            return
         if isinstance(op, Info):
             return self._info(op.raw)
         if isinstance(op, Connect):
@@ -187,6 +213,8 @@ class RouteConnection(Link):
         if not self.solicited and info.get("server_name") == self.server.server_name:
             self.server.log_error("Remote server has a duplicate name", name=info.get("server_name"))
             return self.close("Duplicate Server Name")
+        if not self.solicited and info.get("route_account"):
+            self._bind(str(info["route_account"]))
         self.remote_info = info
         self.remote_id = rid
         self.remote_name = str(info.get("server_name") or "")
@@ -200,6 +228,16 @@ class RouteConnection(Link):
         self._cancel_timer()
         if not self.cluster.add_route(self):
             self.close(DUPLICATE_ROUTE)
+
+    def _bind(self, account: str) -> None:
+        self.account = account
+        self.parser.bind_account(account)
+
+    def refuse(self, err: str, reason: str = PROTOCOL_VIOLATION) -> None:
+        """route.go addRoute's errors: sent and logged, the route closed (a Protocol Violation, mostly)."""
+        self.send(encoder.err(err))
+        self.server.log_error("Route error", remote=self.remote_id, error=err)
+        self.close(reason)
 
     # ------------------------------------------------------------------ interest
     def _remote_sub(self, op: RSub) -> None:
@@ -220,10 +258,13 @@ class RouteConnection(Link):
     def send_all_interest(self) -> None:
         """sendSubsToRoute: every account's interest, once per subject (and per queue group with its weight)."""
         for acc, subject, queue, weight in self.cluster.local_interest():
-            self.send(rs_plus(acc, subject, queue, weight))
+            if self.cluster.carries(self, acc):
+                self.send(rs_plus("" if self.account else acc, subject, queue, weight))
 
     def send_interest(self, account: str, subject: str, queue: str, weight: int) -> None:
         if self.registered:
+            if self.account:
+                account = ""
             self.send(rs_plus(account, subject, queue, weight) if weight else rs_minus(account, subject, queue))
 
     # ------------------------------------------------------------------ closing

@@ -139,7 +139,7 @@ class MonitorProvider:
                 "cpu": self._cpu(),
                 "connections": len(s.clients),
                 "total_connections": s.total_connections,
-                "routes": len(s.cluster.routes) if s.cluster is not None else 0,
+                "routes": len(s.cluster.all_routes()) if s.cluster is not None else 0,
                 "remotes": len(s.cluster.routes) if s.cluster is not None else 0,
                 "leafnodes": len(s.leafnodes.links) if s.leafnodes is not None else 0,
                 "in_msgs": st["in_msgs"],
@@ -193,12 +193,12 @@ class MonitorProvider:
                 "leafs": leafs}
 
     def routez(self, params: dict, *, http: bool = True) -> dict:
-        """/routez (monitor.go Routez): one entry per route; Skiff keeps one route per server (no pooling)."""
+        """/routez (monitor.go Routez): one entry per route connection (every connection of a pool, and the dedicated ones)."""
         s = self.server
         now = s.clock.time_ns()
         routes = []
         if s.cluster is not None:
-            for r in s.cluster.routes.values():
+            for r in s.cluster.all_routes():
                 d = {
                     "rid": r.cid, "remote_id": r.remote_id, "remote_name": r.remote_name,
                     "did_solicit": r.solicited, "is_configured": r.solicited and not r.implicit,
@@ -209,6 +209,8 @@ class MonitorProvider:
                     "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
                     "subscriptions": len(r.subs), "compression": "off",
                 }
+                if r.account:
+                    d["account"] = r.account  # a dedicated route (monitor.go RouteInfo.Account)
                 if _flag(params, "subs"):
                     d["subscriptions_list"] = sorted(f"{k[1]} {k[2]}".strip() for k in r.subs)
                 routes.append(d)
