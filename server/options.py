@@ -315,7 +315,7 @@ class ClusterOptions(_Model):
     no_advertise: bool = False
     connect_retries: int = 0
     tls: TLSOptions | None = None  # cluster { tls {} }: TLS first on every route, both ends
-    pool_size: int = -1  # route pooling (core/route.py); -1: none, Skiff's default (nats-server's is 3)
+    pool_size: int = 0  # route pooling (core/route.py): 0 is nats-server's default, 3; -1: no pooling
     accounts: list[str] = []  # accounts with a dedicated route (with pool_size >= 1)
 
 

@@ -68,8 +68,8 @@ class Cluster:
         # for a server without pooling); dedicated routes are in acc_routes: account -> remote server id -> route
         self.routes: dict[str, list[RouteConnection | None]] = {}
         self.acc_routes: dict[str, dict[str, RouteConnection]] = {}
-        # pool_size as nats-server reads it (0: its default 3); -1: no pooling, Skiff's default
-        ps = getattr(options, "pool_size", -1)
+        # pool_size as nats-server reads it: 0 (unset) is its default, 3; -1: no pooling
+        ps = getattr(options, "pool_size", 0)
         self.pool_size = DEFAULT_POOL_SIZE if ps == 0 else ps
         self.pooled = self.pool_size >= 1
         self.routes_pool_size = max(self.pool_size, 1)  # server.go initRouteStructures
@@ -543,7 +543,8 @@ class Cluster:
             p = urlsplit(u)
             urls.append(_join(p.hostname or "", p.port or 0))
         return {"name": self.name, "addr": opts.host, "cluster_port": self.port,
-                "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2, "pool_size": self.pool_size}
+                "auth_timeout": int(opts.auth_timeout or 2), "urls": urls, "tls_timeout": 2,
+                "pool_size": self.pool_size}
 
 
 def _route_tls(tls: Any) -> tuple[ssl.SSLContext, ssl.SSLContext]:

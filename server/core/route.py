@@ -15,7 +15,7 @@ the system account, which nats-server pins by default) gets a connection of its 
 ``route_account`` in the dialing side's INFO; its lines carry no account name (``RouteParser.bind_account``).  A
 remote without ``route_pool_size`` (nats-server with ``pool_size: -1``, or before 2.10) gets one connection that
 carries every account, and a dedicated route to it is refused ("Not possible to have a dedicated route ...").
-Without ``pool_size`` Skiff behaves as such a server (its default is -1, nats-server's 3: docs/clustering.md).
+``pool_size`` is 3 unless set (nats-server's DEFAULT_ROUTE_POOL_SIZE); with ``pool_size: -1`` Skiff is such a server.
 
 Interest.  Each ``RS+`` becomes a ``Subscription`` with ``route`` set, in the named account's Sublist, so that the
 server's ``route()`` finds local and remote interest in one lookup.  A message matching route subscriptions is sent

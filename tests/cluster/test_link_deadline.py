@@ -32,10 +32,10 @@ async def test_a_route_that_stops_reading_is_closed_at_the_write_deadline():
         await loop.sock_sendall(peer, b"CONNECT " + json.dumps(connect).encode() + b"\r\nINFO " +
                                 json.dumps(info).encode() + b"\r\nRS+ $G stuck\r\n")
         for _ in range(200):
-            if srv.cluster.routes and next(iter(srv.cluster.routes.values())).subs:
+            if srv.cluster.all_routes() and srv.cluster.all_routes()[0].subs:
                 break
             await asyncio.sleep(0.01)
-        route = next(iter(srv.cluster.routes.values()))
+        route = srv.cluster.all_routes()[0]
         nc = await nats.connect(srv.client_url)
         payload = b"x" * 65536
         while route._wd_timer is None:  # until the transport is full and the deadline runs

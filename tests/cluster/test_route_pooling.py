@@ -149,6 +149,17 @@ def test_pool_of_three_and_system_route(pair, pairs):
     asyncio.run(_accounts_cross(p))
 
 
+def test_default_pool(pair, pairs):
+    """Without pool_size both servers pool as nats-server does by default: 3 connections and $SYS's; /varz says
+    pool_size 3 and counts the 4 connections to the one remote server."""
+    p = pairs(pair)
+    p.wait_routes(4)
+    for n in p.nodes:
+        with urllib.request.urlopen(f"{n.http_url}/varz", timeout=2) as r:
+            v = json.loads(r.read())
+        assert (v["cluster"]["pool_size"], v["routes"], v["remotes"]) == (3, 4, 1)
+
+
 def test_pinned_accounts(pair, pairs):
     """accounts: [A, B] (pool_size 2): two pooled connections, one each for A, B and $SYS."""
     extra = "pool_size: 2, accounts: [A, B]"
@@ -228,8 +239,8 @@ def _error(r: FakeRoute) -> bytes:
 ])
 def test_wire_refusals(server_factory, cluster_extra, info, err):
     """What a pooled server refuses on its route port, byte for byte as nats-server (route.go addRoute): a pool
-    index outside the pool, a dedicated route for an account it does not pin or does not know, and any dedicated route when it does
-    not pool."""
+    index outside the pool, a dedicated route for an account it does not pin or does not know, and any dedicated
+    route when it does not pool."""
     port = free_port()
     server_factory(jetstream=False, config=f'{ACCOUNTS}\ncluster {{ name: c1, listen: "127.0.0.1:{port}", '
                                            f'{cluster_extra} }}\n')
