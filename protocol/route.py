@@ -70,6 +70,16 @@ class RouteParser:
         self._buf = b""
         self._msg: tuple | None = None  # (account, subject, reply, queues, hdr_len, size) waiting for its payload
         self.dead = False
+        self.paused = False  # stopped after an operation: the rest of the input is not in this form (compressed)
+
+    def pause(self) -> None:
+        """Stop after the operation being reported: ``parse`` keeps the rest for ``resume``."""
+        self.paused = True
+
+    def resume(self) -> bytes:
+        """The bytes after the pausing operation, not parsed; parsing goes on with whatever is fed next."""
+        rest, self._buf, self.paused = self._buf, b"", False
+        return rest
 
     def bind_account(self, name: str) -> None:
         """From now on lines carry no account token: they are all for ``name`` (a dedicated route)."""
@@ -82,7 +92,7 @@ class RouteParser:
         buf = self._buf + data if self._buf else data
         self._buf = b""
         pos, n = 0, len(buf)
-        while pos < n and not self.dead:
+        while pos < n and not self.dead and not self.paused:
             if self._msg is not None:
                 acc, subj, reply, queues, hdr, size = self._msg
                 end = pos + size

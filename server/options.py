@@ -317,6 +317,7 @@ class ClusterOptions(_Model):
     tls: TLSOptions | None = None  # cluster { tls {} }: TLS first on every route, both ends
     pool_size: int = 0  # route pooling (core/route.py): 0 is nats-server's default, 3; -1: no pooling
     accounts: list[str] = []  # accounts with a dedicated route (with pool_size >= 1)
+    compression: str = "accept"  # route compression mode, normalized (conf/cluster.py compression); as nats-server
 
 
 class RemoteLeafOptions(_Model):

@@ -45,6 +45,8 @@ def parse_cluster(m: "_Mapper", tok: Token) -> dict[str, Any]:
             out["pool_size"] = m.expect(mt, int, mk)
         elif k == "accounts":
             out["accounts"] = m.string_list(mt, mk)
+        elif k == "compression":
+            out["compression"] = compression(m, mt, mk, "s2_fast")
         else:
             return False
         return True
@@ -104,3 +106,44 @@ def validate(m: "_Mapper") -> None:
                 listed = " ".join(f'"{x}"' for x in pinned)
                 m.err(tok, f'found duplicate account name "{a}" in pinned accounts list [{listed}]')
                 break
+
+
+#: server.go validateAndNormalizeCompressionOption: the spellings nats-server takes for each mode
+_MODES = {"not supported": "not supported", "not_supported": "not supported", "disabled": "off", "off": "off",
+          "false": "off", "accept": "accept", "auto": "s2_auto", "s2_auto": "s2_auto", "fast": "s2_fast",
+          "s2_fast": "s2_fast", "better": "s2_better", "s2_better": "s2_better", "best": "s2_best",
+          "s2_best": "s2_best"}
+
+
+def compression(m: "_Mapper", tok: Token, key: str, on_mode: str) -> str:
+    """opts.go parseCompression and validateAndNormalizeCompressionOption: a mode name, a boolean (``true`` is
+    ``on_mode``) or ``{ mode }``; the mode normalized as nats-server does (core/compress.py).  ``rtt_thresholds``
+    (the RTTs at which ``s2_auto`` changes level) is refused: Skiff's ``s2_auto`` keeps the level it starts with."""
+    v = tok.value
+    if isinstance(v, bool):
+        return on_mode if v else "off"
+    if isinstance(v, dict):
+        mode = ""
+        for mk, mt in v.items():
+            k = mk.lower()
+            if k == "mode":
+                mode = m.expect(mt, str, mk)
+            elif k in ("rtt_thresholds", "thresholds", "rtts", "rtt"):
+                m.err(mt, f'"{key}.{mk}" is not implemented by Skiff: s2_auto compression levels by RTT')
+            else:
+                m.err(mt, f'unknown field "{mk}"')
+        v = mode
+    if not isinstance(v, str):
+        m.err(tok, f'field "{key}" should be a boolean or a structure, got {_go_type(v)}')
+        return "off"
+    low = v.lower()
+    if low in ("on", "enabled", "true"):
+        low = on_mode
+    if low not in _MODES:
+        m.err(tok, f'unsupported compression mode "{v}"')
+        return "off"
+    return _MODES[low]
+
+
+def _go_type(v: Any) -> str:
+    return {int: "int64", float: "float64", list: "[]interface {}"}.get(type(v), type(v).__name__)

@@ -170,11 +170,8 @@ LEAF_REMOTE = _entries(
 )
 
 #: keys of ``cluster { }`` (server/opts.go parseCluster) Skiff does not implement (conf/cluster.py reads the rest).
-#: Skiff's routes are not compressed, as nats-server's with ``compression: off`` (core/route.py).
 CLUSTER = _entries(
     (("permissions",), Unimplemented(REFUSE, "route import/export permissions", _empty)),
-    (("compression",), Unimplemented(REFUSE, "route compression (Skiff's routes are not compressed)",
-                                     lambda v: v in (False, "off", "disabled"))),
     (("ping_interval",), Unimplemented(REFUSE, "a ping interval of its own for routes (Skiff's routes ping at "
                                                "the server's ping_interval)", _empty)),
     (("ping_max",), Unimplemented(REFUSE, "a ping_max of its own for routes", _empty)),

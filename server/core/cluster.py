@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from skiff.protocol import encoder
 
 from ..version import GO_FIELD, VERSION
+from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO
 from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, SERVER_SHUTDOWN, RouteConnection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +73,7 @@ class Cluster:
         ps = getattr(options, "pool_size", 0)
         self.pool_size = DEFAULT_POOL_SIZE if ps == 0 else ps
         self.pooled = self.pool_size >= 1
+        self.compression = getattr(options, "compression", ACCEPT) or ACCEPT  # conf/cluster.py normalized it
         self.routes_pool_size = max(self.pool_size, 1)  # server.go initRouteStructures
         self.pinned: list[str] = []
         if self.pooled:
@@ -218,11 +220,20 @@ class Cluster:
             info["ip"] = f"nats-route://{opts.advertise}/"
         if self.pooled:
             info["route_pool_size"] = self.pool_size
+        if self.compression != NOT_SUPPORTED:
+            info["compression"] = self.compression
         return info
 
-    def info_proto(self, account: str = "", pool_idx: int = 0) -> bytes:
-        """The first INFO of a route (generateRouteInitialInfoJSON): the dedicated account, the pool slot."""
+    def info_compression(self, negotiated: str) -> str:
+        """compressionModeForInfoProtocol: s2_auto when configured so, else the negotiated mode."""
+        return S2_AUTO if self.compression == S2_AUTO else negotiated
+
+    def info_proto(self, account: str = "", pool_idx: int = 0, compression: str = "") -> bytes:
+        """The first INFO of a route (generateRouteInitialInfoJSON): the dedicated account, the pool slot, the
+        compression mode chosen."""
         info = self.info()
+        if compression:
+            info["compression"] = compression
         if account:
             info["route_account"] = account
         if pool_idx:
@@ -302,6 +313,8 @@ class Cluster:
                 return False
             conns[rid] = route
             route.registered = True
+            if route.info_delayed:
+                route.send(self.info_proto(account=acc, compression=self.info_compression(route.compression)))
             self._registered(route)
             self.server.log.info("Route connection registered", remote=rid, name=route.remote_name, account=acc)
             route.send_all_interest()
@@ -332,8 +345,8 @@ class Cluster:
         conns[idx] = route
         route.registered = True
         first = sum(r is not None for r in conns) == 1
-        if route.solicited and pool:
-            route.send(self.info_proto(pool_idx=idx))  # the INFO held back until the slot was known
+        if route.info_delayed:  # the INFO held back until the slot (and compression) was known
+            route.send(self.info_proto(pool_idx=idx, compression=self.info_compression(route.compression)))
         self._registered(route)
         if first:
             self.server.log.info("Route connection registered", remote=rid, name=route.remote_name)

@@ -5,6 +5,11 @@ queues its output like a client connection (one write per loop turn, ``Server.ma
 server's interest as ``RouteSub`` subscriptions in an account's Sublist, pings on the server's ``ping_interval``
 (``-ERR 'Stale Connection'`` after ``ping_max`` unanswered), and when it goes tells its owner (``_gone``).
 Subclasses do the handshake and the message forms of their kind.
+
+Compression (nats-server 2.10+, server.go selectCompressionMode; route.go negotiateRouteCompression).  Once both
+ends have agreed on a mode, everything a link writes is an S2 stream (storage/s2stream.py: Snappy blocks that S2
+readers take) and everything it reads is decoded from one.  The switch happens at an INFO: the parser stops right
+after it (``RouteParser.pause``) and the rest of that read is already compressed.
 """
 from __future__ import annotations
 
@@ -24,6 +29,40 @@ LINK_WRITE_DEADLINE = 10.0
 #: what the transport holds before pause_writing (and the deadline timer) starts
 LINK_WRITE_HIGH = 1 << 20
 AUTH_TIMEOUT = "Authentication Timeout"
+#: server.go compression modes
+NOT_SUPPORTED, OFF, ACCEPT, S2_AUTO = "not supported", "off", "accept", "s2_auto"
+S2_UNCOMPRESSED, S2_FAST, S2_BETTER, S2_BEST = "s2_uncompressed", "s2_fast", "s2_better", "s2_best"
+#: defaultCompressionS2AutoRTTThresholds: up to 10 ms uncompressed, 50 ms fast, 100 ms better, then best
+AUTO_THRESHOLDS = ((0.010, S2_UNCOMPRESSED), (0.050, S2_FAST), (0.100, S2_BETTER))
+
+
+def needs_compression(mode: str) -> bool:
+    """server.go needsCompression: the mode negotiates (anything but off and not supported)."""
+    return mode not in ("", OFF, NOT_SUPPORTED)
+
+
+def select_compression(ours: str, theirs: str) -> str:
+    """server.go selectCompressionMode (``ours`` needs compression); ValueError for a mode nats-server does not
+    know."""
+    if theirs in ("", NOT_SUPPORTED):
+        return NOT_SUPPORTED
+    if theirs == OFF:
+        return OFF
+    if theirs == ACCEPT:
+        return OFF if ours == ACCEPT else ours
+    if theirs in (S2_AUTO, S2_UNCOMPRESSED, S2_FAST, S2_BETTER, S2_BEST):
+        if ours == ACCEPT:
+            return S2_FAST if theirs == S2_AUTO else theirs
+        return ours
+    raise ValueError(theirs)
+
+
+def auto_level(rtt: float) -> str:
+    """selectS2AutoModeBasedOnRTT with the default thresholds."""
+    for limit, mode in AUTO_THRESHOLDS:
+        if rtt <= limit:
+            return mode
+    return S2_BEST
 SERVER_SHUTDOWN = "Server Shutdown"
 
 
@@ -60,6 +99,9 @@ class Link(asyncio.Protocol):
         self._timer = None  # the authorization timer of an accepted link
         self._ping_timer = None
         self._wd_timer = None  # the write deadline, while the transport is full
+        self.compression = NOT_SUPPORTED  # the negotiated mode (/routez, /leafz)
+        self._s2_out = None  # S2Writer once this side writes compressed
+        self._s2_in = None  # S2Decoder once the other side does
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def _made(self, transport: asyncio.Transport) -> None:
@@ -72,8 +114,36 @@ class Link(asyncio.Protocol):
         if self.closed:
             return
         self.last_activity_ns = self.server.clock.time_ns()
-        self.parser.parse(data, self)
+        self._parse(data)
         self.server.flush_pending()
+
+    def _parse(self, data: bytes) -> None:
+        if self._s2_in is not None:
+            from skiff.storage.s2stream import S2Error
+
+            try:
+                data = b"".join(self._s2_in.feed(data))
+            except S2Error as e:
+                self.server.log_error(f"{self.kind} compression error", cid=self.cid, error=str(e))
+                return self.close("Protocol Violation")
+        self.parser.parse(data, self)
+        if self.parser.paused and not self.closed:
+            # The INFO that switched the other side to compression: what follows it is compressed.
+            rest = self.parser.resume()
+            from skiff.storage.s2stream import S2Decoder
+
+            self._s2_in = S2Decoder()
+            if rest:
+                self._parse(rest)
+
+    def start_compression(self, read: bool = True) -> None:
+        """From now on this side writes an S2 stream (and, with ``read``, reads one after the current INFO)."""
+        from skiff.storage.s2stream import S2Writer
+
+        self.flush()
+        self._s2_out = S2Writer()
+        if read:
+            self.parser.pause()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -94,6 +164,8 @@ class Link(asyncio.Protocol):
             return
         data = b"".join(out)
         out.clear()
+        if self._s2_out is not None:
+            data = self._s2_out.encode(data)
         if not self.transport.is_closing():
             self.transport.write(data)
 

@@ -31,7 +31,8 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .link import SERVER_SHUTDOWN, Link, RouteSub  # noqa: F401 (RouteSub and SERVER_SHUTDOWN: re-exported)
+from .link import (NOT_SUPPORTED, OFF, S2_AUTO, SERVER_SHUTDOWN, Link, RouteSub,  # noqa: F401 (re-exported)
+                   auto_level, needs_compression, select_compression)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -59,6 +60,8 @@ class RouteConnection(Link):
         self.no_pool = False  # the remote does not pool: this one route carries every account
         self.no_reconnect = False  # refused for good (a dedicated route to a server that cannot have one)
         self.pool_more = False  # dial the pool's next connection at the first PONG (route.go startNewRoute)
+        self.info_delayed = False  # the dialing side's INFO waits for the other's (routeShouldDelayInfo)
+        self._comp_negotiated = False
         if account:
             self._bind(account)
         self.cluster = cluster
@@ -84,8 +87,11 @@ class RouteConnection(Link):
         elif cl.options.username:
             # With cluster authorization, a CONNECT must come within its timeout (2 s by default, as nats-server).
             self._timer = srv.clock.call_later(cl.options.auth_timeout or 2.0, self._auth_timeout)
-        if not (self.solicited and cl.pooled and not self.account):
-            # A pooled route's dialing side sends its INFO once it knows its slot (routeShouldDelayInfo).
+        if self.solicited and ((cl.pooled and not self.account) or needs_compression(cl.compression)):
+            # The dialing side of a pooled route sends its INFO once it knows its slot, and with compression
+            # once it knows the other's mode (route.go createRoute: delayInfo).
+            self.info_delayed = True
+        else:
             self.send(cl.info_proto(account=self.account))
         self.flush()
         srv.log_debug("Route connection created", cid=self.cid, addr=f"{self.host}:{self.port}",
@@ -213,6 +219,8 @@ class RouteConnection(Link):
         if not self.solicited and info.get("server_name") == self.server.server_name:
             self.server.log_error("Remote server has a duplicate name", name=info.get("server_name"))
             return self.close("Duplicate Server Name")
+        if not self._negotiate(info):
+            return  # compression starts: the INFO that counts comes next, compressed
         if not self.solicited and info.get("route_account"):
             self._bind(str(info["route_account"]))
         self.remote_info = info
@@ -228,6 +236,37 @@ class RouteConnection(Link):
         self._cancel_timer()
         if not self.cluster.add_route(self):
             self.close(DUPLICATE_ROUTE)
+
+    def _negotiate(self, info: dict) -> bool:
+        """route.go processRouteInfo / negotiateRouteCompression on the first INFO: False when compression was
+        agreed, this side's INFO sent and the switch made (the next INFO is the one to act on)."""
+        mode = self.cluster.compression
+        theirs = info.get("compression")
+        theirs = theirs if isinstance(theirs, str) else ""
+        if not needs_compression(mode):
+            self.compression = NOT_SUPPORTED if not theirs or mode == NOT_SUPPORTED else OFF
+            return True
+        if self._comp_negotiated:
+            return True
+        self._comp_negotiated = True
+        try:
+            cm = select_compression(mode, theirs)
+        except ValueError:
+            self.refuse(f'unsupported route compression mode "{theirs}"')
+            return False
+        if cm == S2_AUTO:
+            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)  # computeRTT(c.start)
+        self.compression = cm
+        if not needs_compression(cm):
+            return True
+        proto = self.cluster.info_proto(account=self.account, compression=self.cluster.info_compression(cm))
+        if self.solicited:  # sent before this side compresses; the accepting side's after
+            self.send(proto)
+            self.start_compression()
+        else:
+            self.start_compression()
+            self.send(proto)
+        return False
 
     def _bind(self, account: str) -> None:
         self.account = account

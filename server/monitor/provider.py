@@ -207,7 +207,7 @@ class MonitorProvider:
                     "rtt": format_go_duration(r.rtt_ns), "uptime": _uptime(now - r.start_ns),
                     "idle": _uptime(now - r.last_activity_ns), "pending_size": r.pending_bytes(),
                     "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
-                    "subscriptions": len(r.subs), "compression": "off",
+                    "subscriptions": len(r.subs), "compression": r.compression,
                 }
                 if r.account:
                     d["account"] = r.account  # a dedicated route (monitor.go RouteInfo.Account)

@@ -35,7 +35,6 @@ REFUSED_KEYS = [
     ("proxies { trusted: [] }", "proxies", True),
     ("default_js_domain { A: x }", "default_js_domain", True),
     # cluster {} is implemented (server/conf/cluster.py); what its routes do not do is refused key by key.
-    ("cluster { port: 6222, compression: s2_fast }", "cluster.compression", True),
     ('cluster { port: 6222, permissions { import: "foo" } }', "cluster.permissions", True),
     ("cluster { port: 6222, ping_interval: \"5s\" }", "cluster.ping_interval", True),
     ("gateway { name: g, port: 7222 }", "gateway", True),
