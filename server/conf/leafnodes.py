@@ -100,7 +100,7 @@ def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
                                       "implemented by Skiff")
                     r["urls"] = urls
                 elif k == "tls":
-                    r["tls"] = m.tls(mt, check=leaf_tls_problem)
+                    r["tls"] = m.tls(mt, check=leaf_tls_problem, remote=True)
                 elif k in ("account", "local"):
                     r["account"] = m.expect(mt, str, mk)
                 elif k in ("creds", "credentials"):

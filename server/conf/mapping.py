@@ -617,7 +617,8 @@ class _Mapper:
 
     # -- tls ----------------------------------------------------------------------------------------------------
 
-    def tls(self, tok: Token, check: Callable[[dict[str, Any]], str | None] | None = None) -> dict:
+    def tls(self, tok: Token, check: Callable[[dict[str, Any]], str | None] | None = None,
+            remote: bool = False) -> dict:
         """A ``tls { }`` block (parseTLS); ``check`` says what GenTLSConfig would say about its files (tls_problem
         unless the block's owner checks them its own way: conf/leafnodes.py)."""
         tm = self.expect(tok, dict, "tls")
@@ -647,7 +648,7 @@ class _Mapper:
                 elif k == "timeout":
                     out["timeout"] = self.timeout(mt, "tls")
                 elif k in ("handshake_first", "first", "immediate"):
-                    self.handshake_first(mt, mk, out)
+                    self.handshake_first(mt, mk, out, remote)
                 elif k in ("min_version",):
                     out["min_version"] = self.expect(mt, str, mk)
                 elif k in ("cipher_suites", "curve_preferences", "pinned_certs"):
@@ -671,7 +672,9 @@ class _Mapper:
                                                       "delay is not implemented; use true or false")
         self.err(tok, support.refusal(f"tls.{key}", entry))
 
-    def handshake_first(self, tok: Token, key: str, out: dict) -> None:
+    def handshake_first(self, tok: Token, key: str, out: dict, remote: bool = False) -> None:
+        """``remote``: a leaf remote's block, where nats-server keeps only the boolean (opts.go parseRemoteLeafNodes:
+        remote.TLSHandshakeFirst = tc.HandshakeFirst): ``auto`` or a delay there is ``true``."""
         v = tok.value
         if isinstance(v, bool):
             out["handshake_first"] = v
@@ -682,14 +685,20 @@ class _Mapper:
             elif lv in ("false", "off"):
                 out["handshake_first"] = False
             elif lv in ("auto", "auto_fallback"):
-                self.handshake_first_fallback(tok, key)
+                if remote:
+                    out["handshake_first"] = True
+                else:
+                    self.handshake_first_fallback(tok, key)
             else:
                 try:
                     parse_duration(v)
                 except ValueError:
                     self.err(tok, f"field {key!r}'s value {v!r} is invalid")
                 else:
-                    self.handshake_first_fallback(tok, key)
+                    if remote:
+                        out["handshake_first"] = True
+                    else:
+                        self.handshake_first_fallback(tok, key)
         else:
             self.err(tok, f"field {key!r} should be a boolean or a string, got {_type_name(v)}")
 

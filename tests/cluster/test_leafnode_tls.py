@@ -93,10 +93,13 @@ async def test_messages_cross_both_ways_over_mutual_tls(pair):
         lp.cleanup()
 
 
-async def test_handshake_first_and_a_host_name_in_the_url(pair):
-    """handshake_first on both ends; the spoke dials ``localhost``, the name it checks the certificate against."""
+@pytest.mark.parametrize("remote_first", [True, "auto", "300ms"])
+async def test_handshake_first_and_a_host_name_in_the_url(pair, remote_first):
+    """handshake_first on both ends; the spoke dials ``localhost``, the name it checks the certificate against.
+    In a remote, ``auto`` and a delay are ``true`` (opts.go parseRemoteLeafNodes keeps only the boolean: the
+    fallback delay is the accepting side's); on the hub they stay refused (tests/config/test_refusals.py)."""
     lp = LeafPair(pair, hub_extra=tls("server", ca="", handshake_first=True),
-                  remote_url="nats-leaf://localhost:{port}", spoke_extra=tls(handshake_first=True))
+                  remote_url="nats-leaf://localhost:{port}", spoke_extra=tls(handshake_first=remote_first))
     try:
         lp.start()
         hub, spoke = await nats.connect(lp.hub.url), await nats.connect(lp.spoke.url)
