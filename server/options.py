@@ -327,6 +327,7 @@ class RemoteLeafOptions(_Model):
     account: str = ""  # the local account the link binds; "" = the global account
     credentials: str = ""  # a .creds file: its user JWT and the nonce signed by its seed go in CONNECT
     tls: TLSOptions | None = None  # tls {}: TLS to the hub (also done without it when the hub's INFO asks for it)
+    compression: str = "s2_auto"  # leaf compression mode, normalized (conf/cluster.py compression); as nats-server
 
 
 class LeafNodeOptions(_Model):
@@ -344,6 +345,7 @@ class LeafNodeOptions(_Model):
     no_advertise: bool = False
     reconnect_interval: float = 0.0  # 0: nats-server's 1 s
     tls: TLSOptions | None = None  # tls {}: accepted leaf connections upgrade after INFO (or first: handshake_first)
+    compression: str = "s2_auto"  # the hub's leaf compression mode (core/leafnode_conn.py); as nats-server
 
 
 class ServerOptions(_Model):

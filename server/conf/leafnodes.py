@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from skiff.server.conf import support
+from skiff.server.conf.cluster import compression
 from skiff.server.conf.mapping import tls_problem
 from skiff.server.conf.values import Token
 
@@ -39,6 +40,8 @@ def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
             out["no_advertise"] = m.expect(mt, bool, mk)
         elif k == "tls":
             out["tls"] = m.tls(mt, check=leaf_tls_problem)
+        elif k == "compression":
+            out["compression"] = compression(m, mt, mk, "s2_auto")  # opts.go parseLeafNodes: on is s2_auto
         else:
             return False
         return True
@@ -101,6 +104,8 @@ def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
                     r["urls"] = urls
                 elif k == "tls":
                     r["tls"] = m.tls(mt, check=leaf_tls_problem, remote=True)
+                elif k == "compression":
+                    r["compression"] = compression(m, mt, mk, "s2_auto")
                 elif k in ("account", "local"):
                     r["account"] = m.expect(mt, str, mk)
                 elif k in ("creds", "credentials"):

@@ -145,8 +145,6 @@ WEBSOCKET = _entries()  # every key of the block is implemented
 #: keys of ``leafnodes { }`` and of its ``remotes`` entries (server/opts.go parseLeafNodes, parseRemoteLeafNodes)
 #: Skiff does not implement (conf/leafnodes.py reads the rest).  Their ``tls { }`` blocks go through the TLS table.
 LEAFNODES = _entries(
-    (("compression",), Unimplemented(REFUSE, "leaf node compression (Skiff's leaf connections are not "
-                                             "compressed)", lambda v: v in (False, "off", "disabled"))),
     (("min_version", "minimum_version"), Unimplemented(REFUSE, "a minimum version for leaf nodes", _empty)),
     (("isolate_leafnode_interest", "isolate"), Unimplemented(REFUSE, "leaf interest isolation", _false)),
     (("write_deadline", "write_timeout"), Unimplemented(REFUSE, "leaf write deadlines", _empty)),
@@ -163,7 +161,6 @@ LEAF_REMOTE = _entries(
                                                                         _false)),
     (("isolate_leafnode_interest", "isolate", "request_isolation"),
      Unimplemented(REFUSE, "leaf interest isolation", _false)),
-    (("compression",), Unimplemented(REFUSE, "leaf node compression", lambda v: v in (False, "off", "disabled"))),
     (("first_info_timeout", "dial_timeout"), Unimplemented(REFUSE, "leaf dial and INFO timeouts", _empty)),
     (("disabled",), Unimplemented(REFUSE, "a disabled remote", _false)),
     (("proxy",), Unimplemented(REFUSE, "dialing a hub through an HTTP proxy", _empty)),

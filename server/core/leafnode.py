@@ -32,7 +32,10 @@ URL's host, or, when that is an IP address, against the first host name among th
 A failed or timed-out handshake is logged ("TLS leafnode handshake error") and closes the link (TLS Handshake
 Failure); the spoke dials again.  Both ends run TLS through tls.TLSLayer, as the client port does.
 
-Not implemented, and refused at start-up (conf/leafnodes.py): compression, WebSocket remotes, deny lists,
+Compression (leafnode.go negotiateLeafCompression): s2_auto by default on both ends; the spoke speaks first, with an
+INFO naming the mode it selected, then both ends write an S2 stream (leafnode_conn.py ``_negotiate``, link.py).
+
+Not implemented, and refused at start-up (conf/leafnodes.py): compression RTT thresholds, WebSocket remotes, deny lists,
 isolation, leaf connections together with JetStream (nats-server then splits JetStream domains across the link),
 and the TLS keys the client port refuses too (support.TLS).
 """
@@ -182,13 +185,15 @@ class LeafNodes:
         accs = self.server.accounts
         return accs.lookup(remote.account) if remote.account else accs.gacc
 
-    def connect_proto(self, remote: Any, url: str, nonce: str) -> bytes:
+    def connect_proto(self, remote: Any, url: str, nonce: str, compression: str = "") -> bytes:
         srv = self.server
         proto: dict[str, Any] = {"version": VERSION, "server_id": srv.server_id, "name": srv.server_name,
                                  "headers": True, "jetstream": False,
                                  "remote_account": self.remote_account(remote).name, "proto": LEAF_PROTO}
         if srv.cluster is not None:
             proto["cluster"] = srv.cluster.name
+        if compression:
+            proto["compress_mode"] = compression  # leafnode.go leafConnectInfo.Compression
         if remote.credentials:
             with open(remote.credentials, "rb") as f:
                 items = _CREDS.findall(f.read())
@@ -226,6 +231,8 @@ class LeafNodes:
                 info["tls_verify"] = True
         if srv.cluster is not None:
             info["cluster"] = srv.cluster.name
+        if opts.compression != "not supported":
+            info["compression"] = opts.compression
         return info
 
     def authenticate(self, proto: dict, link: LeafConnection) -> Any:

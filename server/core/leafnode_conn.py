@@ -14,7 +14,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
-from .link import Link
+from .link import NOT_SUPPORTED, OFF, S2_AUTO, Link, auto_level, needs_compression, select_compression
 from .tls import TLSError, TLSLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,6 +56,7 @@ class LeafConnection(Link):
         self._tls_timer = None
         self._tls_info: dict | None = None  # spoke: the hub's first INFO, acted on once the handshake is done
         self._first = True  # hub: nothing of the protocol received yet
+        self._comp_negotiated = False  # compression settled (leafnode.go compressionNegotiated)
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -120,7 +121,7 @@ class LeafConnection(Link):
         """Protocol bytes (decrypted when the link has TLS)."""
         if self._first and not self.solicited and data and not self.closed:
             self._first = False
-            if data[:1] not in (b"C", b"c"):
+            if data[:1] not in (b"C", b"c") and not (data[:1] in (b"I", b"i") and self._mode_wants_compression()):
                 # parser.go OP_START: a leaf's first operation must be CONNECT; any other first byte (among them
                 # the ClientHello of a spoke with TLS, sent to a hub without) is an authorization violation.
                 self.server.log_error("authentication error", cid=self.cid, addr=f"{self.host}:{self.port}")
@@ -134,8 +135,11 @@ class LeafConnection(Link):
             return super().flush()
         if not tls.established or not self.out or self.transport is None:
             return  # nothing goes out in the clear once TLS has begun: kept until the handshake is done
-        data = tls.wrap(b"".join(self.out))
+        payload = b"".join(self.out)
         self.out.clear()
+        if self._s2_out is not None:
+            payload = self._s2_out.encode(payload)  # compressed inside TLS, as Go's writer under its tls.Conn
+        data = tls.wrap(payload)
         if not self.transport.is_closing():
             self.transport.write(data)
 
@@ -147,6 +151,47 @@ class LeafConnection(Link):
                 if out:
                     self.transport.write(out)
         super().close(reason)
+
+    # ------------------------------------------------------------------ compression
+    def _mode(self) -> str:
+        return self.remote.compression if self.solicited else self.leafnodes.options.compression
+
+    def _mode_wants_compression(self) -> bool:
+        return needs_compression(self._mode())
+
+    def _negotiate(self, info: dict) -> bool:
+        """leafnode.go processLeafnodeInfo / negotiateLeafCompression on the first INFO: False when compression
+        was agreed, this side's INFO sent and the switch made (what comes next is compressed)."""
+        self._comp_negotiated = True
+        mode = self._mode()
+        theirs = info.get("compression")
+        theirs = theirs if isinstance(theirs, str) else ""
+        if not needs_compression(mode):
+            self.compression = NOT_SUPPORTED if not theirs or mode == NOT_SUPPORTED else OFF
+            return True
+        try:
+            cm = select_compression(mode, theirs)
+        except ValueError:
+            # selectCompressionMode's error, "route" in its text for leaf connections too
+            self.send(encoder.err(f'unsupported route compression mode "{theirs}"'))
+            self.server.log_error("Leafnode error", cid=self.cid, error=f"unsupported compression {theirs!r}")
+            self.close(PROTOCOL_VIOLATION)
+            return False
+        if cm == S2_AUTO:
+            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)  # computeRTT(c.start)
+        self.compression = cm
+        if not needs_compression(cm):
+            return True
+        info_out = self.leafnodes.hub_info(self)
+        info_out["compression"] = S2_AUTO if mode == S2_AUTO else cm  # compressionModeForInfoProtocol
+        if self.solicited:
+            info_out["nonce"] = ""
+            self.send(encoder.info(info_out))  # before this side compresses; the hub's after
+            self.start_compression()
+        else:
+            self.start_compression()
+            self.send(encoder.info(info_out))
+        return False
 
     # ------------------------------------------------------------------ TLS
     def _start_client_tls(self) -> None:
@@ -217,7 +262,8 @@ class LeafConnection(Link):
         self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
 
     def on_route_op(self, op: Any) -> None:
-        if not self.solicited and not self.registered and not isinstance(op, (Connect, ProtocolError)):
+        if not self.solicited and not self.registered and not isinstance(op, (Connect, ProtocolError)) and \
+                not (isinstance(op, Info) and self._mode_wants_compression() and not self._comp_negotiated):
             # Anything but CONNECT first on the hub side (leafnode.go: an unauthenticated leaf).
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
@@ -252,6 +298,9 @@ class LeafConnection(Link):
         info = self._json(data)
         if info is None:
             return self.on_route_op(ProtocolError("", "bad leafnode INFO"))
+        if not self.solicited and not self.registered and not self._comp_negotiated:
+            self._negotiate(info)  # a spoke that compresses speaks first (leafnode.go processLeafnodeInfo)
+            return
         if not self.solicited or self.registered or self._tls_info is not None:
             return  # the hub's INFO with connect_info, or an update: nothing Skiff acts on
         if self.tls is None and (self.remote.tls is not None or info.get("tls_required")):
@@ -265,11 +314,13 @@ class LeafConnection(Link):
         if not info.get("client_id") or info.get("leafnode_urls") is None:
             self.server.log_error("attempted to connect to wrong port", url=self.url)
             return self.close(WRONG_PORT)
+        if not self._comp_negotiated and not self._negotiate(info):
+            return  # compression starts: the hub's next INFO, compressed, is the one to act on
         self.remote_id = str(info.get("server_id") or "")
         self.remote_name = str(info.get("server_name") or "")
         nonce = str(info.get("nonce") or "")
         try:
-            self.send(self.leafnodes.connect_proto(self.remote, self.url, nonce))
+            self.send(self.leafnodes.connect_proto(self.remote, self.url, nonce, self.compression))
         except (OSError, ValueError) as e:
             self.server.log_error("Leafnode credentials", error=str(e))
             return self.close(CLIENT_CLOSED)
@@ -286,6 +337,9 @@ class LeafConnection(Link):
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
         self._cancel_timer()
+        if not self._comp_negotiated:  # a spoke that did not negotiate: what its CONNECT says (processLeafNodeConnect)
+            mode = proto.get("compress_mode")
+            self.compression = mode if isinstance(mode, str) and mode else NOT_SUPPORTED
         self.remote_id = str(proto.get("server_id") or "")
         self.remote_name = str(proto.get("name") or "")
         info = self.leafnodes.hub_info(self)

@@ -185,7 +185,7 @@ class MonitorProvider:
                      "account": link.account.name, "ip": link.host, "port": link.port,
                      "rtt": format_go_duration(0), "in_msgs": link.in_msgs, "out_msgs": link.out_msgs,
                      "in_bytes": link.in_bytes, "out_bytes": link.out_bytes, "subscriptions": len(link.subs),
-                     "compression": "off"}
+                     "compression": link.compression}
                 if _flag(params, "subs"):
                     d["subscriptions_list"] = sorted(f"{k[0]} {k[1]}".strip() for k in link.subs)
                 leafs.append(d)

@@ -45,7 +45,6 @@ REFUSED_KEYS = [
     (f"leafnodes {{ port: 7422, tls {{ {TLS}, handshake_first: auto }} }}", "tls.handshake_first", True),
     ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", tls { cipher_suites: '
      '["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"] } } ] }', "tls.cipher_suites", True),
-    ("leafnodes { port: 7422, compression: s2_auto }", "leafnodes.compression", True),
     ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", hub: true } ] }', "leafnodes.remotes.hub", True),
     ('leafnodes { remotes [ { url: "nats-leaf://127.0.0.1:7422", deny_imports: ["foo"] } ] }',
      "leafnodes.remotes.deny_imports", True),
