@@ -21,10 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
 JETSTREAM_REFUSED = ("leaf node connections together with JetStream are not implemented by Skiff: nats-server would "
                      "extend or split JetStream domains across the link; run JetStream on a server without leafnodes {}")
 
-#: A hub in operator mode checks a leaf's user JWT as a client's; Skiff's leaf links do not (yet).
-OPERATOR_REFUSED = ("accepting leaf node connections in operator mode is not implemented by Skiff (nats-server "
-                    "checks a leaf's user JWT); a spoke in operator mode, or a hub with user/password, works")
-
 
 def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
     def key(k: str, mk: str, mt: Token, out: dict[str, Any]) -> bool:
@@ -160,8 +156,6 @@ def validate(m: "_Mapper") -> None:
     tok = ln.pop("_tok", None)
     if (ln.get("port") or ln.get("remotes")) and s.get("jetstream"):
         m.err(tok, JETSTREAM_REFUSED)
-    if ln.get("port") and (s.get("trusted_operators") or s.get("trusted_keys") or s.get("operator")):
-        m.err(tok, OPERATOR_REFUSED)
     for r in ln.get("remotes") or []:
         if not r.get("urls"):
             m.err(tok, "leafnode remote is missing the url")

@@ -246,8 +246,8 @@ class LeafNodes:
             auth = self.server.auth
             if not auth.required:
                 return accs.get(opts.account) if opts.account else accs.gacc
-            u = auth.check(proto, link.nonce, link)
-            return None if u is None else (accs.get(u.account) or accs.gacc)
+            u = auth.check(proto, link.nonce, link)  # in operator mode: the user JWT, signed nonce, leaf type
+            return None if u is None else (accs.lookup(u.account) or accs.gacc)
         if opts.users:
             for u in opts.users:
                 if secrets.compare_digest(user, u.get("user", "")) and \

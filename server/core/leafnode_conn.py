@@ -41,6 +41,10 @@ class LeafConnection(Link):
     kind = "Leafnode"
     client_type = "leafnode"  # auth.py connection_type: LEAFNODE for allowed_connection_types
     closed_reason = CLIENT_CLOSED
+    # What an operator-mode login (operator.py _bind) keeps and lowers on the connection: the user JWT and the
+    # subscription limit (nats-server applies a leaf user's JWT limits as a client's)
+    jwt_user = None
+    max_subs = -1
 
     def __init__(self, leafnodes: "LeafNodes", remote: Any = None, url: str = "") -> None:
         super().__init__(leafnodes.server, RouteParser(leafnodes.server.options.max_payload * 64, leaf=True))

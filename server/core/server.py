@@ -124,10 +124,6 @@ class Server:
                 from ..conf.leafnodes import JETSTREAM_REFUSED
 
                 raise ConfigError(JETSTREAM_REFUSED)
-            if lopts.port and self.accounts.operator is not None:
-                from ..conf.leafnodes import OPERATOR_REFUSED
-
-                raise ConfigError(OPERATOR_REFUSED)
 
             self.leafnodes = LeafNodes(self, lopts)
         copts = getattr(options, "cluster", None)

@@ -318,10 +318,12 @@ async def test_without_leaf_authorization_a_leaf_logs_in_as_a_client_would(pair)
         user.cleanup()
 
 
-async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target):
+@pytest.mark.parametrize("hub_kind", ["nats-server", "skiff"])
+async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target, hub_kind):
     """A spoke's ``credentials``: the user JWT goes in CONNECT with the hub's nonce signed by the seed
-    (leafnode.go sendLeafConnect).  The hub is nats-server in operator mode (conf/operator, the APP account); the
-    spoke is each kind in turn."""
+    (leafnode.go sendLeafConnect).  The hub is in operator mode (conf/operator, the APP account from the resolver):
+    it checks the JWT and the signature as for a client and binds the link to the JWT's account (auth.go
+    isLeafNodeAuthorized); hub and spoke are each kind in turn."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
@@ -330,7 +332,7 @@ async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target):
     text = text.replace("listen: 127.0.0.1:4222", "").replace("conf/operator/operator.jwt",
                                                                 str(op / "operator.jwt"))
     leaf_port, = free_ports(1)
-    hub = ServerProcess(kind="nats-server", jetstream=False,
+    hub = ServerProcess(kind=hub_kind, jetstream=False,
                         config=text + f'\nleafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n')
     spoke = ServerProcess(kind=target, jetstream=False, config=(
         f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}", '
@@ -356,3 +358,45 @@ async def test_a_spoke_with_a_creds_file_joins_an_operator_mode_hub(target):
     finally:
         hub.cleanup()
         spoke.cleanup()
+
+
+@pytest.mark.parametrize("hub_kind", ["nats-server", "skiff"])
+def test_an_operator_mode_hub_refuses_a_spoke_without_a_user_jwt(target, hub_kind, tmp_path):
+    """A spoke with no credentials, and one with a user JWT its nonce signature does not match (sys.creds' JWT with
+    app.creds' seed), are refused by an operator-mode hub: ``-ERR 'Authorization Violation'`` and no link."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    op = root / "conf" / "operator"
+    text = (op / "operator.conf").read_text().replace("jetstream: enabled", "")
+    text = text.replace("listen: 127.0.0.1:4222", "").replace("conf/operator/operator.jwt",
+                                                                str(op / "operator.jwt"))
+    app, sys_ = (op / "creds" / "app.creds").read_text(), (op / "creds" / "sys.creds").read_text()
+    jwt_part = sys_.split("------END NATS USER JWT------")[0]
+    seed_part = app[app.index("------END NATS USER JWT------"):]
+    leaf_port, = free_ports(1)
+    hub = ServerProcess(kind=hub_kind, jetstream=False,
+                        config=text + f'\nleafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n')
+    spokes = []
+    try:
+        hub.start()
+        bad = tmp_path / "mixed.creds"
+        bad.write_text(jwt_part + seed_part)
+        for creds in ("", str(bad)):
+            extra = f', credentials: "{creds}"' if creds else ""
+            spoke = ServerProcess(kind=target, jetstream=False, config=(
+                f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}"{extra} }} ] }}\n'))
+            spokes.append(spoke)
+            spoke.start()
+            deadline = time.monotonic() + 10
+            while "Authorization Violation" not in spoke.log():
+                assert time.monotonic() < deadline, spoke.log() + hub.log()
+                time.sleep(0.1)
+            lp = LeafPair.__new__(LeafPair)
+            lp.hub, lp.spoke = hub, spoke
+            assert lp.leafz(hub)["leafnodes"] == 0 and lp.leafz(spoke)["leafnodes"] == 0
+            spoke.cleanup()
+    finally:
+        hub.cleanup()
+        for s in spokes:
+            s.cleanup()

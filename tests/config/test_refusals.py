@@ -326,13 +326,3 @@ def test_leafnodes_with_jetstream_are_refused_and_the_block_is_read(tmp_path):
     assert [(r.urls, r.account) for r in ln.remotes] == [(["nats-leaf://u:p@127.0.0.1:7422"], "A")]
     assert _nats_server_check(f).returncode == 0
 
-
-def test_a_leaf_hub_in_operator_mode_is_refused(tmp_path):
-    """nats-server checks a leaf's user JWT like a client's; Skiff's hub does not, so it refuses to listen for leaf
-    connections in operator mode rather than let leafs in on weaker terms (docs/parity.md)."""
-    jwt = ROOT / "conf" / "operator" / "operator.jwt"
-    f = tmp_path / "c.conf"
-    f.write_text(f'operator: "{jwt}"\nresolver: MEMORY\nleafnodes {{ port: 7422 }}\n')
-    assert _nats_server_check(f).returncode == 0
-    with pytest.raises(ConfigError, match="accepting leaf node connections in operator mode"):
-        options_from_config(str(f))
