@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from skiff.protocol import encoder
 
+from ..ids import nuid
 from ..version import GO_FIELD, VERSION
 from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO
 from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, SERVER_SHUTDOWN, RouteConnection
@@ -54,7 +55,7 @@ class ClusterError(Exception):
 
 def _dynamic_name() -> str:
     # nats-server uses a random NUID when no name is configured.
-    return secrets.token_urlsafe(16).replace("-", "A").replace("_", "B")[:22]
+    return nuid()
 
 
 class Cluster:

@@ -51,6 +51,7 @@ import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..ids import nuid
 from ..version import GO_FIELD, VERSION
 from .leafnode_conn import AUTH_TIMEOUT, LEAF_PROTO, LOOP_DELAY, RECONNECT_INTERVAL, TLS_TIMEOUT, LeafConnection
 from .link import SERVER_SHUTDOWN
@@ -127,7 +128,7 @@ class LeafNodes:
         """The account's loop detection subject, subscribed so that it travels with the account's interest."""
         subj = self._lds.get(acc.name)
         if subj is None:
-            subj = self._lds[acc.name] = "$LDS." + secrets.token_urlsafe(16).replace("-", "A").replace("_", "B")
+            subj = self._lds[acc.name] = "$LDS." + nuid()
             self._lds_subs.append(self.server.subscribe_internal(subj, _ignore, account=acc))
         return subj
 
