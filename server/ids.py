@@ -18,3 +18,11 @@ BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 def nuid(length: int = 22) -> str:
     """``length`` random base62 characters (22: a NUID)."""
     return "".join(_SYSTEM.choice(BASE62) for _ in range(length))
+
+
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def server_id() -> str:
+    """A server id: nats-server's are nkey public keys, 56 base32 characters starting with "N"."""
+    return "N" + "".join(_SYSTEM.choice(_B32) for _ in range(55))

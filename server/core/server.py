@@ -30,6 +30,7 @@ from skiff.protocol import encoder
 from skiff.protocol.subjects import subject_matches
 
 from ..clock import Clock, LoopClock
+from ..ids import server_id
 from ..log import get_logger
 from ..version import API_LEVEL, GO_FIELD, PROTO, VERSION
 from .auth import Auth
@@ -38,15 +39,7 @@ from .permissions import REPLY_PRUNE_LIMIT
 from .accounts import Accounts
 from .subscription import Subscription
 
-_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_SYSTEM = random.SystemRandom()
 _random = random.random
-
-
-def _server_id() -> str:
-    # nats-server ids are nkey public keys: 56 base32 characters starting with "N".
-    # SystemRandom: the OS CSPRNG, as secrets.choice, without importing secrets (hmac, hashlib: ~0.6 MiB, server/ids.py)
-    return "N" + "".join(_SYSTEM.choice(_B32) for _ in range(55))
 
 
 class Server:
@@ -64,7 +57,7 @@ class Server:
             options = options.model_copy(update=overrides)
         self.options = options
         self.clock: Clock = clock or LoopClock()
-        self.server_id = _server_id()
+        self.server_id = server_id()
         self.server_name = options.server_name or self.server_id
         self.log = get_logger("skiff.server")
         # Accounts first: a configuration nats-server refuses (an import of an undefined account...) raises
