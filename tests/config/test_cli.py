@@ -171,9 +171,9 @@ def test_every_nats_server_flag_in_its_usage_is_known():
 # The process: exit codes and streams compared with the real nats-server.
 
 
-def _run(kind: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def _run(kind: str, *args: str, cwd: Path | None = None, **env_extra: str) -> subprocess.CompletedProcess:
     cmd = [nats_server_binary()] if kind == "nats-server" else [sys.executable, "-m", "skiff.server"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, cwd=cwd or ROOT, env=env)
 
 
@@ -460,13 +460,14 @@ def test_unopenable_log_file():
 
 
 @pytest.mark.parametrize("utc", [False, True])
-def test_logtime_utc(utc, monkeypatch):
+def test_logtime_utc(utc):
     import datetime
 
-    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving: local and UTC stamps differ
+    # UTC+9, no daylight saving: local and UTC stamps differ.  Only in the servers' environment: set in this
+    # process it changed local time for later tests of the same worker (test_accountz's revoked times).
     args = ["-a", "127.0.0.1", "-p", "99999"] + (["--logtime_utc"] if utc else [])
     for kind in ("skiff", "nats-server"):
-        p = _run(kind, *args)
+        p = _run(kind, *args, TZ="Asia/Tokyo")
         import re
 
         stamp = re.match(r"\[\d+\] (\S+ \S+) \[", p.stderr).group(1)
