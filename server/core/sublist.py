@@ -17,9 +17,10 @@ from __future__ import annotations
 from ..core.subscription import Subscription
 
 CACHE_MAX = 4096
-# Subjects that are unique per message (JetStream ack replies carry sequences and a timestamp): caching them would
-# only evict the entries that do repeat.
-_UNCACHED = ("$JS.ACK.",)
+# Subjects that are unique per message (JetStream ack replies carry sequences and a timestamp; clients' reply inboxes,
+# to which every PubAck, Direct Get answer and response goes, carry a token per request): caching them would only
+# evict the entries that do repeat (measured: 90k KV gets made 116k misses, 26k of them evicted request subjects).
+_UNCACHED = ("$JS.ACK.", "_INBOX.")
 _EMPTY: tuple[list, list] = ([], [])
 
 
