@@ -38,6 +38,7 @@ import types
 import typing
 from typing import Any, Callable, ClassVar, Iterable, NamedTuple
 
+from ..marshal import html_safe
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
 __all__ = [
@@ -901,9 +902,7 @@ def json_dumps_go(value: Any) -> str:
     """A JSON string/number/literal (or a list of strings) written like Go (HTML-safe escapes, no spaces)."""
     s = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if isinstance(value, (str, list)):  # a list of strings only: its JSON punctuation holds none of these
-        if any(c in s for c in "<>&\u2028\u2029"):
-            s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-                 .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+        s = html_safe(s)
         if not s.isascii():
             s = _SURR.sub("\ufffd", s)
     return s

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from skiff.protocol.jsapi.gojson import go_check_valid
 from skiff.protocol.jsapi.timefmt import format_time
+from skiff.protocol.marshal import dumps
 
 from ..version import VERSION
 from .accounts import DEFAULT_SYSTEM_ACCOUNT
@@ -175,9 +176,7 @@ class SystemAccount:
 
     def send(self, subject: str, doc: Any, account: "Account | None" = None, hdr: bytes = b"") -> bool:
         """Publish ``doc`` as Go's json.Marshal writes it, from the server, in ``account`` (the system one)."""
-        from ..monitor.http import go_json_compact
-
-        body = go_json_compact(doc).encode()
+        body = dumps(doc).encode()
         return self.send_raw(subject, body, account, hdr)
 
     def send_raw(self, subject: str, body: bytes, account: "Account | None" = None, hdr: bytes = b"") -> bool:
@@ -197,9 +196,7 @@ class SystemAccount:
             doc["data"] = data
         if error is not None:
             doc["error"] = error
-        from ..monitor.http import go_json_compact
-
-        body = go_json_compact(doc).encode()
+        body = dumps(doc).encode()
         hdr = b""
         if accept and error is None:
             enc = _accept_encoding(accept)

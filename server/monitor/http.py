@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 
-from skiff.server.conf.digest import _go_float
+from skiff.protocol.marshal import dumps, dumps_indent
 from skiff.server.log import get_logger
 
 # The server's own logger, so that monitoring errors follow -l, --log_json and the [ERR] format like every other line
@@ -120,56 +119,6 @@ def _go_error(e: "h11.RemoteProtocolError", conn: "h11.Connection") -> "_BadRequ
     if "Host" in str(e):
         return _BadRequest(400, "400 Bad Request: missing required Host header")
     return _BadRequest(400, "400 Bad Request")
-
-
-def go_json_indent(value: Any, indent: str = "  ", level: int = 0) -> str:
-    """``json.MarshalIndent(value, "", "  ")``: Go's float format, ``< > &`` escaped, UTF-8 kept."""
-    pad = indent * (level + 1)
-    end = indent * level
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = [f"{pad}{_go_str(str(k))}: {go_json_indent(v, indent, level + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + end + "}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        return "[\n" + ",\n".join(pad + go_json_indent(v, indent, level + 1) for v in value) + "\n" + end + "]"
-    return _go_scalar(value)
-
-
-def go_json_compact(value: Any) -> str:
-    """``json.Marshal(value)``."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_go_str(str(k))}:{go_json_compact(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(go_json_compact(v) for v in value) + "]"
-    return _go_scalar(value)
-
-
-def _go_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return "null"  # Go refuses these; never break the document
-        return _go_float(value)
-    return _go_str(str(value))
-
-
-def _go_str(s: str) -> str:
-    out = json.dumps(s, ensure_ascii=False)
-    if any(c in out for c in "<>&\u2028\u2029"):
-        for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
-                        ("\u2029", "\\u2029")):
-            out = out.replace(ch, esc)
-    return out
 
 
 class _Response:
@@ -402,7 +351,7 @@ class MonitorServer:
             return _Response(200, HTML_TYPE, self._index().encode())
         if path == "/healthz":
             status, doc = await _call(p.healthz, params)
-            return _Response(status, JSON_TYPE, go_json_compact(doc).encode(), cors=True)
+            return _Response(status, JSON_TYPE, dumps(doc).encode(), cors=True)
         if path in REQUIRED:
             doc = await _call(getattr(p, REQUIRED[path]), params)
             return self._json(doc)
@@ -420,7 +369,7 @@ class MonitorServer:
         return _text(404, NOT_FOUND)
 
     def _json(self, doc: Any) -> _Response:
-        return _Response(200, JSON_TYPE, go_json_indent(doc).encode(), cors=True)
+        return _Response(200, JSON_TYPE, dumps_indent(doc).encode(), cors=True)
 
     async def _identity(self) -> dict[str, Any]:
         ident = getattr(self.provider, "identity", None)

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from skiff.server.monitor.http import HTTPError, MonitorServer, go_json_compact, go_json_indent
+from skiff.server.monitor.http import HTTPError, MonitorServer
 
 
 class FakeProvider:
@@ -325,12 +325,3 @@ async def test_random_bytes_never_take_it_down(mon):
             pass
         writer.close()
     assert (await get(mon.port, "/varz")).status == 200
-
-
-def test_go_json_helpers():
-    doc = {"a": 1, "b": 2.0, "c": [1.5, True, None], "d": "x&y", "e": {}, "f": [], "g": 1e21, "h": 1e-7, "u": "é"}
-    assert go_json_compact(doc) == ('{"a":1,"b":2,"c":[1.5,true,null],"d":"x\\u0026y","e":{},"f":[],"g":1e+21,'
-                                    '"h":1e-7,"u":"é"}')
-    assert json.loads(go_json_indent(doc)) == json.loads(go_json_compact(doc))
-    plain = {"k": [1, {"z": "v"}], "s": "t"}
-    assert go_json_indent(plain) == json.dumps(plain, indent=2)
