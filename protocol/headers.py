@@ -93,3 +93,28 @@ def remove(hdr: bytes, *keys: str) -> bytes:
     if not kept and not code:
         return b""
     return build(kept, code, text)
+
+
+def strip(hdr: bytes, keys: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> bytes:
+    """Remove lines by key or key prefix, keeping the rest byte for byte (nats-server removeHeaderIfPresent /
+    removeHeaderIfPrefixPresent); nothing left but the status line -> no header."""
+    if not hdr:
+        return hdr
+    lines = hdr.split(b"\r\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        if line:
+            key = line.split(b":", 1)[0].decode("utf-8", "surrogateescape")
+            if key in keys or key.startswith(prefixes):
+                continue
+        out.append(line)
+    res = b"\r\n".join(out)
+    return b"" if res == b"NATS/1.0\r\n\r\n" else res
+
+
+def append(hdr: bytes, key: str, value: str) -> bytes:
+    """nats-server genHeader: append ``key: value`` to a header block (or start one)."""
+    line = key.encode() + b": " + value.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
+    if len(hdr) <= 2:
+        return b"NATS/1.0\r\n" + line
+    return hdr[:-2] + line

@@ -30,8 +30,8 @@ from . import _subjects as subj
 from .requests import parse_request
 from .gojson import DURATION, INT, OMIT, UINT64, Go, GoDecodeError, GoModel, enum_type, go_quote, slice_of
 from .stream_config import (
-    JS_API_LEVEL, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, REQUIRED_LEVEL_KEY,
-    SERVER_LEVEL_KEY, SERVER_VERSION_KEY, StreamConfig, _exact,
+    JS_API_LEVEL, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, StreamConfig, _exact,
+    compared_metadata, dynamic_metadata, static_metadata,
 )
 from .timefmt import MS, MINUTE, SECOND, GoTime, format_go_duration
 
@@ -538,29 +538,15 @@ def required_consumer_api_level(c: ConsumerConfig) -> int:
 
 
 def set_static_consumer_metadata(c: ConsumerConfig) -> ConsumerConfig:
-    md = dict(c.metadata or {})
-    md.pop(SERVER_VERSION_KEY, None)
-    md.pop(SERVER_LEVEL_KEY, None)
-    md[REQUIRED_LEVEL_KEY] = str(required_consumer_api_level(c))
-    return c.model_copy(update={"metadata": md})
+    return c.model_copy(update={"metadata": static_metadata(c.metadata, required_consumer_api_level(c))})
 
 
 def with_dynamic_consumer_metadata(c: ConsumerConfig, version: str, api_level: int = JS_API_LEVEL) -> ConsumerConfig:
-    md = dict(c.metadata or {})
-    md[SERVER_VERSION_KEY] = version
-    md[SERVER_LEVEL_KEY] = str(api_level)
-    return c.model_copy(update={"metadata": md})
+    return c.model_copy(update={"metadata": dynamic_metadata(c.metadata, version, api_level)})
 
 
 def consumer_configs_equal(new: ConsumerConfig, existing: ConsumerConfig) -> bool:
     """addConsumer's action=create comparison (``copyConsumerMetadata`` then DeepEqual)."""
-    md = dict(new.metadata or {})
-    md.pop(SERVER_VERSION_KEY, None)
-    md.pop(SERVER_LEVEL_KEY, None)
-    prev = existing.metadata or {}
-    if REQUIRED_LEVEL_KEY in prev:
-        md[REQUIRED_LEVEL_KEY] = prev[REQUIRED_LEVEL_KEY]
-    else:
-        md.pop(REQUIRED_LEVEL_KEY, None)
+    md = compared_metadata(new.metadata, existing.metadata)
     return new.model_copy(update={"metadata": md or None}) == existing.model_copy(
         update={"metadata": existing.metadata or None})

@@ -41,6 +41,7 @@ __all__ = [
     "with_dynamic_metadata", "configs_equal", "required_api_level", "parse_stream_config_request",
     "JS_MAX_NAME_LEN", "JS_MAX_DESCRIPTION_LEN", "JS_MAX_METADATA_LEN", "STREAM_MAX_REPLICAS",
     "DEFAULT_DUPLICATE_WINDOW", "JS_API_LEVEL", "REQUIRED_LEVEL_KEY", "SERVER_VERSION_KEY", "SERVER_LEVEL_KEY",
+    "static_metadata", "dynamic_metadata", "compared_metadata",
 ]
 
 JS_MAX_NAME_LEN = 255
@@ -642,6 +643,38 @@ def check_stream_update(
 
 
 # --- metadata versioning ----------------------------------------------------------------------------------------
+# jetstream_versioning.go, shared by streams and consumers: the stored config keeps ``_nats.req.level``; a reply
+# adds ``_nats.ver`` and ``_nats.level``; a create compares configs with the existing one's required level.
+
+def static_metadata(md: dict | None, level: int) -> dict:
+    """setStatic*Metadata: the dynamic keys dropped, the required level stored."""
+    out = dict(md or {})
+    out.pop(SERVER_VERSION_KEY, None)
+    out.pop(SERVER_LEVEL_KEY, None)
+    out[REQUIRED_LEVEL_KEY] = str(level)
+    return out
+
+
+def dynamic_metadata(md: dict | None, version: str, api_level: int) -> dict:
+    """setDynamic*Metadata: the server's version and API level added (for a reply)."""
+    out = dict(md or {})
+    out[SERVER_VERSION_KEY] = version
+    out[SERVER_LEVEL_KEY] = str(api_level)
+    return out
+
+
+def compared_metadata(md: dict | None, existing: dict | None) -> dict:
+    """copy*Metadata: ``md`` without the dynamic keys and with ``existing``'s required level (or none)."""
+    out = dict(md or {})
+    out.pop(SERVER_VERSION_KEY, None)
+    out.pop(SERVER_LEVEL_KEY, None)
+    prev = existing or {}
+    if REQUIRED_LEVEL_KEY in prev:
+        out[REQUIRED_LEVEL_KEY] = prev[REQUIRED_LEVEL_KEY]
+    else:
+        out.pop(REQUIRED_LEVEL_KEY, None)
+    return out
+
 
 def required_api_level(cfg: StreamConfig) -> int:
     level = 0
@@ -656,34 +689,19 @@ def required_api_level(cfg: StreamConfig) -> int:
 
 def set_static_stream_metadata(cfg: StreamConfig) -> StreamConfig:
     """``setStaticStreamMetadata``: drop dynamic keys, store ``_nats.req.level`` (in place; returns cfg)."""
-    md = dict(cfg.metadata or {})
-    md.pop(SERVER_VERSION_KEY, None)
-    md.pop(SERVER_LEVEL_KEY, None)
-    md[REQUIRED_LEVEL_KEY] = str(required_api_level(cfg))
-    cfg.metadata = md
+    cfg.metadata = static_metadata(cfg.metadata, required_api_level(cfg))
     return cfg
 
 
 def with_dynamic_metadata(cfg: StreamConfig, version: str, api_level: int = JS_API_LEVEL) -> StreamConfig:
     """``setDynamicStreamMetadata``: a copy with ``_nats.ver`` and ``_nats.level`` for a reply."""
-    md = dict(cfg.metadata or {})
-    md[SERVER_VERSION_KEY] = version
-    md[SERVER_LEVEL_KEY] = str(api_level)
-    return cfg.model_copy(update={"metadata": md})
+    return cfg.model_copy(update={"metadata": dynamic_metadata(cfg.metadata, version, api_level)})
 
 
 def configs_equal(new: StreamConfig, existing: StreamConfig) -> bool:
     """Is ``new`` (normalized) the same config as ``existing``, versioning metadata aside (``copyStreamMetadata``)?"""
     a = new.model_copy(deep=True)
-    md = dict(a.metadata or {})
-    md.pop(SERVER_VERSION_KEY, None)
-    md.pop(SERVER_LEVEL_KEY, None)
-    prev = existing.metadata or {}
-    if REQUIRED_LEVEL_KEY in prev:
-        md[REQUIRED_LEVEL_KEY] = prev[REQUIRED_LEVEL_KEY]
-    else:
-        md.pop(REQUIRED_LEVEL_KEY, None)
-    a.metadata = md or None
+    a.metadata = compared_metadata(a.metadata, existing.metadata) or None
     b = existing.model_copy(update={"metadata": existing.metadata or None})
     return a == b
 

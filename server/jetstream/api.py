@@ -35,6 +35,7 @@ from ..version import API_LEVEL
 from . import advisories, jsonout
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
     from .engine import JetStream
 
 API_PREFIX = "$JS.API."
@@ -301,12 +302,26 @@ def api_level_error(req: ApiRequest) -> "ApiError | None":
     return None
 
 
-def _api_level_too_high(hdr: bytes) -> bool:
-    """nats-server errorOnRequiredApiLevel: a value that is not a number also fails."""
-    v = headers.get(hdr, REQUIRED_API_LEVEL_HDR)
-    if not v:
+def consumer_of(js: "JetStream", req: ApiRequest) -> "Consumer | ApiError":
+    """The consumer a ``$JS.API.CONSUMER.<verb>.<stream>.<consumer>`` request names, or nats-server's error for the
+    first lookup that fails (the stream's, then the consumer's)."""
+    stream = js.streams.get(req.tokens[2])
+    if stream is None:
+        return ApiError.of("JSStreamNotFoundErr")
+    c = stream.consumers.get(req.tokens[3])
+    return ApiError.of("JSConsumerNotFoundErr") if c is None else c
+
+
+def level_too_high(level: str | None) -> bool:
+    """nats-server errorOnRequiredApiLevel: a ``Nats-Required-Api-Level`` above ours, or one that is not a number
+    (Go strconv.Atoi), fails; none or an empty one passes."""
+    if not level:
         return False
     try:
-        return int(v) > API_LEVEL
+        return int(level) > API_LEVEL
     except ValueError:
         return True
+
+
+def _api_level_too_high(hdr: bytes) -> bool:
+    return level_too_high(headers.get(hdr, REQUIRED_API_LEVEL_HDR))

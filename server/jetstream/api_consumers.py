@@ -38,7 +38,7 @@ from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens
-from .api import ApiRequest, ApiRouter, WithHeader, api_level_error
+from .api import ApiRequest, ApiRouter, WithHeader, api_level_error, consumer_of
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
@@ -283,11 +283,7 @@ class ConsumerApi:
         order (non-empty body, stream, consumer)."""
         if not rq.is_empty_request(req.body):
             return ApiError.of("JSNotEmptyRequestErr")
-        stream = self.js.streams.get(req.tokens[2])
-        if stream is None:
-            return ApiError.of("JSStreamNotFoundErr")
-        c = stream.consumers.get(req.tokens[3])
-        return ApiError.of("JSConsumerNotFoundErr") if c is None else c
+        return consumer_of(self.js, req)
 
     def info(self, req: ApiRequest) -> dict | ApiError:
         if not rq.is_empty_request(req.body):  # jsConsumerInfoRequest: 10038 before Nats-Required-Api-Level

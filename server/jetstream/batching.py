@@ -48,6 +48,7 @@ from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 
 from . import advisories, counters, jsonout
+from .api import level_too_high
 from .publish_checks import (
     EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SEQ, EXPECTED_LAST_SUBJ_SEQ, EXPECTED_LAST_SUBJ_SEQ_SUBJ, EXPECTED_STREAM,
     MSG_ID, ROLLUP, ROLLUP_ALL, ROLLUP_SUB, message_ttl, parse_int64, schedule_refusal,
@@ -144,15 +145,6 @@ def parse_uint64(text: str | None) -> int | None:
         return None
     n = int(text)
     return n if n < 1 << 64 else None
-
-
-def _api_level_too_high(v: str) -> bool:
-    from ..version import API_LEVEL
-
-    try:
-        return int(v) > API_LEVEL  # Go strconv.Atoi: a value that is not a number fails the batch
-    except ValueError:
-        return True
 
 
 class Batching:
@@ -259,7 +251,7 @@ class Batching:
             return nak("JSAtomicPublishInvalidBatchCommitErr")
         level = get(hdr, REQUIRED_API_LEVEL)
         if level:
-            if _api_level_too_high(level):
+            if level_too_high(level):
                 self._drop(b)
                 self.abandoned(batch_id, REASON_UNSUPPORTED)
                 return nak("JSRequiredApiLevelErr")

@@ -39,7 +39,8 @@ from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 
 from . import jsonout
-from .batching import Batching, IdleTimer, _api_level_too_high, batch_timeout, server_limit
+from .api import level_too_high
+from .batching import Batching, IdleTimer, batch_timeout, server_limit
 from .publish_checks import Duplicate
 
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
@@ -196,7 +197,7 @@ class FastBatches:
 
         level = headers.get(hdr, REQUIRED_API_LEVEL) if hdr else None
         if level:
-            if _api_level_too_high(level):
+            if level_too_high(level):
                 self._drop(b)
                 return nak(reply, can_respond, ApiError.of("JSRequiredApiLevelErr"))
         if level is not None:

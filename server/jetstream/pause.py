@@ -35,7 +35,7 @@ from skiff.protocol.jsapi.consumer_config import ConsumerConfig, set_static_cons
 from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from . import consumer_advisories as adv
-from .api import api_level_error
+from .api import api_level_error, consumer_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import ApiRequest
@@ -137,12 +137,9 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | Ap
     err = api_level_error(req)
     if err is not None:
         return err
-    stream = js.streams.get(req.tokens[2])
-    if stream is None:
-        return ApiError.of("JSStreamNotFoundErr")
-    c = stream.consumers.get(req.tokens[3])
-    if c is None:
-        return ApiError.of("JSConsumerNotFoundErr")
+    c = consumer_of(js, req)
+    if isinstance(c, ApiError):
+        return c
     pu = preq.pause_until
     if pu is not None and pu.is_zero:
         pu = None

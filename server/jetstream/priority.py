@@ -52,6 +52,7 @@ from skiff.protocol.jsapi.timefmt import ZERO_TIME_NS, format_time
 
 from ..ids import nuid
 from . import consumer_advisories as adv
+from .api import consumer_of
 from .delivery import status, status_pending
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -357,12 +358,9 @@ def unpin_request(js: "JetStream", req: "ApiRequest") -> dict | ApiError:
         return ApiError.of("JSInvalidJSONErr", err="consumer group not specified")
     if not _VALID_GROUP.fullmatch(r.group):
         return ApiError.of("JSConsumerInvalidGroupNameErr")
-    stream = js.streams.get(req.tokens[2])
-    if stream is None:
-        return ApiError.of("JSStreamNotFoundErr")
-    c = stream.consumers.get(req.tokens[3])
-    if c is None:
-        return ApiError.of("JSConsumerNotFoundErr")
+    c = consumer_of(js, req)
+    if isinstance(c, ApiError):
+        return c
     if r.group not in (c.config.priority_groups or ()):
         return ApiError.of("JSConsumerInvalidPriorityGroupErr")
     c.unpin(r.group)

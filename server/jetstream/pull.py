@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from skiff.protocol.jsapi.requests import parse_pull_request
 from skiff.protocol.jsapi.timefmt import format_go_duration
 
+from .api import _api_level_too_high
 from .delivery import PENDING_BYTES, PENDING_MSGS, send_idle_heartbeat, status, status_pending
 from .priority import DO_PIN, DO_STATUS, PriorityGroups, refuse_request, select_request
 
@@ -44,8 +45,6 @@ __all__ = ["PENDING_BYTES", "PENDING_MSGS", "PullDelivery", "WaitQueue", "Waitin
 
 # What WaitQueue.sweep decided for a request (the caller sends it, in queue order)
 SWEEP_TIMEOUT, SWEEP_NO_MESSAGES, SWEEP_HEARTBEAT = range(3)
-
-REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
 
 
 class WaitingRequest:
@@ -326,17 +325,3 @@ class PullDelivery:
 
 def _no_counts() -> tuple[int, int]:  # pragma: no cover - only the overflow policy asks
     return 0, 0
-
-
-def _api_level_too_high(hdr: bytes) -> bool:
-    from skiff.protocol import headers
-
-    from ..version import API_LEVEL
-
-    v = headers.get(hdr, REQUIRED_API_LEVEL_HDR)
-    if not v:
-        return False
-    try:
-        return int(v) > API_LEVEL
-    except ValueError:
-        return True

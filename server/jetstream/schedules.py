@@ -37,7 +37,7 @@ from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
-from skiff.protocol.headers import get_exact as slice_header
+from skiff.protocol.headers import append as add_header, get_exact as slice_header, strip as strip_headers
 from skiff.protocol.jsapi.timefmt import MS, SECOND, TimeParseError, format_time, parse_time
 from skiff.protocol.subjects import is_valid_literal_subject, subjects_overlap
 
@@ -171,31 +171,6 @@ def check_publish(stream: "Stream", subject: str, hdr: bytes, now: int) -> ApiEr
     elif get(hdr, SCHEDULER) is not None and get(hdr, SCHEDULER) != "":
         return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
     return hdr
-
-
-def strip_headers(hdr: bytes, keys: tuple[str, ...], prefixes: tuple[str, ...]) -> bytes:
-    """removeHeaderIfPresent / removeHeaderIfPrefixPresent: drop lines by key or key prefix, keep the rest byte for
-    byte; only the status line left -> no header."""
-    if not hdr:
-        return hdr
-    lines = hdr.split(b"\r\n")
-    out = [lines[0]]
-    for line in lines[1:]:
-        if line:
-            key = line.split(b":", 1)[0].decode("utf-8", "surrogateescape")
-            if key in keys or key.startswith(prefixes):
-                continue
-        out.append(line)
-    res = b"\r\n".join(out)
-    return b"" if res == b"NATS/1.0\r\n\r\n" else res
-
-
-def add_header(hdr: bytes, key: str, value: str) -> bytes:
-    """genHeader: append ``key: value`` to a header block (or start one)."""
-    line = key.encode() + b": " + value.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
-    if len(hdr) <= 2:
-        return b"NATS/1.0\r\n" + line
-    return hdr[:-2] + line
 
 
 def purge_scheduler(stream: "Stream", hdr: bytes) -> None:

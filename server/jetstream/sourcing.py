@@ -100,31 +100,6 @@ def iname_of(src: "StreamSource") -> str:
                      "\f".join(t.dest or ">" for t in src.subject_transforms)))
 
 
-def strip_headers(hdr: bytes, keys: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> bytes:
-    """Remove header lines by key or key prefix, keeping the rest byte for byte (removeHeaderIfPresent /
-    removeHeaderIfPrefixPresent); nothing left but the status line -> no header."""
-    if not hdr:
-        return hdr
-    lines = hdr.split(b"\r\n")
-    out = [lines[0]]
-    for line in lines[1:]:
-        if line:
-            key = line.split(b":", 1)[0].decode("utf-8", "surrogateescape")
-            if key in keys or key.startswith(prefixes):
-                continue
-        out.append(line)
-    res = b"\r\n".join(out)
-    return b"" if res == b"NATS/1.0\r\n\r\n" else res
-
-
-def add_header(hdr: bytes, key: str, value: str) -> bytes:
-    """nats-server genHeader: append ``key: value`` to a header block (or start one)."""
-    line = key.encode() + b": " + value.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
-    if not hdr:
-        return b"NATS/1.0\r\n" + line
-    return hdr[:-2] + line
-
-
 class InternalClient:
     """The stream's own client in its account (nats-server's internal JETSTREAM client): what it publishes is
     routed like a client's message in that account, so the API answers it and imports carry it."""
@@ -655,7 +630,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
 
             self._mirror_direct = subscribe_direct(self.stream, si.name)
         if hdr:
-            hdr = strip_headers(hdr, prefixes=("Nats-Expected-", "Nats-Batch-"))
+            hdr = headers.strip(hdr, prefixes=("Nats-Expected-", "Nats-Batch-"))
         subject = self._transform(si, subject)
         if not self.stream.store_mirrored(subject, hdr, msg, sseq, ts):
             si.sseq, si.dseq = osseq, odseq
@@ -684,11 +659,11 @@ class Sourcing(DurableSourcing, StreamIdentity):
             return
         si.lag = pending - 1 if pending else 0
         if hdr:
-            hdr = strip_headers(hdr, keys=(STREAM_SOURCE,), prefixes=("Nats-Expected-", "Nats-Batch-"))
+            hdr = headers.strip(hdr, keys=(STREAM_SOURCE,), prefixes=("Nats-Expected-", "Nats-Batch-"))
         iparts = si.iname.split(" ")
         # genSourceHeader: <stream> <origin seq> <filter> <dest> <origin subject> [<identity>]
         value = with_identity(f"{iparts[0]} {sseq} {iparts[1]} {iparts[2]} {subject}", si)
-        hdr = add_header(hdr, STREAM_SOURCE, value)
+        hdr = headers.append(hdr, STREAM_SOURCE, value)
         subject = self._transform(si, subject)
         stream = self.stream
         if stream.process(subject, "", hdr, msg, sourced=True) == 0 and not stream.closed:
