@@ -114,15 +114,6 @@ class ApiError(Exception):
             values["err"] = err
         return cls.of(constant, **values)
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ApiError":
-        row = BY_ERR_CODE.get(int(d.get("err_code", 0)))
-        return cls(int(d["code"]), int(d.get("err_code", 0)), str(d.get("description", "")), row.constant if row else "")
-
-    def is_(self, *constants: str) -> bool:
-        """nats-server's ``IsNatsErr``: does this error carry one of these constants' err_codes?"""
-        return any(ERRORS[c].err_code == self.err_code for c in constants)
-
     def go_error(self) -> str:
         """Go's ``(*ApiError).Error()``: the text used when the error is wrapped into another description."""
         return f"{self.description} ({self.err_code})"

@@ -7,7 +7,6 @@ leading spaces of the value skipped (server/client.go getHeader).  ``get`` does 
 from __future__ import annotations
 
 HDR_LINE = b"NATS/1.0"
-HDR_LINE_CRLF = b"NATS/1.0\r\n"
 
 
 def _value_at(hdr: bytes, key: str) -> tuple[int, int] | None:

@@ -125,14 +125,3 @@ def is_subset(sub: str, sup: str) -> bool:
         if s != p:
             return False
     return len(st) == len(pt)
-
-
-def is_valid_name(name: str) -> bool:
-    """Stream / consumer names (ADR-6): non-empty, at most 255, no whitespace or `.` `*` `>` `/` `\\`,
-    no non-printables. Names become directory names, so this is also the path-safety check."""
-    if not name or len(name) > 255:
-        return False
-    for c in name:
-        if c in ".*>/\\" or c.isspace() or not c.isprintable():
-            return False
-    return True

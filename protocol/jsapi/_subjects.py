@@ -16,10 +16,6 @@ PWC = "*"
 FWC = ">"
 
 
-def is_valid_name(name: str) -> bool:
-    return bool(name) and not any(c in name for c in " \t\r\n\f.*>")
-
-
 def is_valid_asset_name(name: str) -> bool:
     """Stream / consumer names: no whitespace, '.', '*', '>', path separators."""
     return bool(name) and not any(c in name for c in " \t\r\n\f.*>\\/")

@@ -36,7 +36,7 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Callable, ClassVar, Iterable, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 from ..marshal import html_safe
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
@@ -335,10 +335,6 @@ class GoModel:
     def to_json(self) -> str:
         """``json.Marshal`` of the Go struct: nats-server's field order and omitempty choices."""
         return encode(self, type(self).__go_spec__)
-
-    def to_go_dict(self) -> dict[str, Any]:
-        """The JSON object ``to_json`` writes, as a dict (same keys, same order)."""
-        return json.loads(self.to_json())
 
 
 def _copy_default(v: Any) -> Any:
@@ -967,7 +963,3 @@ def encode(obj: Any, spec: StructSpec) -> str:
             continue
         parts.append(json_dumps_go(f.json) + ":" + _enc(v, f.type))
     return "{" + ",".join(parts) + "}"
-
-
-def iter_fields(spec: StructSpec) -> Iterable[FieldSpec]:
-    return iter(spec.fields)

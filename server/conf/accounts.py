@@ -15,7 +15,6 @@ from skiff.server.conf.values import Token, plain
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.server.conf.mapping import _Mapper
 
-RESERVED = ("$G", "$SYS_INTERNAL")  # nats-server isReservedAccount: only the global account's name
 _NOT_IMPLEMENTED = {
     "mappings": "subject mappings (messages would stay on the subject published)",
     "maps": "subject mappings (messages would stay on the subject published)",

@@ -230,7 +230,6 @@ class OperatorMode:
         acc.js_limits = js
         mem, disk = js_src.get("mem_storage", 0), js_src.get("disk_storage", 0)
         acc.jetstream = bool(mem) or bool(disk)
-        acc.jwt_name = claims.name  # type: ignore[attr-defined]
         acc.exports = self.imports.exports(claims)
         if self._started:  # before start there is no loop to time on: start() arms every loaded account
             self._arm_expiry(acc, claims)

@@ -39,7 +39,6 @@ from .consumer_core import ALREADY, NAK_DELAYED, NAK_IGNORED
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
 
-ACK_PREFIX = "$JS.ACK."
 ACK_ACK = b"+ACK"
 ACK_OK = b"+OK"
 ACK_NEXT = b"+NXT"
@@ -125,7 +124,7 @@ def ack_msg(c: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bo
         c.state.confirm_ack(reply)
     if ack_in_place:
         for s in r.acked:
-            c.cset.ack_msg(c, s)
+            c.cset.ack_msg(s)
     if r.was_full:
         c.kick()
     return ack_in_place

@@ -17,8 +17,8 @@ built (so ``$JS.API.INFO`` does not count itself).
 Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
 ``API_LEVEL`` (or not a number) is 10185.  Handlers where nats-server checks it later (consumer create: after the
 body; the cluster-only operations: never on a standalone server, 10010 comes first) register with
-``level_check=False`` and call :func:`api_level_error` themselves.  Consumer routes are added by ``api_consumers.register(router)`` when
-that module exists.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
+``level_check=False`` and call :func:`api_level_error` themselves.  Consumer routes are added by
+``api_consumers.register(router)``.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
 """
 from __future__ import annotations
 

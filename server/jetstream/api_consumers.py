@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-:func:`register` adds the consumer routes to the API router (the engine calls it when this module exists) and
+:func:`register` adds the consumer routes to the API router (the engine calls it at start) and
 installs three internal wildcard subscriptions that stand in for the per-consumer subscriptions of nats-server:
 
 ``$JS.API.CONSUMER.MSG.NEXT.>``   pull requests, handed to the consumer named by the subject

@@ -52,8 +52,8 @@ PAUSE_TYPE = T + "advisory.v1.consumer_pause"
 PINNED_TYPE = T + "advisory.v1.consumer_group_pinned"
 UNPINNED_TYPE = T + "advisory.v1.consumer_group_unpinned"
 
-# processTerm reasons used by the server itself (consumer.go ackTermLimitsReason / ackTermUnackedLimitsReason).
-TERM_LIMITS_REASON = "Message deleted by stream limits"
+# The processTerm reason the server gives for an unacknowledged message that stream limits removed
+# (consumer.go ackTermUnackedLimitsReason).
 TERM_UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
 
 

@@ -306,7 +306,7 @@ class Delivery:
             if idle is not None and idle.thresh > 0:
                 pull.waiting.last = c.clock.monotonic()
         if policy == "none" and c.stream.config.retention != "limits":
-            c.cset.ack_msg(None, seq)
+            c.cset.ack_msg(seq)
         if pull is not None and wrn <= 0 and wrb > 0:
             pull.batch_completed(dsubj, wrn, wrb)
 

@@ -111,9 +111,6 @@ class WaitQueue:
         if self.q:
             self.q.append(self.q.pop(0))
 
-    def remove_head(self) -> None:
-        del self.q[0]
-
     def pending_batch(self) -> int:
         return sum(wr.n for wr in self.q)
 

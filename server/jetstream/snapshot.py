@@ -31,7 +31,6 @@ from skiff.storage.s2stream import S2Writer
 from skiff.storage.snaparchive import MAGIC, encode_end, encode_entry
 
 from ..ids import nuid
-from . import advisories
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream

@@ -205,7 +205,7 @@ class ConsumerSet:
             return True
         return any(c.matches(subject) for c in self.consumers.values())
 
-    def ack_msg(self, acker: Consumer | None, seq: int) -> bool:
+    def ack_msg(self, seq: int) -> bool:
         """nats-server stream.ackMsg: remove ``seq`` from an interest/workqueue stream once nobody needs it."""
         stream = self.stream
         if stream.closed or stream.config.retention == "limits" or seq == 0:

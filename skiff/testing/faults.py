@@ -45,7 +45,6 @@ import asyncio
 import errno
 import os
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
