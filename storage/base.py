@@ -96,10 +96,6 @@ class StreamStore(ABC):
         Returns ``(msg, msg.seq)`` or ``(None, last_seq)`` when there is none."""
 
     @abstractmethod
-    def load_next_msg_multi(self, filters: Iterable[str], start_seq: int = 0) -> tuple[StoredMsg | None, int]:
-        """``load_next_msg`` matching any of several filters (consumer ``filter_subjects``)."""
-
-    @abstractmethod
     def load_last_msg(self, filter: str = "") -> StoredMsg | None:
         """The newest message matching ``filter`` (literal or wildcard)."""
 
@@ -177,16 +173,9 @@ class StreamStore(ABC):
         matching subjects whose last message is at or after ``start_seq``."""
 
     @abstractmethod
-    def num_pending_multi(self, start_seq: int, filters: Iterable[str], last_per_subject: bool = False) -> int:
-        """``num_pending`` for several filters; a message matching more than one counts once."""
-
-    @abstractmethod
     def multi_last_seqs(self, filters: Iterable[str], max_seq: int = 0, max_allowed: int = 0) -> list[int]:
         """Sorted last sequences (at or below ``max_seq``, 0 = last) of every subject matching any filter;
         ``TooManyResultsError`` beyond ``max_allowed`` (0 = unlimited)."""
-
-    @abstractmethod
-    def all_last_seqs(self) -> list[int]: ...
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     @abstractmethod

@@ -59,20 +59,6 @@ class Queries(SeqIndex):
                 best = cand
         return best
 
-    def _codes_of(self, filters: Iterable[str]) -> set[int] | None:
-        """Codes of the subjects any of ``filters`` selects; None when one of them selects everything."""
-        out: set[int] = set()
-        for f in filters:
-            if is_all(f):
-                return None
-            if is_literal(f):
-                ss = self._state(f)
-                if ss is not None:
-                    out.add(ss.icode)
-            else:
-                out |= self._match_codes(f)
-        return out
-
     def _last_match(self, filter_: str, end: int = 0) -> int:
         """Last live sequence <= end (default last) matching ``filter_``, or 0."""
         if end <= 0 or end > self._last_seq:
@@ -144,35 +130,6 @@ class Queries(SeqIndex):
                 return m
             seq = self._last_match(filter, seq - 1) if seq > 1 else 0
         return None
-
-    def load_next_msg_multi(self, filters: Iterable[str], start_seq: int = 0) -> tuple[StoredMsg | None, int]:
-        """``load_next_msg`` for several filters at once (a consumer's ``filter_subjects``, nats-server
-        LoadNextMsgMulti): the first message at or after ``start_seq`` matching any of them."""
-        self._check_open()
-        codes = self._codes_of(filters)
-        if codes is None:
-            return self.load_next_msg("", start_seq)
-        start = max(start_seq, self._first_seq)
-        while self._msgs and start <= self._last_seq:
-            seq = self._next_in(codes, start, self._last_seq)
-            if not seq:
-                break
-            m = self._load_slot(seq)
-            if m is not None:
-                return m, seq
-            start = seq + 1
-        return None, self._last_seq
-
-    def num_pending_multi(self, start_seq: int, filters: Iterable[str], last_per_subject: bool = False) -> int:
-        """``num_pending`` for several filters at once (nats-server NumPendingMulti); overlaps count once."""
-        codes = self._codes_of(filters)
-        if codes is None:
-            return self.num_pending(start_seq, "", last_per_subject)
-        if start_seq < self._first_seq:
-            start_seq = self._first_seq
-        if start_seq > self._last_seq or self._msgs == 0:
-            return 0
-        return self._pending_in(list(map(self._state_of_code, codes)), start_seq, last_per_subject)
 
     def subject_for_seq(self, seq: int) -> str | None:
         c, i = self._locate(seq)
@@ -331,10 +288,6 @@ class Queries(SeqIndex):
             if max_allowed > 0 and len(seen) > max_allowed:
                 raise TooManyResultsError()
         return sorted(seen)
-
-    def all_last_seqs(self) -> list[int]:
-        self._wake_all()
-        return sorted(self._fix(ss).last for ss in self._fss.values())
 
     def index_bytes(self) -> int:
         """Bytes held by the per-message index arrays (for the scale benchmark)."""

@@ -32,9 +32,7 @@ def _answers(fs) -> dict:
         "totals_lit": fs.subjects_totals("a.7.x"),
         "pending": [fs.num_pending(s, f, lps) for s in (1, 200, 640) for f in ("", "a.>", "a.3.y", "b.*", "c")
                     for lps in (False, True)],
-        "pending_multi": fs.num_pending_multi(10, ["a.1.x", "b.>"]),
         "last_seqs": fs.multi_last_seqs(["a.*.x", "b.3"]),
-        "all_last": fs.all_last_seqs(),
         "next": [fs.load_next_msg(f, s)[1] for f in ("a.9.y", "a.*.y", "b.>") for s in (1, 300)],
         "last": [(m.seq, m.subject) if m else None for m in
                  (fs.load_last_msg("a.12.x"), fs.load_last_msg("a.*.x"), fs.load_last_msg("zz"))],

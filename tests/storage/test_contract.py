@@ -474,7 +474,6 @@ def test_multi_last_seqs(make_store):
     assert s.multi_last_seqs(["b.1"], max_seq=2) == []
     with pytest.raises(TooManyResultsError):
         s.multi_last_seqs([">"], max_allowed=2)
-    assert s.all_last_seqs() == [4, 5, 6]
 
 
 # ---------------------------------------------------------------------------------------------------- sequences
@@ -592,23 +591,6 @@ def test_random_operations_against_a_model(make_store, clock):
             for subj, ss in s.subjects_state().items():
                 qs = sorted(q for q, v in model.items() if v == subj)
                 assert ss == SimpleState(len(qs), qs[0], qs[-1])
-
-
-def test_multi_filter_loads_and_pending(make_store):
-    s = make_store()
-    for subj in ["a.1", "b.1", "c.1", "a.2", "b.2", "c.2", "a.1"]:
-        s.store_msg(subj, b"", b"")
-    assert s.load_next_msg_multi(["b.*", "c.2"], 0)[1] == 2
-    assert s.load_next_msg_multi(["b.*", "c.2"], 3)[1] == 5
-    assert s.load_next_msg_multi(["c.2", "zzz"], 0)[1] == 6
-    assert s.load_next_msg_multi(["zzz"], 0) == (None, 7)
-    assert s.load_next_msg_multi(["a.1", ">"], 4)[1] == 4
-    assert s.num_pending_multi(0, ["a.*", "a.1"]) == 3  # overlapping filters count once
-    assert s.num_pending_multi(2, ["a.1", "c.*"]) == 3
-    assert s.num_pending_multi(0, ["a.*", "b.*"], last_per_subject=True) == 4
-    assert s.num_pending_multi(0, ["", "a.1"]) == 7
-    s.remove_msg(5)
-    assert s.load_next_msg_multi(["b.*"], 3) == (None, 7)
 
 
 def test_purge_keep_all_subjects_is_a_compact(make_store):
