@@ -300,12 +300,7 @@ class SystemAccount:
         if kind == "VARZ":
             return p.varz({}, http=False)
         if kind == "CONNZ":
-            params = _params(opts, _CONNZ_KEYS)
-            if opts.get("subscriptions_detail") is True:
-                params["subs"] = "detail"
-            elif opts.get("subscriptions") is True:
-                params["subs"] = "1"
-            return p.connz(params, http=False)
+            return p.connz(_connz_params(opts), http=False)
         if kind == "SUBSZ":
             return p.subsz(_params(opts, _SUBSZ_KEYS), http=False)
         if kind == "ACCOUNTZ":
@@ -356,11 +351,7 @@ class SystemAccount:
     def _account_doc(self, kind: str, name: str, opts: dict) -> Any:
         p = self.provider
         if kind == "CONNZ":
-            params = _params(opts, _CONNZ_KEYS)
-            if opts.get("subscriptions_detail") is True:
-                params["subs"] = "detail"
-            elif opts.get("subscriptions") is True:
-                params["subs"] = "1"
+            params = _connz_params(opts)
             params["acc"] = name
             return p.connz(params, http=False)
         if kind == "SUBSZ":
@@ -502,6 +493,17 @@ def _params(opts: dict, keys: dict) -> dict:
             continue
         out[p] = "1" if v is True else str(v)
     return out
+
+
+def _connz_params(opts: dict) -> dict:
+    """A CONNZ request's options as /connz's query parameters (``subscriptions_detail`` wins over
+    ``subscriptions``)."""
+    params = _params(opts, _CONNZ_KEYS)
+    if opts.get("subscriptions_detail") is True:
+        params["subs"] = "detail"
+    elif opts.get("subscriptions") is True:
+        params["subs"] = "1"
+    return params
 
 
 def _type_name(kind: str, account: bool = False) -> str:

@@ -47,6 +47,7 @@ from .stream_consumers import consumer_set, open_store, recover
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
+    from .stream import Stream
 
 PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
 MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
@@ -301,7 +302,8 @@ class ConsumerApi:
         c.cset.delete_consumer(c)
         return {"success": True}
 
-    def _paged(self, req: ApiRequest) -> int | ApiError:
+    def _paged(self, req: ApiRequest) -> "tuple[Stream, int] | ApiError":
+        """(stream, offset) of a NAMES or LIST request, or its error (the body's first, then the stream's)."""
         offset = 0
         body = req.body.lstrip(b" \t\r\n")
         if body[:1] in (b"{", b"["):
@@ -309,15 +311,16 @@ class ConsumerApi:
             if isinstance(r, ApiError):
                 return r
             offset = max(r.offset, 0)
-        return offset
-
-    def names(self, req: ApiRequest) -> dict | ApiError:
-        offset = self._paged(req)
-        if isinstance(offset, ApiError):
-            return offset
         stream = self.js.streams.get(req.tokens[2])
         if stream is None:
             return ApiError.of("JSStreamNotFoundErr")
+        return stream, offset
+
+    def names(self, req: ApiRequest) -> dict | ApiError:
+        paged = self._paged(req)
+        if isinstance(paged, ApiError):
+            return paged
+        stream, offset = paged
         # Mirror/source consumers (direct) are not listed (nats-server getPublicConsumers).
         names = sorted(n for n, c in stream.consumers.items() if not c.config.direct)
         offset = min(offset, len(names))
@@ -325,12 +328,10 @@ class ConsumerApi:
                 "consumers": names[offset:offset + NAMES_LIMIT]}
 
     def list(self, req: ApiRequest) -> dict | ApiError:
-        offset = self._paged(req)
-        if isinstance(offset, ApiError):
-            return offset
-        stream = self.js.streams.get(req.tokens[2])
-        if stream is None:
-            return ApiError.of("JSStreamNotFoundErr")
+        paged = self._paged(req)
+        if isinstance(paged, ApiError):
+            return paged
+        stream, offset = paged
         obs = sorted((c for c in stream.consumers.values() if not c.config.direct), key=lambda c: c.name)
         offset = min(offset, len(obs))
         infos = [c.info(dynamic_meta=False) for c in obs[offset:offset + LIST_LIMIT]]
