@@ -8,7 +8,7 @@ from tests.harness import parse_python
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "spark" / "pyspark_jetstream"
-SPARK_FREE = ("wire", "client", "jetstream", "offsets", "options", "runner")
+SPARK_FREE = ("client", "jetstream", "offsets", "options", "runner")  # the wire is skiff.protocol.client_wire
 
 
 def imported(path: Path) -> set[str]:
