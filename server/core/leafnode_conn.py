@@ -14,7 +14,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
-from .link import NOT_SUPPORTED, OFF, S2_AUTO, Link, auto_level, needs_compression, select_compression
+from .link import NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
 from .tls import TLSError, TLSLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -174,15 +174,13 @@ class LeafConnection(Link):
             self.compression = NOT_SUPPORTED if not theirs or mode == NOT_SUPPORTED else OFF
             return True
         try:
-            cm = select_compression(mode, theirs)
+            cm = self.agreed_compression(mode, theirs)
         except ValueError:
             # selectCompressionMode's error, "route" in its text for leaf connections too
             self.send(encoder.err(f'unsupported route compression mode "{theirs}"'))
             self.server.log_error("Leafnode error", cid=self.cid, error=f"unsupported compression {theirs!r}")
             self.close(PROTOCOL_VIOLATION)
             return False
-        if cm == S2_AUTO:
-            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)  # computeRTT(c.start)
         self.compression = cm
         if not needs_compression(cm):
             return True

@@ -104,6 +104,14 @@ class Link(asyncio.Protocol):
         self._s2_in = None  # S2Decoder once the other side does
 
     # ------------------------------------------------------------------ asyncio.Protocol
+    def agreed_compression(self, mode: str, theirs: str) -> str:
+        """The compression both ends use (route.go/leafnode.go selectCompressionMode); ``s2_auto`` becomes a level
+        from the time since this connection began (computeRTT).  ValueError for a mode it cannot agree on."""
+        cm = select_compression(mode, theirs)
+        if cm == S2_AUTO:
+            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)
+        return cm
+
     def _made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         transport.set_write_buffer_limits(high=LINK_WRITE_HIGH)

@@ -250,12 +250,10 @@ class RouteConnection(Link):
             return True
         self._comp_negotiated = True
         try:
-            cm = select_compression(mode, theirs)
+            cm = self.agreed_compression(mode, theirs)
         except ValueError:
             self.refuse(f'unsupported route compression mode "{theirs}"')
             return False
-        if cm == S2_AUTO:
-            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)  # computeRTT(c.start)
         self.compression = cm
         if not needs_compression(cm):
             return True
