@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skiff.protocol.jsapi.subjects import (
+    ADVISORY_API, RESTORE_COMPLETE_T, RESTORE_CREATE_T, SNAPSHOT_COMPLETE_T, SNAPSHOT_CREATE_T, STREAM_CREATED_T,
+    STREAM_DELETED_T, STREAM_UPDATED_T,
+)
 from skiff.protocol.jsapi.timefmt import format_time
 
 from ..ids import nuid
@@ -24,9 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
-STREAM_CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.{stream}"
-STREAM_UPDATED = "$JS.EVENT.ADVISORY.STREAM.UPDATED.{stream}"
-STREAM_DELETED = "$JS.EVENT.ADVISORY.STREAM.DELETED.{stream}"
 
 ACTION_CREATE = "create"
 ACTION_MODIFY = "modify"
@@ -48,7 +49,6 @@ def publish_advisory(server: "Server", subject: str, event: dict[str, Any]) -> b
     return True
 
 
-API_AUDIT = "$JS.EVENT.ADVISORY.API"
 API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
 
 
@@ -76,7 +76,7 @@ def client_info(server: "Server", conn: Any) -> dict[str, Any]:
 
 def api_audit(server: "Server", origin: Any, subject: str, request: bytes, response: bytes) -> None:
     """nats-server sendJetStreamAPIAuditAdvisory: one event per answered API request (only if someone listens)."""
-    if origin is None or not server.sublist.has_interest(API_AUDIT):
+    if origin is None or not server.sublist.has_interest(ADVISORY_API):
         return
     ev = envelope(server, API_AUDIT_TYPE)
     ev["server"] = server.server_name
@@ -85,12 +85,12 @@ def api_audit(server: "Server", origin: Any, subject: str, request: bytes, respo
     if request:
         ev["request"] = request.decode("utf-8", "replace")
     ev["response"] = response.decode("utf-8", "replace")
-    publish_advisory(server, API_AUDIT, ev)
+    publish_advisory(server, ADVISORY_API, ev)
 
 
 def stream_action(server: "Server", stream: str, action: str) -> None:
     """nats-server JSStreamActionAdvisory: created / updated (``modify``) / deleted."""
-    subject = {ACTION_CREATE: STREAM_CREATED, ACTION_MODIFY: STREAM_UPDATED, ACTION_DELETE: STREAM_DELETED}[action]
+    subject = {ACTION_CREATE: STREAM_CREATED_T, ACTION_MODIFY: STREAM_UPDATED_T, ACTION_DELETE: STREAM_DELETED_T}[action]
     subject = subject.format(stream=stream)
     if not server.sublist.has_interest(subject):
         return
@@ -101,10 +101,6 @@ def stream_action(server: "Server", stream: str, action: str) -> None:
 
 
 # -- snapshot and restore (jetstream_api.go jsStreamSnapshotRequest / processStreamRestore, jetstream_events.go)
-SNAPSHOT_CREATE = "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{stream}"
-SNAPSHOT_COMPLETE = "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{stream}"
-RESTORE_CREATE = "$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{stream}"
-RESTORE_COMPLETE = "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{stream}"
 _TRANSFER_TYPE = "io.nats.jetstream.advisory.v1.{kind}"
 
 
@@ -112,8 +108,8 @@ def transfer(server: "Server", kind: str, stream: str, origin: Any, **fields: An
     """A snapshot_create / snapshot_complete / restore_create / restore_complete advisory about ``stream``, for the
     client ``origin`` that asked.  ``fields`` come in Go's field order (state; start, end, bytes), then client,
     domain and (snapshot_complete) a non-empty error."""
-    subject = {"snapshot_create": SNAPSHOT_CREATE, "snapshot_complete": SNAPSHOT_COMPLETE,
-               "restore_create": RESTORE_CREATE, "restore_complete": RESTORE_COMPLETE}[kind].format(stream=stream)
+    subject = {"snapshot_create": SNAPSHOT_CREATE_T, "snapshot_complete": SNAPSHOT_COMPLETE_T,
+               "restore_create": RESTORE_CREATE_T, "restore_complete": RESTORE_COMPLETE_T}[kind].format(stream=stream)
     if not server.sublist.has_interest(subject):
         return
     error = fields.pop("error", None)

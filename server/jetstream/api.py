@@ -4,9 +4,11 @@ Theory of operation
 -------------------
 nats-server registers each API subject pattern (``$JS.API.STREAM.INFO.*`` ...) in a sublist and answers only
 requests that match one; anything else under ``$JS.API.>`` gets no reply at all (verified against 2.15.1:
-``$JS.API.FOO`` and ``$JS.API.STREAM.INFO.S.x`` time out).  :class:`ApiRouter` keeps the same table as data: a
-:class:`Route` per pattern with its handler, its reply ``type`` and the extra fields an error reply of that type
-carries (paged replies keep ``total/offset/limit`` even on errors, ``stream_names`` adds ``streams: null`` ...).
+``$JS.API.FOO`` and ``$JS.API.STREAM.INFO.S.x`` time out).  The patterns are the rows of the API table
+(``protocol/jsapi/subjects.py`` ``API``): each handler is a method marked ``@serves("<row name>")``, the handler
+objects are handed to :meth:`ApiRouter.serve`, and :meth:`ApiRouter.start` builds a :class:`Route` for every
+``routed`` row, its handler looked up by the row's name, with the row's reply ``type`` and the fields an error
+reply of that type carries.  A routed row without a handler, or two handlers for one row, stop the start.
 
 A handler takes an :class:`ApiRequest` and returns a dict (the reply without ``type``), an
 :class:`~protocol.errors.ApiError`, or None (no reply, as nats-server does in a few places).  The router adds
@@ -16,20 +18,22 @@ built (so ``$JS.API.INFO`` does not count itself).
 
 Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
 ``API_LEVEL`` (or not a number) is 10185.  Handlers where nats-server checks it later (consumer create: after the
-body; the cluster-only operations: never on a standalone server, 10010 comes first) register with
-``level_check=False`` and call :func:`api_level_error` themselves.  Consumer routes are added by
-``api_consumers.register(router)``.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
+body; the cluster-only operations: never on a standalone server, 10010 comes first) are marked
+``level_check=False`` and call :func:`api_level_error` themselves; Direct Get and pull requests use the same
+:func:`api_level_too_high`.  ``$JS.<domain>.API.>`` is mapped onto ``$JS.API.>`` when a domain is configured.
 """
 from __future__ import annotations
 
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
-from skiff.protocol.jsapi.subjects import TYPE_PREFIX
+from skiff.protocol.jsapi.subjects import (
+    ALL_API, API, API_PREFIX, DIRECT_GET_PRE, DOMAIN_API_PRE_T, REQUEST_NEXT_PRE, REQUIRED_API_LEVEL_HDR, TYPE_PREFIX,
+)
 
 from ..version import API_LEVEL
 from . import advisories, jsonout
@@ -38,10 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
     from .engine import JetStream
 
-API_PREFIX = "$JS.API."
 # Subject prefixes (string prefixes, as nats-server compares them) its API subscription does not cover.
-_OUTSIDE_API = ("$JS.API.DIRECT.GET", "$JS.API.CONSUMER.MSG.NEXT.")
-REQUIRED_API_LEVEL_HDR = "Nats-Required-Api-Level"
+_OUTSIDE_API = (DIRECT_GET_PRE, REQUEST_NEXT_PRE)
 # A request body this large goes through its route's ``prepare`` in a worker thread (ApiRouter._offload): about
 # 1,300 subjects, whose checks cost ~10 ms; smaller ones are cheaper on the loop than the thread hand-off.
 OFFLOAD_BODY = 16 * 1024
@@ -65,6 +67,40 @@ class ApiRequest(NamedTuple):
 
 
 Handler = Callable[[ApiRequest], "dict | ApiError | None"]
+
+
+class Serves(NamedTuple):
+    """What ``@serves`` records on a handler: the API table rows it answers and how the router treats them."""
+    names: tuple[str, ...]
+    count_success: bool  # False: answered outside nats-server's API accounting (STREAM.MSG.GET)
+    accounted: bool  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
+    level_check: bool  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
+    prepare: str | None  # the name of the method that parses and checks a large body in a worker thread
+
+
+def serves(*names: str, count_success: bool = True, accounted: bool = True, level_check: bool = True,
+           prepare: str | None = None) -> Callable:
+    """Mark a method as the handler of the API table rows ``names`` (protocol/jsapi/subjects.py ``API``)."""
+    for name in names:
+        if name not in API:
+            raise KeyError(f"@serves({name!r}): no such row in protocol/jsapi/subjects.py API")
+    spec = Serves(names, count_success, accounted, level_check, prepare)
+
+    def mark(fn: Callable) -> Callable:
+        fn.serves = spec
+        return fn
+    return mark
+
+
+def handlers_of(obj: object) -> Iterator[tuple[str, Callable, Serves]]:
+    """(row name, handler, its Serves) for every ``@serves`` method of ``obj`` (an instance, or a class for the
+    plain functions), in the order the class defines them."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    for attr, fn in vars(cls).items():
+        spec = getattr(fn, "serves", None)
+        if isinstance(spec, Serves):
+            for name in spec.names:
+                yield name, getattr(obj, attr), spec
 
 
 @dataclass
@@ -101,6 +137,7 @@ class ApiRouter:
         self.total = 0
         self.errors = 0
         self._routes: dict[str, list[Route]] = {}
+        self._handlers: dict[str, tuple[Handler, Serves, object]] = {}  # row name -> handler (serve)
         self._subs: list = []
         # While an offloaded request is prepared, later requests wait here, so the API acts in arrival order and
         # what ``prepare`` read (streams, limits) is still true when its handler runs.
@@ -108,29 +145,53 @@ class ApiRouter:
         self._stopped = False
         self.fault: dict | None = None  # skiff.testing.faults api_status: answer the next requests with a status
 
-    def register(self, pattern: str, handler: Handler, reply_type: str, error_extra: dict | None = None,
-                 count_success: bool = True, accounted: bool = True, level_check: bool = True,
-                 prepare: Callable[[ApiRequest], Any] | None = None) -> Route:
-        """Add ``$JS.API.<pattern>`` (``*`` one token, trailing ``>`` the rest).  ``reply_type`` is the short
-        name (``stream_info_response``)."""
-        toks = tuple(pattern.split("."))
-        route = Route(toks, handler, TYPE_PREFIX + reply_type, dict(error_extra or {}), count_success and accounted,
-                      accounted, level_check, prepare)
-        self._routes.setdefault(toks[0], []).append(route)
-        return route
+    def serve(self, *handlers: object) -> None:
+        """Take the ``@serves`` methods of ``handlers`` as the handlers of their API table rows (routed rows only:
+        the others are answered by subscriptions of their own)."""
+        for obj in handlers:
+            for name, fn, spec in handlers_of(obj):
+                if not API[name].routed:
+                    continue
+                if name in self._handlers:
+                    raise ValueError(f"two handlers for API table row {name}: {self._handlers[name][0]} and {fn}")
+                self._handlers[name] = (fn, spec, obj)
+
+    def build_routes(self) -> None:
+        """One :class:`Route` per routed row of the API table, its handler looked up by the row's name."""
+        self._routes = {}
+        for row in API.values():
+            if not row.routed:
+                continue
+            if row.name not in self._handlers:
+                raise LookupError(f"no handler serves API table row {row.name} ({row.subject})")
+            fn, spec, obj = self._handlers[row.name]
+            toks = tuple(row.pattern.split("."))
+            prepare = getattr(obj, spec.prepare) if spec.prepare else None
+            route = Route(toks, fn, TYPE_PREFIX + row.reply_type, dict(row.error_fields),
+                          spec.count_success and spec.accounted, spec.accounted, spec.level_check, prepare)
+            self._routes.setdefault(toks[0], []).append(route)
 
     def start(self) -> None:
+        self.build_routes()
         srv = self.server
-        self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch))
+        self._subs.append(srv.subscribe_internal(ALL_API, self._dispatch))
         # Accounts without JetStream get nats-server's 10039 from the same route table (core/accounts.py);
         # the first engine (the one on the Server itself, not an AccountServer) answers for all of them.
         if not getattr(srv, "is_account_view", False):
             for acc in srv.accounts.by_name.values():
                 if not acc.jetstream and acc is not srv.js_account:
-                    self._subs.append(srv.subscribe_internal("$JS.API.>", self._dispatch_disabled, account=acc))
+                    self.refuse_for(acc)
         domain = srv.options.jetstream_domain
         if domain:
-            self._subs.append(srv.subscribe_internal(f"$JS.{domain}.API.>", self._dispatch_domain))
+            self._subs.append(srv.subscribe_internal(DOMAIN_API_PRE_T.format(domain=domain) + ">",
+                                                     self._dispatch_domain))
+
+    def refuse_for(self, acc) -> Any:
+        """Answer ``acc``'s ``$JS.API`` requests with 10039 (an account without JetStream); returns the
+        subscription, which :meth:`stop` removes."""
+        sub = self.server.subscribe_internal(ALL_API, self._dispatch_disabled, account=acc)
+        self._subs.append(sub)
+        return sub
 
     def stop(self) -> None:
         self._stopped = True
@@ -182,7 +243,7 @@ class ApiRouter:
         hdr = bytes(data[:hdr_len]) if hdr_len else b""
         body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
         req = ApiRequest(subject, tokens, reply, hdr, body, origin)
-        if hdr and route.level_check and _api_level_too_high(hdr):
+        if hdr and route.level_check and api_level_too_high(hdr):
             self.reply_error(req, route, ApiError.of("JSRequiredApiLevelErr"))
             return
         if route.prepare is not None and len(body) >= OFFLOAD_BODY:
@@ -297,7 +358,7 @@ class ApiRouter:
 
 def api_level_error(req: ApiRequest) -> "ApiError | None":
     """For handlers registered with ``level_check=False``: 10185 when the request's required level is too high."""
-    if req.hdr and _api_level_too_high(req.hdr):
+    if req.hdr and api_level_too_high(req.hdr):
         return ApiError.of("JSRequiredApiLevelErr")
     return None
 
@@ -323,5 +384,6 @@ def level_too_high(level: str | None) -> bool:
         return True
 
 
-def _api_level_too_high(hdr: bytes) -> bool:
+def api_level_too_high(hdr: bytes) -> bool:
+    """:func:`level_too_high` for the ``Nats-Required-Api-Level`` of a request's header block."""
     return level_too_high(headers.get(hdr, REQUIRED_API_LEVEL_HDR))

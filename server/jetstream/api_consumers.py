@@ -33,12 +33,14 @@ from skiff.protocol.jsapi.consumer_config import (
     check_consumer_name, check_consumer_update, check_workqueue_consumer, consumer_configs_equal, filter_subjects,
     parse_create_consumer_request, set_consumer_defaults, set_static_consumer_metadata,
 )
-from skiff.protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT
+from skiff.protocol.jsapi.subjects import (
+    ACK_PRE, API_PREFIX, DOMAIN_API_PRE_T, FC_PRE, LIST_LIMIT, NAMES_LIMIT, REQUEST_NEXT_PRE, STREAM_IDENTITY_HDR,
+)
 from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
 from .acks import ack_tokens
-from .api import ApiRequest, ApiRouter, WithHeader, api_level_error, consumer_of
+from .api import ApiRequest, ApiRouter, WithHeader, api_level_error, consumer_of, serves
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
@@ -49,41 +51,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
     from .stream import Stream
 
-PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
-MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 DEFAULT_MAX_CONSUMERS = 1000
 NAME_MAX = 255  # bytes in one path component (Linux, macOS): longer consumer names cannot be directories
 
 
 def register(router: ApiRouter) -> None:
+    """The handlers of the ``CONSUMER.*`` rows of the API table (the ``@serves`` methods of :class:`ConsumerApi`),
+    and the wildcard subscriptions of the consumers' own subjects."""
     js = router.js
     h = ConsumerApi(js)
-    # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level
-    router.register("CONSUMER.CREATE.*", h.create, "consumer_create_response", level_check=False)
-    router.register("CONSUMER.CREATE.*.>", h.create, "consumer_create_response", level_check=False)
-    router.register("CONSUMER.DURABLE.CREATE.*.*", h.create, "consumer_create_response", level_check=False)
-    router.register("CONSUMER.INFO.*.*", h.info, "consumer_info_response", level_check=False)
-    router.register("CONSUMER.DELETE.*.*", h.delete, "consumer_delete_response")
-    router.register("CONSUMER.NAMES.*", h.names, "consumer_names_response", {**PAGED_ERR, "consumers": []})
-    router.register("CONSUMER.LIST.*", h.list, "consumer_list_response", {**PAGED_ERR, "consumers": []})
-    # jsConsumerPauseRequest, too, decodes the body before the level check
-    router.register("CONSUMER.PAUSE.*.*", h.pause, "consumer_pause_response",
-                    {"paused": False, "pause_until": "0001-01-01T00:00:00Z"}, level_check=False)
-    router.register("CONSUMER.UNPIN.*.*", lambda req: unpin_request(js, req), "consumer_unpin_response")
-    router.register("CONSUMER.LEADER.STEPDOWN.*.*", lambda req: ApiError.of("JSClusterRequiredErr"),
-                    "consumer_leader_stepdown_response", level_check=False)
-    # nats-server 2.15: each consumer subscribes to its own RESET subject (consumer.go processResetReq), outside
-    # the API accounting; with no such consumer nobody answers.
-    router.register("CONSUMER.RESET.*.*", h.reset, "consumer_reset_response", {"reset_seq": 0}, accounted=False)
+    router.serve(h)
     srv = js.server
-    srv.subscribe_internal(MSG_NEXT_PREFIX + ">", h.on_next)
+    srv.subscribe_internal(REQUEST_NEXT_PRE + ">", h.on_next)
     domain = srv.options.jetstream_domain
     if domain:  # $JS.<domain>.API.CONSUMER.MSG.NEXT.<s>.<c> reaches the same consumers
-        pre = f"$JS.{domain}.API."
-        srv.subscribe_internal(pre + "CONSUMER.MSG.NEXT.>", lambda sub, subject, *rest: h.on_next(
-            sub, "$JS.API." + subject[len(pre):], *rest))
-    srv.subscribe_internal("$JS.ACK.>", h.on_ack)
-    srv.subscribe_internal("$JS.FC.>", h.on_fc)
+        pre = DOMAIN_API_PRE_T.format(domain=domain)
+        srv.subscribe_internal(pre + REQUEST_NEXT_PRE[len(API_PREFIX):] + ">", lambda sub, subject, *rest: h.on_next(
+            sub, API_PREFIX + subject[len(pre):], *rest))
+    srv.subscribe_internal(ACK_PRE + ">", h.on_ack)
+    srv.subscribe_internal(FC_PRE + ">", h.on_fc)
     js.stream_recovered.append(recover)  # consumers come back with their streams at start
 
 
@@ -111,6 +97,7 @@ class ConsumerApi:
             return
         self.server.no_responders(subject, reply, origin)
 
+    @serves("CONSUMER.MSG.NEXT")  # subscribed by register(): one wildcard subscription for every consumer
     def on_next(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         toks = subject.split(".")
         c = self.lookup(toks[5], toks[6]) if len(toks) == 7 else None
@@ -137,6 +124,8 @@ class ConsumerApi:
             c.process_flow_control(subject, bytes(data[:hdr_len]) if hdr_len else b"")
 
     # ------------------------------------------------------------------ create
+    # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level
+    @serves("CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", level_check=False)
     def create(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         creq = parse_create_consumer_request(req.body, strict=self.strict)
@@ -158,7 +147,7 @@ class ConsumerApi:
             # 2.15 (API level 5): a sourcing stream names the origin it knew; another one (deleted and created
             # again since) is refused so that the source starts over, and the reply says who answered.
             ident = stream_identity(stream)
-            want = get_exact(req.hdr, IDENTITY)
+            want = get_exact(req.hdr, STREAM_IDENTITY_HDR)
             if want and want != ident:
                 return ApiError.of("JSConsumerStreamIdentityMismatchF", msg=ident)
         existing = stream.consumers.get(cname) if cname else None
@@ -286,6 +275,7 @@ class ConsumerApi:
             return ApiError.of("JSNotEmptyRequestErr")
         return consumer_of(self.js, req)
 
+    @serves("CONSUMER.INFO", level_check=False)
     def info(self, req: ApiRequest) -> dict | ApiError:
         if not rq.is_empty_request(req.body):  # jsConsumerInfoRequest: 10038 before Nats-Required-Api-Level
             return ApiError.of("JSNotEmptyRequestErr")
@@ -295,6 +285,7 @@ class ConsumerApi:
         c = self._existing(req)
         return c if isinstance(c, ApiError) else c.info()
 
+    @serves("CONSUMER.DELETE")
     def delete(self, req: ApiRequest) -> dict | ApiError:
         c = self._existing(req)
         if isinstance(c, ApiError):
@@ -316,6 +307,7 @@ class ConsumerApi:
             return ApiError.of("JSStreamNotFoundErr")
         return stream, offset
 
+    @serves("CONSUMER.NAMES")
     def names(self, req: ApiRequest) -> dict | ApiError:
         paged = self._paged(req)
         if isinstance(paged, ApiError):
@@ -327,6 +319,7 @@ class ConsumerApi:
         return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
                 "consumers": names[offset:offset + NAMES_LIMIT]}
 
+    @serves("CONSUMER.LIST")
     def list(self, req: ApiRequest) -> dict | ApiError:
         paged = self._paged(req)
         if isinstance(paged, ApiError):
@@ -338,16 +331,25 @@ class ConsumerApi:
         return {"total": len(obs), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
 
     # ------------------------------------------------------------------ pause
+    # jsConsumerPauseRequest, too, decodes the body before the level check
+    @serves("CONSUMER.PAUSE", level_check=False)
     def pause(self, req: ApiRequest) -> dict | ApiError:
         return pause_request(self.js, req, self.strict)
 
+    @serves("CONSUMER.UNPIN")
+    def unpin(self, req: ApiRequest) -> dict | ApiError:
+        return unpin_request(self.js, req)
+
     # ------------------------------------------------------------------ reset
+    # nats-server 2.15: each consumer subscribes to its own RESET subject (consumer.go processResetReq), outside
+    # the API accounting; with no such consumer nobody answers.
+    @serves("CONSUMER.RESET", accounted=False)
     def reset(self, req: ApiRequest) -> dict | WithHeader | ApiError | None:
         c = self.lookup(req.tokens[2], req.tokens[3])
         res = reset_request(c, req)
-        if isinstance(res, dict) and get_exact(req.hdr, IDENTITY) is not None:
+        if isinstance(res, dict) and get_exact(req.hdr, STREAM_IDENTITY_HDR) is not None:
             # processResetReq: the header asked for, even empty, the reply names the stream's identity
-            return WithHeader(res, headers.build([(IDENTITY, stream_identity(c.stream))]))
+            return WithHeader(res, headers.build([(STREAM_IDENTITY_HDR, stream_identity(c.stream))]))
         return res
 
 
@@ -366,8 +368,6 @@ def sourcing_consumer(cfg: ConsumerConfig, cname: str, stream) -> tuple[Consumer
     return cfg.model_copy(update={"name": name}), name
 
 
-IDENTITY = "Nats-Stream-Identity"
-
 
 def stream_identity(stream) -> str:
     """nats-server stream.identity (2.15): getHash of the creation time, RFC3339Nano in UTC; it changes when a
@@ -378,4 +378,4 @@ def stream_identity(stream) -> str:
 
 
 def with_identity(info: dict, ident: str) -> "dict | WithHeader":
-    return WithHeader(info, headers.build([(IDENTITY, ident)])) if ident else info
+    return WithHeader(info, headers.build([(STREAM_IDENTITY_HDR, ident)])) if ident else info

@@ -12,7 +12,8 @@ restore:  empty request (10003), body (10025), name in subject (10056), path sep
           ``checkStreamCfg``, account limits, existing stream (10130); then the reply with the subject to send
           the chunks to.
 
-Restore error replies carry ``deliver_subject: ""`` (JSApiStreamRestoreResponse has no omitempty there).
+Restore error replies carry ``deliver_subject: ""`` (JSApiStreamRestoreResponse has no omitempty there: the
+API table's row).
 """
 from __future__ import annotations
 
@@ -25,20 +26,13 @@ from skiff.protocol.jsapi._subjects import is_valid_publish_subject
 from skiff.protocol.jsapi.stream_config import normalize_stream_config
 
 from . import advisories, jsonout
-from .api import ApiRequest, ApiRouter
+from .api import ApiRequest, serves
 
 # snapshot.py, restore.py (the S2 codec, the archive format) and the restore request model are imported by the
 # handlers that use them: a server that never snapshots does not pay them at start-up (issue #13).
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
-
-
-
-def register(router: ApiRouter) -> None:
-    h = SnapshotApi(router.js)
-    router.register("STREAM.SNAPSHOT.*", h.snapshot, "stream_snapshot_response")
-    router.register("STREAM.RESTORE.*", h.restore, "stream_restore_response", {"deliver_subject": ""})
 
 
 class SnapshotApi:
@@ -49,6 +43,7 @@ class SnapshotApi:
     def strict(self) -> bool:
         return bool(getattr(self.js.server.options, "jetstream_strict", True))
 
+    @serves("STREAM.SNAPSHOT")
     def snapshot(self, req: ApiRequest) -> dict | ApiError:
         if rq.is_empty_request(req.body):
             return ApiError.of("JSBadRequestErr")
@@ -89,6 +84,7 @@ class SnapshotApi:
         task.add_done_callback(tasks.discard)
         return {"config": jsonout.Raw(stream.config_json(False)), "state": state}
 
+    @serves("STREAM.RESTORE")
     def restore(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         if rq.is_empty_request(req.body):

@@ -29,37 +29,19 @@ from skiff.protocol.jsapi.stream_config import (
 from skiff.protocol.jsapi.subjects import LIST_LIMIT, MAX_SUBJECT_DETAILS, NAMES_LIMIT
 from skiff.protocol.jsapi.timefmt import format_time
 
-from . import api_snapshot, jsonout
-from .api import ApiRequest, ApiRouter
+from . import jsonout
+from .api import ApiRequest, ApiRouter, serves
+from .api_snapshot import SnapshotApi
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
     from .stream import Stream
 
-PAGED_ERR = {"total": 0, "offset": 0, "limit": 0}
-
 
 def register(router: ApiRouter) -> None:
-    js = router.js
-    h = StreamApi(js)
-    router.register("INFO", h.account_info, "account_info_response")
-    router.register("STREAM.CREATE.*", h.create, "stream_create_response", prepare=h.prepare_create)
-    router.register("STREAM.UPDATE.*", h.update, "stream_update_response", prepare=h.prepare_update)
-    router.register("STREAM.NAMES", h.names, "stream_names_response", {**PAGED_ERR, "streams": None})
-    router.register("STREAM.LIST", h.list, "stream_list_response", {**PAGED_ERR, "streams": []})
-    router.register("STREAM.INFO.*", h.info, "stream_info_response", PAGED_ERR)
-    router.register("STREAM.DELETE.*", h.delete, "stream_delete_response")
-    router.register("STREAM.PURGE.*", h.purge, "stream_purge_response", {"purged": 0})
-    router.register("STREAM.MSG.GET.*", h.msg_get, "stream_msg_get_response", count_success=False)
-    router.register("STREAM.MSG.DELETE.*", h.msg_delete, "stream_msg_delete_response")
-    # Standalone server: leader/peer operations need clustering (10010).
-    cluster = lambda req: ApiError.of("JSClusterRequiredErr")  # noqa: E731
-    # nats-server answers 10010 before it looks at Nats-Required-Api-Level here.
-    router.register("STREAM.LEADER.STEPDOWN.*", cluster, "stream_leader_stepdown_response", level_check=False)
-    router.register("STREAM.PEER.REMOVE.*", cluster, "stream_remove_peer_response", level_check=False)
-    router.register("STREAM.PEER.EVACUATE.*", cluster, "stream_evacuate_peer_response", level_check=False)
-    router.register("STREAM.CANCEL_MOVE.*", cluster, "stream_cancel_move_response", level_check=False)
-    api_snapshot.register(router)
+    """The handlers of ``INFO``, the ``STREAM.*`` rows of the API table and the cluster-only ones (the ``@serves``
+    methods below and in api_snapshot.py)."""
+    router.serve(StreamApi(router.js), SnapshotApi(router.js))
 
 
 def is_json_object_or_array(body: bytes) -> bool:
@@ -115,6 +97,13 @@ class StreamApi:
     def __init__(self, js: "JetStream") -> None:
         self.js = js
 
+    # Standalone server: leader and peer operations need clustering (10010), which nats-server answers before it
+    # looks at Nats-Required-Api-Level.
+    @serves("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.PEER.EVACUATE", "STREAM.CANCEL_MOVE",
+            "CONSUMER.LEADER.STEPDOWN", level_check=False)
+    def cluster_required(self, req: ApiRequest) -> ApiError:
+        return ApiError.of("JSClusterRequiredErr")
+
     @property
     def strict(self) -> bool:
         return bool(getattr(self.js.server.options, "jetstream_strict", True))
@@ -123,6 +112,7 @@ class StreamApi:
         return rq.parse_request(model, body, strict=self.strict)
 
     # ------------------------------------------------------------------ account
+    @serves("INFO")
     def account_info(self, req: ApiRequest) -> dict:
         return self.js.account_info()
 
@@ -145,6 +135,7 @@ class StreamApi:
         return normalize_stream_config(cfg, pedantic=creq.pedantic, limits=js.stream_limits(cfg),
                                        lookup_stream=js.lookup_config)
 
+    @serves("STREAM.CREATE", prepare="prepare_create")
     def create(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         ncfg = req.prepared if req.prepared is not None else self.prepare_create(req)
@@ -190,6 +181,7 @@ class StreamApi:
                                        lookup_stream=js.lookup_config)
         return ncfg if isinstance(ncfg, ApiError) else (ureq, new, ncfg)
 
+    @serves("STREAM.UPDATE", prepare="prepare_update")
     def update(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         pre = req.prepared if req.prepared is not None else self.prepare_update(req)
@@ -236,6 +228,7 @@ class StreamApi:
         streams.sort(key=lambda s: s.name)
         return streams
 
+    @serves("STREAM.NAMES")
     def names(self, req: ApiRequest) -> dict | ApiError:
         r = self._paged_filter(req, rq.JSApiStreamNamesRequest)
         if isinstance(r, ApiError):
@@ -246,6 +239,7 @@ class StreamApi:
         names = [s.name for s in streams[offset:offset + NAMES_LIMIT]]
         return {"total": len(streams), "offset": offset, "limit": NAMES_LIMIT, "streams": names or None}
 
+    @serves("STREAM.LIST")
     def list(self, req: ApiRequest) -> dict | ApiError:
         r = self._paged_filter(req, rq.JSApiStreamListRequest)
         if isinstance(r, ApiError):
@@ -256,6 +250,7 @@ class StreamApi:
         infos = [stream_info(self.js, s, dynamic_meta=False) for s in streams[offset:offset + LIST_LIMIT]]
         return {"total": len(streams), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
 
+    @serves("STREAM.INFO")
     def info(self, req: ApiRequest) -> dict | ApiError:
         details, subjects, offset = False, "", 0
         if is_json_object_or_array(req.body):
@@ -284,6 +279,7 @@ class StreamApi:
         return {**paged, **info}
 
     # ------------------------------------------------------------------ delete / purge
+    @serves("STREAM.DELETE")
     def delete(self, req: ApiRequest) -> dict | ApiError:
         if not rq.is_empty_request(req.body):
             return ApiError.of("JSNotEmptyRequestErr")
@@ -296,6 +292,7 @@ class StreamApi:
             return ApiError.unless("JSStreamDeleteErrF", e, err=str(e))
         return {"success": True}
 
+    @serves("STREAM.PURGE")
     def purge(self, req: ApiRequest) -> dict | ApiError:
         preq = None
         if is_json_object_or_array(req.body):
@@ -318,6 +315,7 @@ class StreamApi:
         return {"success": True, "purged": n}
 
     # ------------------------------------------------------------------ messages
+    @serves("STREAM.MSG.GET", count_success=False)
     def msg_get(self, req: ApiRequest) -> dict | ApiError:
         name = req.tokens[3]
         if rq.is_empty_request(req.body):
@@ -353,6 +351,7 @@ class StreamApi:
         m["time"] = format_time(sm.ts)
         return {"message": m}
 
+    @serves("STREAM.MSG.DELETE")
     def msg_delete(self, req: ApiRequest) -> dict | ApiError:
         name = req.tokens[3]
         if rq.is_empty_request(req.body):

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.subjects import STREAM_BATCH_ABANDONED_T
 
 from . import advisories, counters, jsonout
 from .api import level_too_high
@@ -82,7 +83,6 @@ def batch_timeout(srv) -> float:
     """Seconds an open batch may stay idle (getCleanupTimeout): the configured ``timeout`` or 10 s."""
     return server_limit(srv, "max_batch_timeout", 0) / 1e9 or BATCH_TIMEOUT
 
-ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{stream}"
 ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 REASON_TIMEOUT = "timeout"
 REASON_LARGE = "large"
@@ -197,7 +197,7 @@ class Batching:
         """sendStreamBatchAbandonedAdvisory (the account's copy; Skiff has no system account copy here)."""
         stream = self.stream
         srv = stream.server
-        subject = ABANDONED_SUBJECT.format(stream=stream.name)
+        subject = STREAM_BATCH_ABANDONED_T.format(stream=stream.name)
         if not srv.sublist.has_interest(subject):
             return
         ev = advisories.envelope(srv, ABANDONED_TYPE)

@@ -42,6 +42,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from skiff.protocol.jsapi.consumer_config import ConsumerConfig, filter_subjects, is_durable, with_dynamic_consumer_metadata
+from skiff.protocol.jsapi.subjects import ACK_T
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.subjects import has_wildcard, subject_matches
 from skiff.storage.consumer import FileConsumerStore
@@ -108,7 +109,7 @@ class Consumer:
         self.npc = -1
         self.np_last = -1
         self.np_gen = -1
-        self.ack_pre = f"$JS.ACK.{stream.name}.{name}."
+        self.ack_pre = ACK_T.format(stream=stream.name, consumer=name) + "."
         self.state = StateRecorder(self, store, isinstance(store, FileConsumerStore))
         self.delivery = Delivery(self)
         self.push: PushDelivery | None = PushDelivery(self) if config.deliver_subject else None

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 Every event is built on the envelope of :mod:`.advisories` (``type``, ``id``, ``timestamp``) followed by the event's
 own fields in the Go struct's order, and is published only when someone listens (``publish_advisory`` checks
-interest first, so an advisory nobody wants costs one sublist lookup).  The subjects carry ``<stream>.<consumer>``.
+interest first, so an advisory nobody wants costs one sublist lookup).  The subjects are the templates of
+protocol/jsapi/subjects.py, filled with ``<stream>.<consumer>``.
 
 ==========================================================  =====================================================
 subject                                                     type (``io.nats.jetstream.``...)
@@ -24,23 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skiff.protocol.jsapi import subjects as subj
 from skiff.protocol.jsapi.timefmt import format_time
 
 from .advisories import envelope, publish_advisory
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
-
-PRE = "$JS.EVENT.ADVISORY.CONSUMER."
-CREATED = PRE + "CREATED"
-DELETED = PRE + "DELETED"
-MAX_DELIVERIES = PRE + "MAX_DELIVERIES"
-MSG_NAKED = PRE + "MSG_NAKED"
-MSG_TERMINATED = PRE + "MSG_TERMINATED"
-PAUSE = PRE + "PAUSE"
-PINNED = PRE + "PINNED"
-UNPINNED = PRE + "UNPINNED"
-ACK_METRIC = "$JS.EVENT.METRIC.CONSUMER.ACK"
 
 T = "io.nats.jetstream."
 ACTION_TYPE = T + "advisory.v1.consumer_action"
@@ -57,13 +48,9 @@ UNPINNED_TYPE = T + "advisory.v1.consumer_group_unpinned"
 TERM_UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
 
 
-def _subject(c: "Consumer", pre: str) -> str:
-    return f"{pre}.{c.stream.name}.{c.name}"
-
-
-def _send(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
+def _send(c: "Consumer", template: str, type_: str, fields: dict) -> None:
     srv = c.server
-    subject = _subject(c, pre)
+    subject = template.format(stream=c.stream.name, consumer=c.name)
     if not srv.sublist.has_interest(subject):
         return  # nothing is built for an advisory nobody listens to
     ev = envelope(srv, type_)
@@ -74,39 +61,39 @@ def _send(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
 
 
 def action(c: "Consumer", created: bool) -> None:
-    _send(c, CREATED if created else DELETED, ACTION_TYPE, {"action": "create" if created else "delete"})
+    _send(c, subj.CONSUMER_CREATED_T if created else subj.CONSUMER_DELETED_T, ACTION_TYPE, {"action": "create" if created else "delete"})
 
 
 def max_deliveries(c: "Consumer", sseq: int, deliveries: int) -> None:
-    _send(c, MAX_DELIVERIES, MAX_DELIVER_TYPE, {"stream_seq": sseq, "deliveries": deliveries})
+    _send(c, subj.CONSUMER_MAX_DELIVERIES_T, MAX_DELIVER_TYPE, {"stream_seq": sseq, "deliveries": deliveries})
 
 
 def naked(c: "Consumer", dseq: int, sseq: int, deliveries: int) -> None:
-    _send(c, MSG_NAKED, NAK_TYPE, {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": deliveries})
+    _send(c, subj.CONSUMER_MSG_NAKED_T, NAK_TYPE, {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": deliveries})
 
 
 def terminated(c: "Consumer", dseq: int, sseq: int, deliveries: int, reason: str) -> None:
     fields: dict = {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": deliveries}
     if reason:
         fields["reason"] = reason
-    _send(c, MSG_TERMINATED, TERMINATED_TYPE, fields)
+    _send(c, subj.CONSUMER_MSG_TERMINATED_T, TERMINATED_TYPE, fields)
 
 
 def ack_metric(c: "Consumer", dseq: int, sseq: int, ack_time: int, deliveries: int) -> None:
-    _send(c, ACK_METRIC, ACK_METRIC_TYPE,
+    _send(c, subj.CONSUMER_ACK_METRIC_T, ACK_METRIC_TYPE,
           {"consumer_seq": dseq, "stream_seq": sseq, "ack_time": ack_time, "deliveries": deliveries})
 
 
 def pause(c: "Consumer", paused: bool, until_ns: int) -> None:
     # pause_until is a Go time.Time value: omitempty never drops it (the zero time when not paused by request).
-    _send(c, PAUSE, PAUSE_TYPE, {"paused": paused, "pause_until": format_time(until_ns)})
+    _send(c, subj.CONSUMER_PAUSE_T, PAUSE_TYPE, {"paused": paused, "pause_until": format_time(until_ns)})
 
 
-def _send_group(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
+def _send_group(c: "Consumer", template: str, type_: str, fields: dict) -> None:
     """The priority-group events put ``account`` before stream and consumer, and ``domain`` before their own
     fields (jetstream_events.go JSConsumerGroupPinnedAdvisory / JSConsumerGroupUnpinnedAdvisory)."""
     srv = c.server
-    subject = _subject(c, pre)
+    subject = template.format(stream=c.stream.name, consumer=c.name)
     if not srv.sublist.has_interest(subject):
         return
     ev = envelope(srv, type_)
@@ -121,8 +108,8 @@ def _send_group(c: "Consumer", pre: str, type_: str, fields: dict) -> None:
 
 
 def pinned(c: "Consumer", group: str, pin_id: str) -> None:
-    _send_group(c, PINNED, PINNED_TYPE, {"group": group, "pinned_id": pin_id})
+    _send_group(c, subj.CONSUMER_PINNED_T, PINNED_TYPE, {"group": group, "pinned_id": pin_id})
 
 
 def unpinned(c: "Consumer", group: str, reason: str) -> None:
-    _send_group(c, UNPINNED, UNPINNED_TYPE, {"group": group, "reason": reason})
+    _send_group(c, subj.CONSUMER_UNPINNED_T, UNPINNED_TYPE, {"group": group, "reason": reason})

@@ -23,16 +23,15 @@ from typing import TYPE_CHECKING
 
 from skiff.protocol.jsapi.gojson import GoDecodeError
 from skiff.protocol.jsapi.requests import JSApiMsgGetRequest
+from skiff.protocol.jsapi.subjects import API
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.storage.errors import TooManyResultsError
 
-from .api import _api_level_too_high
+from .api import api_level_too_high, handlers_of, serves
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
-DIRECT_GET = "$JS.API.DIRECT.GET.{stream}"
-DIRECT_GET_LAST = "$JS.API.DIRECT.GET.{stream}.>"
 QUEUE = "_sys_"
 MAX_MULTI = 1024  # maxAllowedResponses in getDirectMulti
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # the server's max_pending when the request sets no max_bytes
@@ -52,10 +51,8 @@ def subscribe_direct(stream: "Stream", name: str = "") -> list:
     srv = stream.server
     g = DirectGet(stream)
     name = name or stream.name
-    return [
-        srv.subscribe_internal(DIRECT_GET.format(stream=name), g.on_request, queue=QUEUE),
-        srv.subscribe_internal(DIRECT_GET_LAST.format(stream=name), g.on_last_by_subject, queue=QUEUE),
-    ]
+    # The API table's DIRECT.GET rows with the stream's name filled in, each to its @serves handler.
+    return [srv.subscribe_internal(API[row].fill(name), handler, queue=QUEUE) for row, handler, _ in handlers_of(g)]
 
 
 def gen_header(hdr: bytes, key: str, value: str) -> bytes:
@@ -92,11 +89,12 @@ class DirectGet:
                   f"{format_time(sm.ts)}\r\n\r\n".encode("utf-8", "surrogateescape"))
 
     # ------------------------------------------------------------------ the two subscriptions
+    @serves("DIRECT.GET")
     def on_request(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         if not reply:
             return
         hdr, body = bytes(data[:hdr_len]), bytes(data[hdr_len:])
-        if hdr and _api_level_too_high(hdr):
+        if hdr and api_level_too_high(hdr):
             return self._send(reply, ST_API_LEVEL)
         if not body:
             return self._send(reply, ST_EMPTY)
@@ -112,10 +110,11 @@ class DirectGet:
             return self._send(reply, ST_BAD)
         self.get(req, reply)
 
+    @serves("DIRECT.GET.LAST")
     def on_last_by_subject(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         if not reply:
             return
-        if hdr_len and _api_level_too_high(bytes(data[:hdr_len])):
+        if hdr_len and api_level_too_high(bytes(data[:hdr_len])):
             return self._send(reply, ST_API_LEVEL)
         parts = subject.split(".", 5)
         key = parts[5] if len(parts) > 5 else ""

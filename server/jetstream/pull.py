@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from skiff.protocol.jsapi.requests import parse_pull_request
 from skiff.protocol.jsapi.timefmt import format_go_duration
 
-from .api import _api_level_too_high
+from .api import api_level_too_high
 from .delivery import PENDING_BYTES, PENDING_MSGS, send_idle_heartbeat, status, status_pending
 from .priority import DO_PIN, DO_STATUS, PriorityGroups, refuse_request, select_request
 
@@ -165,7 +165,7 @@ class PullDelivery:
     def process_next_request(self, reply: str, hdr: bytes, body: bytes) -> None:
         c = self.c
         send = c.server.publish
-        if hdr and _api_level_too_high(hdr):
+        if hdr and api_level_too_high(hdr):
             send(reply, b"", "", status(412, "Required Api Level"))
             return
         req = parse_pull_request(body)

@@ -38,6 +38,7 @@ import random
 from typing import TYPE_CHECKING
 
 from skiff.protocol.headers import get_exact
+from skiff.protocol.jsapi.subjects import FC_T
 
 from .acks import parse_num
 from .delivery import LAST_CONSUMER, LAST_STREAM, Pacer, send_idle_heartbeat
@@ -179,7 +180,7 @@ class PushDelivery:
         for _ in range(4):
             tag.append(_DIGITS[rn % 62])
             rn //= 62
-        self.fcid = f"$JS.FC.{c.stream.name}.{c.name}.{''.join(tag)}"
+        self.fcid = FC_T.format(stream=c.stream.name, consumer=c.name, tag="".join(tag))
         self.fcsz = self.pbytes
         c.server.publish(c.config.deliver_subject, b"", self.fcid, FC_REQUEST)
 

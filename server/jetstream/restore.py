@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.consumer_config import ConsumerConfig
 from skiff.protocol.jsapi.gojson import go_quote
+from skiff.protocol.jsapi.subjects import RESTORE_DELIVER_T
 from skiff.storage.records import ConsumerState, Pending, SequencePair
 from skiff.storage.s2stream import S2Decoder, S2Error
 from skiff.storage.snaparchive import ArchiveError, ArchiveReader, Entry
@@ -48,7 +49,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
     from .stream import Stream
 
-RESTORE_DELIVER_T = "$JS.SNAPSHOT.RESTORE.{stream}.{id}"
 STALL_TIMEOUT = 5.0
 CREATE_RESPONSE = "io.nats.jetstream.api.v1.stream_create_response"
 V1_NOT_SUPPORTED = ("snapshot format of nats-server 2.14 and earlier (a tar of message blocks) is not supported "

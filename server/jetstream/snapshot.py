@@ -27,6 +27,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Iterator
 
+from skiff.protocol.jsapi.subjects import SNAPSHOT_ACK_T
 from skiff.storage.s2stream import S2Writer
 from skiff.storage.snaparchive import MAGIC, encode_end, encode_entry
 
@@ -40,7 +41,6 @@ DEFAULT_WINDOW_SIZE = 8 * 1024 * 1024
 ACK_TIMEOUT = 5.0  # snapshotAckTimeout
 INTEREST_WAIT = 2.0
 PIECE_SIZE = 256 * 1024  # archive bytes compressed at a time
-SNAPSHOT_ACK_T = "$JS.SNAPSHOT.ACK.{stream}.{id}"
 
 HDR_DONE = b"NATS/1.0 204\r\n\r\n"
 HDR_NO_INTEREST = b"NATS/1.0 408 No Interest\r\n\r\n"

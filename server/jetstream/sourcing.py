@@ -45,6 +45,9 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import headers
+from skiff.protocol.jsapi.subjects import (
+    API, JS_API, MIRROR_DELIVER_PRE, REQUIRED_API_LEVEL_HDR, SOURCE_DELIVER_PRE,
+)
 from skiff.protocol.jsapi.timefmt import format_time
 
 from ..ids import BASE62, nuid
@@ -329,7 +332,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
         if ext is not None and ext.deliver:
             deliver = sync_subject(ext.deliver + (".M" if si.mirror else ".S")).replace("..", ".")
         else:
-            deliver = sync_subject("$JS.M" if si.mirror else "$JS.S")
+            deliver = sync_subject(MIRROR_DELIVER_PRE if si.mirror else SOURCE_DELIVER_PRE)
         acc = self.client.account.name
         domain = self.server.options.jetstream_domain
         pre = "_nats.mirror." if si.mirror else "_nats.src."
@@ -396,12 +399,12 @@ class Sourcing(DurableSourcing, StreamIdentity):
         if c is None:
             subject = self._reset_subject(si)
         elif c.get("filter_subject"):
-            subject = f"$JS.API.CONSUMER.CREATE.{si.name}.{c['name']}.{c['filter_subject']}"
+            subject = API["CONSUMER.CREATE.EX"].fill(si.name, c["name"], c["filter_subject"])
         else:
-            subject = f"$JS.API.CONSUMER.CREATE.{si.name}"
+            subject = API["CONSUMER.CREATE"].fill(si.name)
         ext = si.cfg.external
         if ext is not None:
-            subject = subject.replace("$JS.API", ext.api, 1).replace("..", ".")
+            subject = subject.replace(JS_API, ext.api, 1).replace("..", ".")
         return subject
 
     def _send_create(self, si: SourceInfo, c: dict | None, level: int) -> None:
@@ -419,7 +422,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
         si.wait_timer = self.clock.call_later(wait, self._create_timed_out, si)
         hdr = b""
         if level:
-            hdr = headers.build([("Nats-Required-Api-Level", str(level))] + identity_headers(si, level))
+            hdr = headers.build([(REQUIRED_API_LEVEL_HDR, str(level))] + identity_headers(si, level))
         body = jsonout.dumpb({"stream_name": si.name, "config": c}) if c is not None else b""
         self.client.publish(self._create_subject(si, c), body, reply, hdr)
 
@@ -518,10 +521,10 @@ class Sourcing(DurableSourcing, StreamIdentity):
         A durable consumer the user gave (``consumer``) is theirs and stays."""
         if not si.cname or si.cfg.consumer is not None:
             return
-        subject = f"$JS.API.CONSUMER.DELETE.{si.name}.{si.cname}"
+        subject = API["CONSUMER.DELETE"].fill(si.name, si.cname)
         ext = si.cfg.external
         if ext is not None:
-            subject = subject.replace("$JS.API", ext.api, 1).replace("..", ".")
+            subject = subject.replace(JS_API, ext.api, 1).replace("..", ".")
         self.client.publish(subject)
 
     # ------------------------------------------------------------------ health

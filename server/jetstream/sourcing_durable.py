@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
+from skiff.protocol.jsapi.subjects import API
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sourcing import SourceInfo
@@ -40,7 +41,7 @@ class DurableSourcing:
 
     @staticmethod
     def _reset_subject(si: "SourceInfo") -> str:
-        return f"$JS.API.CONSUMER.RESET.{si.name}.{si.cfg.consumer.name}"
+        return API["CONSUMER.RESET"].fill(si.name, si.cfg.consumer.name)
 
     @staticmethod
     def _reset_refused(si: "SourceInfo", ccr: dict) -> dict | None:

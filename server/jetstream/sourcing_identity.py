@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiff.protocol import headers
-
-from .api_consumers import IDENTITY
+from skiff.protocol.jsapi.subjects import STREAM_IDENTITY_HDR
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sourcing import SourceInfo
@@ -24,7 +23,7 @@ RECREATED = "JetStream source stream was recreated, resetting source state"
 
 def identity_headers(si: "SourceInfo", level: int) -> list[tuple[str, str]]:
     """What a consumer create at API ``level`` says of the origin's identity (level 5 and up)."""
-    return [(IDENTITY, si.ident)] if level >= 5 else []
+    return [(STREAM_IDENTITY_HDR, si.ident)] if level >= 5 else []
 
 
 def with_identity(source_header: str, si: "SourceInfo") -> str:
@@ -51,7 +50,7 @@ class StreamIdentity:
     def _check_identity(self, si: "SourceInfo", hdr: bytes) -> None:
         """A source's create reply: an origin found recreated, or answering with another identity than the one we
         knew, is read from its start; either way its identity is now the reply's."""
-        ident = headers.get_exact(hdr, IDENTITY) or ""
+        ident = headers.get_exact(hdr, STREAM_IDENTITY_HDR) or ""
         if si.rc or (ident and si.ident and si.ident != ident):
             self.server.log_warning(RECREATED, stream=self.stream.name, origin=si.name)
             si.sseq = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from skiff.protocol.jsapi.subjects import ALL_API, API
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.subjects import subject_matches
 
@@ -119,9 +120,9 @@ def account_detail(s: "Server", acc: "Account") -> dict:
         # account, shared (enableAllJetStreamServiceImportsAndMappings); one without JetStream only when no
         # service import of its own already takes $JS.API.INFO (enableJetStreamInfoServiceImportOnly).
         if acc is not system and s.options.jetstream and (acc.jetstream or not any(
-                im["type"] == "service" and subject_matches(im["local_subject"], "$JS.API.INFO")
+                im["type"] == "service" and subject_matches(im["local_subject"], API["INFO"].subject)
                 for im in imports)):
-            imports.append(_sys_import("$JS.API.>", sysname, "$JS.API.>", share=True))
+            imports.append(_sys_import(ALL_API, sysname, ALL_API, share=True))
     if imports:
         d["imports"] = imports
     if claims is not None:

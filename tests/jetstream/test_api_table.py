@@ -1,0 +1,133 @@
+"""The JetStream API table (protocol/jsapi/subjects.py ``API``) is the one source of the server's ``$JS`` subjects.
+
+No socket: every row has exactly one handler (a method marked ``@serves``), every handler names a row, the router's
+routes are built from the rows (pattern, reply type, error fields) with those handlers, and no module under
+server/ writes a ``$JS.API`` subject itself (server/jetstream/ writes no ``$JS.`` subject at all: the advisory,
+ack, flow-control and snapshot subjects are the table's templates).  What each route answers is checked against
+both servers in test_stream_api.py, test_consumer_api.py and tests/protocol/test_jsapi_oracle.py.
+"""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from skiff.protocol.jsapi.subjects import API, API_PREFIX, TYPE_PREFIX, Endpoint
+from skiff.server.jetstream.api import _OUTSIDE_API, ApiRouter, handlers_of, serves
+from skiff.server.jetstream.api_consumers import ConsumerApi
+from skiff.server.jetstream.api_snapshot import SnapshotApi
+from skiff.server.jetstream.api_streams import StreamApi
+from skiff.server.jetstream.direct_get import DirectGet
+
+ROUTER_HANDLERS = (StreamApi, SnapshotApi, ConsumerApi)  # what api_streams/api_consumers.register serve
+HANDLERS = ROUTER_HANDLERS + (DirectGet,)  # plus the stream's own Direct Get subscriptions
+SERVER = Path(__file__).resolve().parents[2] / "server"
+
+# Literals left where this work may not edit; each must still be there (remove the entry when it goes).
+KNOWN_LITERALS = {
+    # _serve_jetstream subscribes $JS.API.> to router._dispatch_disabled itself: ApiRouter.refuse_for(acc) does it
+    # (server/core belongs to another engineer).
+    "core/operator.py": "$JS.API.>",
+}
+
+
+def _served() -> Counter:
+    return Counter(name for cls in HANDLERS for name, _fn, _spec in handlers_of(cls))
+
+
+def _router(*handler_classes) -> ApiRouter:
+    js = SimpleNamespace(server=None)
+    router = ApiRouter(js)
+    router.serve(*(cls(js) for cls in handler_classes))
+    return router
+
+
+def _example(row: Endpoint) -> str:
+    """A request subject that matches the row: ``*`` as a stream or consumer name, ``>`` as two more tokens."""
+    return API_PREFIX + ".".join({"*": "NAME", ">": "a.b"}.get(t, t) for t in row.pattern.split("."))
+
+
+def test_every_row_has_exactly_one_handler():
+    served = _served()
+    assert sorted(set(API) - set(served)) == [], "rows no handler serves"
+    assert sorted(set(served) - set(API)) == [], "handlers of rows the table does not have"
+    assert [name for name, n in served.items() if n > 1] == [], "rows served twice"
+
+
+def test_serves_refuses_a_name_the_table_does_not_have():
+    with pytest.raises(KeyError, match="STREAM.FROBNICATE"):
+        serves("STREAM.FROBNICATE")
+
+
+@pytest.mark.parametrize("row", [r for r in API.values() if r.routed], ids=lambda r: r.name)
+def test_router_route_is_built_from_the_row(row: Endpoint):
+    router = _router(*ROUTER_HANDLERS)
+    router.build_routes()
+    tokens, route = router._find(_example(row))
+    assert route is not None
+    assert route.pattern == tuple(row.pattern.split("."))
+    assert route.type == TYPE_PREFIX + row.reply_type
+    assert route.error_extra == row.error_fields
+    assert row.name in route.handler.serves.names
+
+
+@pytest.mark.parametrize("row", [r for r in API.values() if not r.routed], ids=lambda r: r.name)
+def test_own_subscription_rows_stay_outside_the_router(row: Endpoint):
+    """DIRECT.GET and CONSUMER.MSG.NEXT are answered by the stream and the consumer: the router has no route for
+    them and treats them as nats-server treats its jsDirectGetPre / jsRequestNextPre subjects."""
+    router = _router(*ROUTER_HANDLERS)
+    router.build_routes()
+    assert router._find(_example(row))[1] is None
+    assert _example(row).startswith(_OUTSIDE_API)
+
+
+def test_a_row_without_handler_stops_the_start():
+    router = _router(StreamApi, SnapshotApi)  # no consumer handlers
+    with pytest.raises(LookupError, match="CONSUMER"):
+        router.build_routes()
+
+
+def test_two_handlers_for_one_row_are_refused():
+    with pytest.raises(ValueError, match="two handlers"):
+        _router(StreamApi, StreamApi)
+
+
+def test_fill_and_prefix():
+    assert API["CONSUMER.DELETE"].fill("S", "C") == "$JS.API.CONSUMER.DELETE.S.C"
+    assert API["CONSUMER.CREATE.EX"].fill("S", "C", "foo.>") == "$JS.API.CONSUMER.CREATE.S.C.foo.>"
+    assert API["DIRECT.GET.LAST"].fill("KV_b") == "$JS.API.DIRECT.GET.KV_b.>"
+    assert API["CONSUMER.MSG.NEXT"].prefix == "$JS.API.CONSUMER.MSG.NEXT."
+    assert API["INFO"].prefix == "$JS.API.INFO"
+    with pytest.raises(ValueError):
+        API["STREAM.INFO"].fill("S", "extra")
+
+
+def _string_literals(path: Path) -> list[tuple[int, str]]:
+    """Every string constant of the module but its docstrings (f-string parts included)."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def test_no_module_under_server_writes_a_js_subject():
+    found: dict[str, list] = {}
+    for path in sorted(SERVER.rglob("*.py")):
+        rel = path.relative_to(SERVER).as_posix()
+        forbidden = "$JS." if rel.startswith("jetstream/") else "$JS.API"
+        hits = [(line, s) for line, s in _string_literals(path) if forbidden in s]
+        if hits:
+            found[rel] = hits
+    known = {rel: hits for rel, hits in found.items()
+             if rel in KNOWN_LITERALS and all(KNOWN_LITERALS[rel] in s for _line, s in hits)}
+    assert {rel: hits for rel, hits in found.items() if rel not in known} == {}, \
+        "write these subjects through protocol/jsapi/subjects.py"
+    assert sorted(known) == sorted(KNOWN_LITERALS), "a known literal is gone: drop its KNOWN_LITERALS entry"
