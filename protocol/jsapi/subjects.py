@@ -14,8 +14,9 @@ The server marks each handler with the name of the row it answers (server/jetstr
 builds its routes by looking the handlers up by name; tests/jetstream/test_api_table.py fails when a row has no
 handler, when a handler names no row, and when a module under server/ writes a ``$JS.API.`` subject itself.
 
-The clustered-only subjects (``META.LEADER.STEPDOWN``, ``SERVER.REMOVE``, ``ACCOUNT.PURGE`` ...) are not rows: a
-standalone nats-server has no subscription for them and never answers, and neither does Skiff.
+The system-account directives (``META.LEADER.STEPDOWN``, ``SERVER.REMOVE``, ``SERVER.EVACUATE``, ``META.RESCUE``,
+``ACCOUNT.*``) are not rows: apiDispatch drops them and only a clustered meta leader subscribes to them, so a
+standalone nats-server never answers, and neither does Skiff.
 
 The other ``$JS`` subjects (acks, flow control, snapshots, advisories) are templates below: ``*_T`` take
 ``.format(...)``, ``*_PRE`` prefixes end where the variable part starts so a hot path compares strings.
