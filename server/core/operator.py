@@ -202,10 +202,7 @@ class OperatorMode:
         first = getattr(self.server, "jetstream", None)
         if first is None or acc.name in self._js_disabled:
             return
-        router = first.router
-        sub = self.server.subscribe_internal("$JS.API.>", router._dispatch_disabled, account=acc)
-        self._js_disabled[acc.name] = sub
-        router._subs.append(sub)
+        self._js_disabled[acc.name] = first.router.refuse_for(acc)
 
     def _apply(self, acc: "Account", claims: Claims) -> None:
         limits = claims.nats.get("limits") or {}

@@ -27,6 +27,7 @@ import sys
 from typing import Any, Callable
 
 from skiff.protocol import encoder
+from skiff.protocol.jsapi.subjects import ACK_PRE
 from skiff.protocol.subjects import subject_matches
 
 from ..clock import Clock, LoopClock
@@ -767,7 +768,7 @@ class Server:
         if subject.startswith("$NRG."):
             origin.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
             return False
-        if reply.startswith(("$JS.ACK.", "_R_.")):
+        if reply.startswith((ACK_PRE, "_R_.")):
             origin.send(encoder.err(f'Permissions Violation for Publish with Reply of "{reply}"'))
             return False
         return True

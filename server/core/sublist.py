@@ -14,13 +14,15 @@ subscriptions share a subject or queue group; match() returns fresh lists.
 """
 from __future__ import annotations
 
+from skiff.protocol.jsapi.subjects import ACK_PRE
+
 from ..core.subscription import Subscription
 
 CACHE_MAX = 4096
 # Subjects that are unique per message (JetStream ack replies carry sequences and a timestamp; clients' reply inboxes,
 # to which every PubAck, Direct Get answer and response goes, carry a token per request): caching them would only
 # evict the entries that do repeat (measured: 90k KV gets made 116k misses, 26k of them evicted request subjects).
-_UNCACHED = ("$JS.ACK.", "_INBOX.")
+_UNCACHED = (ACK_PRE, "_INBOX.")
 _EMPTY: tuple[list, list] = ([], [])
 
 
