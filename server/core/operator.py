@@ -311,7 +311,11 @@ class OperatorMode:
         """updateAccountClaimsWithRefresh: revoked users are closed; a lower connection limit closes the newest."""
         revs = claims.nats.get("revocations") or {}
         conns = [c for c in self.server.clients.values() if c.account is acc and not c.closed]
-        for c in conns:
+        # An account's connections in nats-server include its leaf connections (Account.addClient): a leaf that
+        # logged in with a revoked user JWT is closed as a client is.
+        ln = self.server.leafnodes
+        links = [lf for lf in ln.links if lf.account is acc and not lf.closed] if ln is not None else []
+        for c in conns + links:
             juc = getattr(c, "jwt_user", None)
             if juc is not None and _revoked(revs, juc.subject, juc.issued_at):
                 c.send(encoder.err("User Authentication Revoked"))

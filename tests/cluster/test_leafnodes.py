@@ -400,3 +400,63 @@ def test_an_operator_mode_hub_refuses_a_spoke_without_a_user_jwt(target, hub_kin
         hub.cleanup()
         for s in spokes:
             s.cleanup()
+
+
+@pytest.mark.parametrize("how", ["revoked", "expired"])
+@pytest.mark.parametrize("hub_kind", ["nats-server", "skiff"])
+async def test_a_revoked_or_expired_leaf_user_jwt_closes_the_link(target, hub_kind, how, tmp_path):
+    """An operator-mode hub closes a leaf connection as it closes a client when the user JWT it logged in with is
+    revoked by an update of its account JWT (accounts.go updateAccountClaimsWithRefresh: every connection of the
+    account, leafs included, is checked against the new revocations; ``-ERR 'User Authentication Revoked'``) or
+    expires (client.go setExpiration: ``-ERR 'User Authentication Expired'``).  The spoke logs the error and
+    dials again; a revoked JWT is refused from then on."""
+    from tests import jwt_helpers as jh
+
+    op, sys_key, acc = jh.new_key("O"), jh.new_key("A"), jh.new_key("A")
+    sys_user, leaf_user = jh.new_key("U"), jh.new_key("U")
+    now = int(time.time())
+    jwt_dir = tmp_path / "jwt"
+    jwt_dir.mkdir()
+    sys_creds = jh.write_creds(str(tmp_path / "sys.creds"), jh.user_jwt(sys_user, sys_key), sys_user)
+    exp = now + 4 if how == "expired" else 0
+    leaf_creds = jh.write_creds(str(tmp_path / "leaf.creds"),
+                                jh.user_jwt(leaf_user, acc, iat=now - 5, exp=exp), leaf_user)
+    leaf_port, = free_ports(1)
+    hub = ServerProcess(kind=hub_kind, jetstream=False, config=(
+        f"operator: {jh.operator_jwt(op, system_account=sys_key.public)}\n"
+        f'resolver {{ type: full, dir: "{jwt_dir}" }}\n'
+        f"resolver_preload {{\n  {sys_key.public}: {jh.account_jwt(sys_key, op, name='SYS')}\n"
+        f"  {acc.public}: {jh.account_jwt(acc, op, name='APP')}\n}}\n"
+        f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n'))
+    spoke = ServerProcess(kind=target, jetstream=False, config=(
+        f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}", credentials: "{leaf_creds}" }} ] }}\n'))
+    lp = LeafPair.__new__(LeafPair)
+    lp.hub, lp.spoke = hub, spoke
+    try:
+        hub.start()
+        spoke.start()
+        lp.wait_connected()
+        assert [lf["account"] for lf in lp.leafz(hub)["leafs"]] == [acc.public]
+        error = "User Authentication Expired"
+        if how == "revoked":
+            error = "User Authentication Revoked"
+            nc = await nats.connect(hub.url, user_credentials=sys_creds)
+            try:
+                revoking = jh.account_jwt(acc, op, name="APP", revocations={leaf_user.public: now})
+                reply = json.loads((await nc.request("$SYS.REQ.CLAIMS.UPDATE", revoking.encode(), timeout=2)).data)
+                assert reply["data"]["message"] == "jwt updated"
+            finally:
+                await nc.close()
+        deadline = time.monotonic() + 10
+        while error not in spoke.log() or lp.leafz(hub)["leafnodes"] or lp.leafz(spoke)["leafnodes"]:
+            assert time.monotonic() < deadline, spoke.log() + hub.log()
+            await asyncio.sleep(0.05)
+        # The spoke dials again (1 s later) and is refused: revoked, or no longer valid.
+        deadline = time.monotonic() + 10
+        while spoke.log().count("Authorization Violation") < 1:
+            assert time.monotonic() < deadline, spoke.log() + hub.log()
+            await asyncio.sleep(0.1)
+        assert lp.leafz(hub)["leafnodes"] == 0 and lp.leafz(spoke)["leafnodes"] == 0
+    finally:
+        hub.cleanup()
+        spoke.cleanup()
