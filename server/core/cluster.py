@@ -469,6 +469,8 @@ class Cluster:
                         if self._forget_urls(rid):
                             self.server.cluster_changed()
                         self.server.log.info("Route connection closed", remote=rid, reason=route.close_reason)
+                        if route.no_pool:
+                            self._redial_pool(route)
         if not self.running or not route.solicited or route.no_reconnect:
             return
         if route.close_reason == "Duplicate Route" and not route.retry:
@@ -477,6 +479,23 @@ class Cluster:
         # gossip) connect_retries + 1 more times.  A cluster name conflict is dialed again too: one side may have
         # adopted the other's name meanwhile (processRouteInfo).
         self._dial(route.url, explicit=not route.implicit, retry=True, account=route.account)
+
+    def _redial_pool(self, route: RouteConnection) -> None:
+        """route.go removeRoute: the last route to a remote was a "no pool" one (the remote did not pool, so the
+        pool's other connections and the dedicated ones were never made or were refused for good).  Dial it again
+        now, whichever side dialed it, the pool's first connection and one per pinned account: should the remote
+        come back with pooling, the whole set is made again."""
+        if not self.running:
+            return
+        url = route.url
+        if not route.solicited:  # processRouteInfo: an accepted route's URL is the host and port of its INFO
+            info = route.remote_info
+            url = f"nats-route://{_join(str(info.get('host') or route.host), info.get('port') or 0)}/"
+        explicit = route.solicited and not route.implicit  # an accepted route is an implicit one
+        if self.routes_pool_size > 1:
+            self._dial(url, explicit=explicit)
+        for acc in self.pinned:
+            self._dial(url, explicit=explicit, account=acc)
 
     # ------------------------------------------------------------------ interest
     def local_sub(self, acc: str, subject: str, queue: str, delta: int) -> None:

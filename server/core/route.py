@@ -14,7 +14,9 @@ accepting side puts the connection in the slot the INFO names.  An account's int
 the system account, which nats-server pins by default) gets a connection of its own to every server, announced by
 ``route_account`` in the dialing side's INFO; its lines carry no account name (``RouteParser.bind_account``).  A
 remote without ``route_pool_size`` (nats-server with ``pool_size: -1``, or before 2.10) gets one connection that
-carries every account, and a dedicated route to it is refused ("Not possible to have a dedicated route ...").
+carries every account, and a dedicated route to it is refused ("Not possible to have a dedicated route ...", not
+dialed again); when that one connection closes, the pool and every pinned account's route are dialed again
+(removeRoute), so that a remote that comes back with pooling gets them all.
 ``pool_size`` is 3 unless set (nats-server's DEFAULT_ROUTE_POOL_SIZE); with ``pool_size: -1`` Skiff is such a server.
 
 Interest.  Each ``RS+`` becomes a ``Subscription`` with ``route`` set, in the named account's Sublist, so that the

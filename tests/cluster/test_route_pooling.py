@@ -267,3 +267,21 @@ def test_pooled_info(server_factory):
             assert "route_pool_idx" not in r.info and "route_account" not in r.info
         finally:
             r.close()
+
+
+def test_a_closed_unpooled_route_redials_the_whole_pool(pair, pairs):
+    """A pooling server with pinned accounts dials a server with pool_size: -1: one connection, the dedicated
+    ones refused ("Not possible to have a dedicated route ...", never dialed again).  When that single route closes,
+    nats-server dials the pool and every pinned account's route again (route.go removeRoute: a "no pool" route was
+    the last one to that remote), so a remote that comes back with pooling gets the full set: 3 pooled
+    connections and the dedicated ones of A and $SYS."""
+    p = pairs(pair, ("pool_size: -1", "accounts: [A]"))
+    p.wait_routes(1)
+    node = p.nodes[0]
+    node.stop()
+    node.config = node.config.replace("pool_size: -1", "accounts: [A]")
+    node.start()
+    rz = p.wait_routes(5, timeout=15)
+    for z in rz:
+        assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "", "$SYS", "A"]
+    asyncio.run(_accounts_cross(p))
