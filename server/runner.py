@@ -212,7 +212,18 @@ def _reload(server, log) -> None:
         log.error("Failed to reload server configuration: config reload not supported for Websocket: "
                   f"old={cur.websocket}, new={new.websocket}")
         return
+    cluster = server.cluster
+    if cluster is not None or (new.cluster is not None and new.cluster.port):
+        # reload.go validateClusterOpts / clusterOption: core/cluster.py says what it cannot change at run time.
+        err = cluster.reload_error(new.cluster) if cluster is not None and new.cluster is not None else (
+            f"config reload not supported for cluster host: old=, new={new.cluster.host}" if cluster is None else
+            f"config reload not supported for cluster port: old={cur.cluster.port}, new=0")
+        if err:
+            log.error(f"Failed to reload server configuration: {err}")
+            return
     changes = {k: getattr(new, k) for k in ("debug", "trace", "logtime", "max_payload", "ping_interval", "ping_max")}
+    if cluster is not None:
+        changes["cluster"] = new.cluster
     server.options = cur.model_copy(update=changes)
     server.auth = Auth(new)
     try:
@@ -223,4 +234,6 @@ def _reload(server, log) -> None:
         return
     for client in list(server.clients.values()):
         client._update_pub_path()  # trace may have changed
+    if cluster is not None:
+        cluster.reload(new.cluster)
     log.info("Reloaded server configuration")

@@ -13,6 +13,9 @@
   per account, subject and queue group; the first plain subscription of a subject sends ``RS+ <acc> <subject>`` to
   every route and the last one ``RS-``; a queue group sends ``RS+`` with its member count (its weight) at every
   change.  So a message crosses a route only when somebody on the other side listens.
+* **Reload.**  A SIGHUP that changes ``pool_size`` or ``accounts`` moves accounts between the pool and dedicated
+  routes as nats-server does (reload.go reloadClusterPoolAndAccounts; a remote's such move is followed too,
+  ``route_acc_add_reqid``); the other settings are refused on a reload (``reload_error``).
 * **Cluster names.**  A configured name must match the remote's (``-ERR 'Rejecting connection, cluster name ...'``);
   an unnamed cluster gets a random name and takes a configured or greater remote name (processRouteConnect).
 
@@ -34,7 +37,7 @@ from skiff.protocol import encoder
 from ..ids import nuid
 from ..version import GO_FIELD, VERSION
 from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO
-from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, SERVER_SHUTDOWN, RouteConnection
+from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, ROUTE_REMOVED, SERVER_SHUTDOWN, RouteConnection
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server
@@ -76,14 +79,13 @@ class Cluster:
         self.pooled = self.pool_size >= 1
         self.compression = getattr(options, "compression", ACCEPT) or ACCEPT  # conf/cluster.py normalized it
         self.routes_pool_size = max(self.pool_size, 1)  # server.go initRouteStructures
-        self.pinned: list[str] = []
-        if self.pooled:
-            self.pinned = list(dict.fromkeys(getattr(options, "accounts", None) or []))
-            sys_acc = server.accounts.system.name if server.accounts.system is not None else ""
-            if sys_acc and sys_acc not in self.pinned:
-                self.pinned.append(sys_acc)  # opts.go setBaselineOptions: the system account is pinned too
+        self.pinned = self._pinned(options, self.pool_size)
         for acc in self.pinned:
             self.acc_routes[acc] = {}
+        # Accounts a remote moved to dedicated routes by a configuration reload (route.go processRouteInfo,
+        # accTransitioningToDedicatedRoute): their interest coming on a pooled route is ignored.
+        self.transitioning: set[str] = set()
+        self._acc_req: tuple[str, asyncio.Queue | None] = ("", None)  # a reload's route_acc_add_reqid, answers
         self.pending: set[RouteConnection] = set()  # connected, handshake not finished
         self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
         self.remote_ws_urls: dict[str, list[str]] = {}  # remote server id -> its WebSocket URLs
@@ -99,6 +101,17 @@ class Cluster:
         self.own_urls: list[str] = []
         self._tls_server: ssl.SSLContext | None = None  # cluster { tls }: both ends of every route
         self._tls_client: ssl.SSLContext | None = None
+
+    def _pinned(self, options: Any, pool_size: int) -> list[str]:
+        """The accounts with dedicated routes: ``accounts`` and the system account (opts.go setBaselineOptions),
+        none without pooling."""
+        if pool_size < 1:
+            return []
+        pinned = list(dict.fromkeys(getattr(options, "accounts", None) or []))
+        sys_acc = self.server.accounts.system.name if self.server.accounts.system is not None else ""
+        if sys_acc and sys_acc not in pinned:
+            pinned.append(sys_acc)
+        return pinned
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
@@ -419,6 +432,9 @@ class Cluster:
         return changed
 
     def async_info(self, route: RouteConnection, info: dict) -> None:
+        reqid = info.get("route_acc_add_reqid")
+        if reqid:
+            return self._acc_add_request(route, info, str(reqid))
         rid = str(info.get("server_id") or "")
         if rid and rid != route.remote_id:
             # Gossip of another server: dial it unless we know it already (processImplicitRoute).
@@ -443,6 +459,129 @@ class Cluster:
             return
         if not self.options.no_advertise and self._remember_urls(rid, info):
             self.server.cluster_changed()
+
+    def _acc_add_request(self, route: RouteConnection, info: dict, reqid: str) -> None:
+        """route.go processRouteInfo, an INFO with ``route_acc_add_reqid``: with ``route_account``, the remote
+        reloaded its configuration and gives that account a dedicated route: so does this server (the account's
+        interest from the pooled routes goes; what comes there meanwhile is ignored) and it answers with the same
+        INFO without the account.  Without, it is a remote's answer to this server's own request."""
+        an = info.get("route_account")
+        if not an:
+            req, answers = self._acc_req
+            if reqid == req and answers is not None:
+                answers.put_nowait(route)
+            return
+        an = str(an)
+        if self.server.accounts.lookup(an) is None:
+            self.server.log_error(f'Error looking up account "{an}": account missing')
+            return
+        if an not in self.acc_routes:
+            self.acc_routes[an] = {}
+            self.transitioning.add(an)
+        self._drop_pooled_interest(an)
+        answer = dict(info)
+        answer.pop("route_account", None)
+        route.send(encoder.info(answer))
+
+    def _drop_pooled_interest(self, account: str) -> None:
+        """removeRemoteSubsForAcc on every pooled route (not a "no pool" one): the account's remote interest,
+        which its dedicated routes bring again."""
+        for conns in self.routes.values():
+            for r in conns:
+                if r is not None and not r.no_pool:
+                    for key in [k for k, sub in r.subs.items() if sub.account == account]:
+                        r._remove_remote_sub(key)
+
+    def reload_error(self, new: Any) -> str:
+        """Why a reloaded ``cluster {}`` cannot be applied (reload.go validateClusterOpts and the clusterOption
+        diff), "" when it can.  Pooling and pinned accounts change at run time; the other settings nats-server
+        changes on a reload are refused by Skiff (docs/parity.md)."""
+        old = self.options
+        if old.host != new.host:
+            return f"config reload not supported for cluster host: old={old.host}, new={new.host}"
+        if old.port != new.port:
+            return f"config reload not supported for cluster port: old={old.port}, new={new.port}"
+        for field in type(old)._fields:
+            if field not in ("pool_size", "accounts") and getattr(old, field) != getattr(new, field):
+                return (f"config reload not supported by Skiff for cluster {field}: only pool_size and accounts "
+                        "change at run time")
+        pool = DEFAULT_POOL_SIZE if new.pool_size == 0 else new.pool_size
+        for acc in self._pinned(new, pool):
+            if acc not in self.pinned and self.server.accounts.lookup(acc) is None:
+                return f'unable to add account "{acc}" to the list of dedicated routes: account missing'
+        return ""
+
+    def reload(self, new: Any) -> None:
+        """reload.go reloadClusterPoolAndAccounts, for options reload_error() took."""
+        pool = DEFAULT_POOL_SIZE if new.pool_size == 0 else new.pool_size
+        pinned = self._pinned(new, pool)
+        added = [a for a in pinned if a not in self.pinned]
+        removed = [a for a in self.pinned if a not in pinned]
+        resized = pool != self.pool_size
+        self.options = new
+        if added or removed or resized:
+            task = asyncio.get_running_loop().create_task(self._reload_pool(pool, pinned, added, removed, resized))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _reload_pool(self, pool: int, pinned: list[str], added: list[str], removed: list[str],
+                           resized: bool) -> None:
+        srv = self.server
+        # An added account: every remote is told over the pooled route that carried it (its interest there goes),
+        # and answers before the dedicated routes are dialed, so that it does not refuse them.
+        sent = 0
+        req, answers = nuid(), asyncio.Queue()
+        self._acc_req = (req, answers)
+        for an in added:
+            self.acc_routes.setdefault(an, {})
+            self.transitioning.discard(an)
+            idx = self.pool_idx(an)
+            self._drop_pooled_interest(an)
+            proto = encoder.info({"route_pool_size": self.routes_pool_size, "route_account": an,
+                                  "route_acc_add_reqid": req})
+            for conns in self.routes.values():
+                r = conns[idx] if idx < len(conns) else None
+                if r is not None and not r.no_pool:
+                    r.send(proto)
+                    sent += 1
+        srv.flush_pending()
+        try:
+            for _ in range(sent):
+                await asyncio.wait_for(answers.get(), 2.0)
+        except asyncio.TimeoutError:
+            srv.log_warning("Timed out waiting for confirmation from all routes regarding per-account routes "
+                            "changes")
+        self._acc_req = ("", None)
+        # Routes to close: the dedicated ones of removed accounts (for good), and with a new size the pool.
+        closing = [r for an in removed for r in self.acc_routes.get(an, {}).values()]
+        for r in closing:
+            r.no_reconnect = True
+        if resized:
+            closing += [r for conns in self.routes.values() for r in conns if r is not None]
+        for r in closing:
+            r.close(ROUTE_REMOVED)
+        for an in removed:
+            self.acc_routes.pop(an, None)
+        self.pool_size = pool
+        self.pooled = pool >= 1
+        self.routes_pool_size = max(pool, 1)
+        self.pinned = pinned
+        if not resized:
+            # A removed account goes back to the pool: its interest on the pooled routes that now carry it.
+            for an in removed:
+                for acc, subject, queue, weight in self.local_interest():
+                    if acc == an:
+                        for rid in list(self.routes):
+                            r = self.route_for(an, rid)
+                            if r is not None:
+                                r.send_interest(an, subject, queue, weight or 1)
+        srv.flush_pending()
+        if resized or added:  # solicitRoutes(opts.Routes, accsAdded)
+            for url in self.options.routes:
+                if resized:
+                    self._dial(url, explicit=True)
+                for an in added:
+                    self._dial(url, explicit=True, account=an)
 
     def remote_error(self, route: RouteConnection, text: str) -> None:
         """An -ERR from the remote: a rejection (cluster name, authorization) ends an implicit route's retries."""

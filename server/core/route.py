@@ -47,6 +47,7 @@ AUTH_VIOLATION = "Authentication Failure"
 PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
 MISSING_ACCOUNT = "Missing Account"
+ROUTE_REMOVED = "Route Removed"
 
 
 class RouteConnection(Link):
@@ -284,6 +285,8 @@ class RouteConnection(Link):
             # The other side registered first and this side is refusing or closing the route (a cluster name
             # being settled, a duplicate): its interest comes again on the route that stays.
             return
+        if op.account in self.cluster.transitioning and not self.account and not self.no_pool:
+            return  # moved to a dedicated route by the remote's reload (route.go processRemoteSub)
         acc = self.server.accounts.lookup(op.account)
         if acc is None:
             self.server.log_debug("Unknown account for remote subscription", account=op.account, subject=op.subject)

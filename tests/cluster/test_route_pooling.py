@@ -285,3 +285,88 @@ def test_a_closed_unpooled_route_redials_the_whole_pool(pair, pairs):
     for z in rz:
         assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "", "$SYS", "A"]
     asyncio.run(_accounts_cross(p))
+
+
+def _reload(node: ServerProcess, old: str, new: str) -> None:
+    """Change ``old`` to ``new`` in the node's cluster block and send SIGHUP (nats-server --signal reload)."""
+    import os
+    import signal
+
+    node.config = node.config.replace(old, new)
+    with open(os.path.join(node._tmp, "server.conf"), "w") as f:
+        f.write(node.config)
+    mark = node.log().count("Reloaded")
+    node.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while node.log().count("Reloaded") == mark:
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.05)
+
+
+def test_reload_pins_and_unpins_accounts_and_resizes_the_pool(pair, pairs):
+    """A configuration reload that changes ``accounts`` or ``pool_size`` (reload.go reloadClusterPoolAndAccounts):
+    an added account moves to a dedicated route (the reloading server tells every remote over the pooled route
+    that carried it, INFO ``route_account`` + ``route_acc_add_reqid``, waits for the answers, and dials the new
+    route), a removed one goes back to the pool (its dedicated routes closed for good), and a new pool size closes
+    the pooled routes and makes the pool again.  Both servers are reloaded in turn, the accepting one first; every
+    account's messages cross after each step."""
+    p = pairs(pair, ("pool_size: 2", "pool_size: 2"))
+    p.wait_routes(3)
+    for i in (0, 1):
+        _reload(p.nodes[i], "pool_size: 2", "pool_size: 2, accounts: [A]")
+    rz = p.wait_routes(4, timeout=15)
+    for z in rz:
+        assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "$SYS", "A"]
+    asyncio.run(_accounts_cross(p))
+    for i in (0, 1):
+        _reload(p.nodes[i], "pool_size: 2, accounts: [A]", "pool_size: 3")
+    rz = p.wait_routes(4, timeout=15)
+    for z in rz:
+        assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "", "$SYS"]
+    asyncio.run(_accounts_cross(p))
+    for n in p.nodes:  # every remote answered the INFO that moved A (no 2 s timeout)
+        assert "Timed out waiting for confirmation" not in n.log()
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ('listen: "127.0.0.1:{port}"', 'listen: "127.0.0.1:{other}"',
+     "config reload not supported for cluster port: old={port}, new={other}"),
+    ("pool_size: 2", "pool_size: 2, accounts: [Z]",
+     'unable to add account "Z" to the list of dedicated routes: account missing'),
+])
+def test_reload_refusals(server_factory, old, new, error):
+    """What nats-server refuses on a reload of the cluster block (reload.go validateClusterOpts, diffOptions): the
+    route port, and a pinned account it does not know; the server goes on with its old configuration."""
+    port, other = free_ports(2)
+    srv = server_factory(jetstream=False, config=f'{ACCOUNTS}\ncluster {{ name: c1, listen: "127.0.0.1:{port}", '
+                                                 "pool_size: 2 }\n")
+    wait_listening(port)
+    _reload_expecting(srv, old.format(port=port, other=other), new.format(port=port, other=other),
+                      f"Failed to reload server configuration: {error.format(port=port, other=other)}")
+    wait_listening(port)
+
+
+@pytest.mark.skiff_only
+def test_reload_of_other_cluster_settings_is_refused_by_skiff(server_factory):
+    """nats-server also changes the cluster name, routes, authorization, TLS, compression... on a reload; Skiff
+    changes only pool_size and accounts and refuses the rest, loudly, rather than keep the old values silently."""
+    port = free_port()
+    srv = server_factory(jetstream=False, config=f'cluster {{ name: c1, listen: "127.0.0.1:{port}" }}\n')
+    wait_listening(port)
+    _reload_expecting(srv, "name: c1", "name: c2", "Failed to reload server configuration: config reload not "
+                      "supported by Skiff for cluster name: only pool_size and accounts change at run time")
+
+
+def _reload_expecting(node: ServerProcess, old: str, new: str, line: str) -> None:
+    import os
+    import signal
+
+    assert old in node.config
+    with open(os.path.join(node._tmp, "server.conf"), "w") as f:
+        f.write(node.config.replace(old, new))
+    node.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while line not in node.log():
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.05)
+    assert "Reloaded server configuration" not in node.log()
