@@ -217,7 +217,7 @@ def _reload(server, log) -> None:
         # reload.go validateClusterOpts / clusterOption: core/cluster.py says what it cannot change at run time.
         err = cluster.reload_error(new.cluster) if cluster is not None and new.cluster is not None else (
             f"config reload not supported for cluster host: old=, new={new.cluster.host}" if cluster is None else
-            f"config reload not supported for cluster port: old={cur.cluster.port}, new=0")
+            f"config reload not supported for cluster host: old={cur.cluster.host}, new=")
         if err:
             log.error(f"Failed to reload server configuration: {err}")
             return

@@ -333,10 +333,13 @@ def test_reload_pins_and_unpins_accounts_and_resizes_the_pool(pair, pairs):
      "config reload not supported for cluster port: old={port}, new={other}"),
     ("pool_size: 2", "pool_size: 2, accounts: [Z]",
      'unable to add account "Z" to the list of dedicated routes: account missing'),
+    ('cluster {{ name: c1, listen: "127.0.0.1:{port}", pool_size: 2 }}', "",
+     "config reload not supported for cluster host: old=127.0.0.1, new="),
 ])
 def test_reload_refusals(server_factory, old, new, error):
     """What nats-server refuses on a reload of the cluster block (reload.go validateClusterOpts, diffOptions): the
-    route port, and a pinned account it does not know; the server goes on with its old configuration."""
+    route port, a pinned account it does not know, the block removed; the server goes on with its old
+    configuration."""
     port, other = free_ports(2)
     srv = server_factory(jetstream=False, config=f'{ACCOUNTS}\ncluster {{ name: c1, listen: "127.0.0.1:{port}", '
                                                  "pool_size: 2 }\n")
