@@ -316,6 +316,7 @@ class ClusterOptions(_Model):
     pool_size: int = 0  # route pooling (core/route.py): 0 is nats-server's default, 3; -1: no pooling
     accounts: list[str] = []  # accounts with a dedicated route (with pool_size >= 1)
     compression: str = "accept"  # route compression mode, normalized (conf/cluster.py compression); as nats-server
+    compression_rtts: list[float] = []  # s2_auto's RTT thresholds in seconds (conf/cluster.py); [] = the default
 
 
 class RemoteLeafOptions(_Model):
@@ -326,6 +327,7 @@ class RemoteLeafOptions(_Model):
     credentials: str = ""  # a .creds file: its user JWT and the nonce signed by its seed go in CONNECT
     tls: TLSOptions | None = None  # tls {}: TLS to the hub (also done without it when the hub's INFO asks for it)
     compression: str = "s2_auto"  # leaf compression mode, normalized (conf/cluster.py compression); as nats-server
+    compression_rtts: list[float] = []  # s2_auto's RTT thresholds in seconds (conf/cluster.py); [] = the default
 
 
 class LeafNodeOptions(_Model):
@@ -344,6 +346,7 @@ class LeafNodeOptions(_Model):
     reconnect_interval: float = 0.0  # 0: nats-server's 1 s
     tls: TLSOptions | None = None  # tls {}: accepted leaf connections upgrade after INFO (or first: handshake_first)
     compression: str = "s2_auto"  # the hub's leaf compression mode (core/leafnode_conn.py); as nats-server
+    compression_rtts: list[float] = []  # s2_auto's RTT thresholds in seconds (conf/cluster.py); [] = the default
 
 
 class ServerOptions(_Model):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from skiff.server.conf import support
-from skiff.server.conf.values import Token
+from skiff.server.conf.values import Token, format_duration, parse_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.server.conf.mapping import _Mapper
@@ -46,7 +46,8 @@ def parse_cluster(m: "_Mapper", tok: Token) -> dict[str, Any]:
         elif k == "accounts":
             out["accounts"] = m.string_list(mt, mk)
         elif k == "compression":
-            out["compression"] = compression(m, mt, mk, "s2_fast")
+            out["compression_rtts"] = rtts = []
+            out["compression"] = compression(m, mt, mk, "s2_fast", rtts)
         else:
             return False
         return True
@@ -115,11 +116,14 @@ _MODES = {"not supported": "not supported", "not_supported": "not supported", "d
           "s2_best": "s2_best"}
 
 
-def compression(m: "_Mapper", tok: Token, key: str, on_mode: str) -> str:
+def compression(m: "_Mapper", tok: Token, key: str, on_mode: str, rtts: list | None = None) -> str:
     """opts.go parseCompression and validateAndNormalizeCompressionOption: a mode name, a boolean (``true`` is
-    ``on_mode``) or ``{ mode }``; the mode normalized as nats-server does (core/compress.py).  ``rtt_thresholds``
-    (the RTTs at which ``s2_auto`` changes level) is refused: Skiff's ``s2_auto`` keeps the level it starts with."""
+    ``on_mode``) or ``{ mode, rtt_thresholds }``; the mode normalized as nats-server does.  For ``s2_auto``,
+    ``rtts`` gets the RTT thresholds in seconds at which the level changes (nats-server's defaults when none are
+    given), checked as nats-server checks them when it starts."""
     v = tok.value
+    given: list[float] = []
+    given_tok = tok
     if isinstance(v, bool):
         return on_mode if v else "off"
     if isinstance(v, dict):
@@ -129,7 +133,13 @@ def compression(m: "_Mapper", tok: Token, key: str, on_mode: str) -> str:
             if k == "mode":
                 mode = m.expect(mt, str, mk)
             elif k in ("rtt_thresholds", "thresholds", "rtts", "rtt"):
-                m.err(mt, f'"{key}.{mk}" is not implemented by Skiff: s2_auto compression levels by RTT')
+                given_tok = mt
+                for it in m.expect(mt, list, mk):
+                    try:
+                        given.append(parse_duration(it.value if isinstance(it, Token) else it))
+                    except ValueError as e:
+                        m.err(mt, str(e))
+                        return "off"
             else:
                 m.err(mt, f'unknown field "{mk}"')
         v = mode
@@ -142,7 +152,38 @@ def compression(m: "_Mapper", tok: Token, key: str, on_mode: str) -> str:
     if low not in _MODES:
         m.err(tok, f'unsupported compression mode "{v}"')
         return "off"
+    if _MODES[low] == "s2_auto" and rtts is not None:
+        err = _auto_thresholds(v, given, rtts)
+        if err:
+            m.err(given_tok, err)
     return _MODES[low]
+
+
+#: server.go defaultCompressionS2AutoRTTThresholds: up to 10 ms s2_uncompressed, 50 ms s2_fast, 100 ms s2_better
+DEFAULT_RTT_THRESHOLDS = [0.010, 0.050, 0.100]
+
+
+def _auto_thresholds(mode: str, given: list[float], out: list) -> str:
+    """validateAndNormalizeCompressionOption for s2_auto: negative values are 0 (a level not used), the others
+    ascending, trailing zeros dropped, 1 to 4 left; ``out`` gets them, or the error in nats-server's words."""
+    if not given:
+        out.extend(DEFAULT_RTT_THRESHOLDS)
+        return ""
+    listed = "[" + " ".join(format_duration(g) for g in given) + "]"
+    rtts: list[float] = []
+    for n in given:
+        n = max(n, 0.0)
+        if rtts and n != 0 and any(n < x for x in rtts):
+            return f"RTT threshold values {listed} should be in ascending order"
+        rtts.append(n)
+    while rtts and rtts[-1] == 0:
+        rtts.pop()
+    if len(rtts) > 4:
+        return f'compression mode "{mode}" should have no more than 4 RTT thresholds: {listed}'
+    if not rtts:
+        return f'compression mode "{mode}" requires at least one RTT threshold'
+    out.extend(rtts)
+    return ""
 
 
 def _go_type(v: Any) -> str:

@@ -37,7 +37,8 @@ def parse_leafnodes(m: "_Mapper", tok: Token) -> dict[str, Any]:
         elif k == "tls":
             out["tls"] = m.tls(mt, check=leaf_tls_problem)
         elif k == "compression":
-            out["compression"] = compression(m, mt, mk, "s2_auto")  # opts.go parseLeafNodes: on is s2_auto
+            out["compression_rtts"] = rtts = []
+            out["compression"] = compression(m, mt, mk, "s2_auto", rtts)  # opts.go parseLeafNodes: on is s2_auto
         else:
             return False
         return True
@@ -101,7 +102,8 @@ def _remotes(m: "_Mapper", tok: Token) -> list[dict[str, Any]]:
                 elif k == "tls":
                     r["tls"] = m.tls(mt, check=leaf_tls_problem, remote=True)
                 elif k == "compression":
-                    r["compression"] = compression(m, mt, mk, "s2_auto")
+                    r["compression_rtts"] = rtts = []
+                    r["compression"] = compression(m, mt, mk, "s2_auto", rtts)
                 elif k in ("account", "local"):
                     r["account"] = m.expect(mt, str, mk)
                 elif k in ("creds", "credentials"):

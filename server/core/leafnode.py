@@ -35,9 +35,9 @@ Failure); the spoke dials again.  Both ends run TLS through tls.TLSLayer, as the
 Compression (leafnode.go negotiateLeafCompression): s2_auto by default on both ends; the spoke speaks first, with an
 INFO naming the mode it selected, then both ends write an S2 stream (leafnode_conn.py ``_negotiate``, link.py).
 
-Not implemented, and refused at start-up (conf/leafnodes.py): compression RTT thresholds, WebSocket remotes, deny lists,
-isolation, leaf connections together with JetStream (nats-server then splits JetStream domains across the link),
-and the TLS keys the client port refuses too (support.TLS).
+Not implemented, and refused at start-up (conf/leafnodes.py): WebSocket remotes, deny lists, isolation, leaf
+connections together with JetStream (nats-server then splits JetStream domains across the link), and the TLS keys
+the client port refuses too (support.TLS).
 """
 from __future__ import annotations
 

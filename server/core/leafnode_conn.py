@@ -14,7 +14,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
-from .link import NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
+from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
 from .tls import TLSError, TLSLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,6 +159,12 @@ class LeafConnection(Link):
     # ------------------------------------------------------------------ compression
     def _mode(self) -> str:
         return self.remote.compression if self.solicited else self.leafnodes.options.compression
+
+    def auto_thresholds(self) -> Any:
+        if self._mode() != S2_AUTO:
+            return None
+        opts = self.remote if self.solicited else self.leafnodes.options
+        return opts.compression_rtts or AUTO_THRESHOLDS
 
     def _mode_wants_compression(self) -> bool:
         return needs_compression(self._mode())

@@ -33,7 +33,8 @@ AUTH_TIMEOUT = "Authentication Timeout"
 NOT_SUPPORTED, OFF, ACCEPT, S2_AUTO = "not supported", "off", "accept", "s2_auto"
 S2_UNCOMPRESSED, S2_FAST, S2_BETTER, S2_BEST = "s2_uncompressed", "s2_fast", "s2_better", "s2_best"
 #: defaultCompressionS2AutoRTTThresholds: up to 10 ms uncompressed, 50 ms fast, 100 ms better, then best
-AUTO_THRESHOLDS = ((0.010, S2_UNCOMPRESSED), (0.050, S2_FAST), (0.100, S2_BETTER))
+AUTO_THRESHOLDS = (0.010, 0.050, 0.100)
+_LEVELS = (S2_UNCOMPRESSED, S2_FAST, S2_BETTER, S2_BEST)
 
 
 def needs_compression(mode: str) -> bool:
@@ -57,12 +58,14 @@ def select_compression(ours: str, theirs: str) -> str:
     raise ValueError(theirs)
 
 
-def auto_level(rtt: float) -> str:
-    """selectS2AutoModeBasedOnRTT with the default thresholds."""
-    for limit, mode in AUTO_THRESHOLDS:
+def auto_level(rtt: float, thresholds: Any = AUTO_THRESHOLDS) -> str:
+    """server.go selectS2AutoModeBasedOnRTT: the level of the first threshold ``rtt`` (seconds) is within (a 0
+    threshold is a level not used); beyond them all, best when there are 3 or more, else the last one's."""
+    for i, limit in enumerate(thresholds):
         if rtt <= limit:
-            return mode
-    return S2_BEST
+            return _LEVELS[min(i, 3)]
+    n = len(thresholds)
+    return S2_BEST if n >= 3 else _LEVELS[max(n - 1, 0)]
 SERVER_SHUTDOWN = "Server Shutdown"
 
 
@@ -106,11 +109,18 @@ class Link(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio.Protocol
     def agreed_compression(self, mode: str, theirs: str) -> str:
         """The compression both ends use (route.go/leafnode.go selectCompressionMode); ``s2_auto`` becomes a level
-        from the time since this connection began (computeRTT).  ValueError for a mode it cannot agree on."""
+        from the RTT, the time since this connection began before any PING (computeRTT), by this side's thresholds;
+        every later PONG picks it again (``_pong``).  ValueError for a mode it cannot agree on."""
         cm = select_compression(mode, theirs)
         if cm == S2_AUTO:
-            cm = auto_level((self.server.clock.time_ns() - self.start_ns) / 1e9)
+            if not self.rtt_ns and not self._ping_sent_at:  # no PING yet: the RTT is the time since the start
+                self.rtt_ns = self.server.clock.time_ns() - self.start_ns
+            cm = auto_level(self.rtt_ns / 1e9, self.auto_thresholds() or AUTO_THRESHOLDS)
         return cm
+
+    def auto_thresholds(self) -> Any:
+        """The RTT thresholds of this side's ``s2_auto``, None when its mode is another (the subclass knows)."""
+        return None
 
     def _made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -217,6 +227,13 @@ class Link(asyncio.Protocol):
         if self._ping_sent_at:
             self.rtt_ns = int((self.server.clock.monotonic() - self._ping_sent_at) * 1e9)
             self._ping_sent_at = 0.0
+            if needs_compression(self.compression) and self._s2_out is not None:
+                # client.go processPong / updateS2AutoCompressionLevel: s2_auto picks its level again from every
+                # RTT.  Skiff's one encoder writes every level alike (docs/parity.md): the level is what /routez and
+                # /leafz show.
+                thresholds = self.auto_thresholds()
+                if thresholds is not None:
+                    self.compression = auto_level(self.rtt_ns / 1e9, thresholds)
 
     def _add_remote_sub(self, key: tuple, account: str, sublist: Any, subject: str, queue: str, weight: int,
                         prefix: str) -> None:

@@ -33,8 +33,8 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .link import (NOT_SUPPORTED, OFF, S2_AUTO, SERVER_SHUTDOWN, Link, RouteSub,  # noqa: F401 (re-exported)
-                   auto_level, needs_compression, select_compression)
+from .link import (AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, SERVER_SHUTDOWN, Link,  # noqa: F401 (re-exported)
+                   RouteSub, auto_level, needs_compression, select_compression)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -268,6 +268,10 @@ class RouteConnection(Link):
             self.start_compression()
             self.send(proto)
         return False
+
+    def auto_thresholds(self) -> Any:
+        cl = self.cluster
+        return (cl.options.compression_rtts or AUTO_THRESHOLDS) if cl.compression == S2_AUTO else None
 
     def _bind(self, account: str) -> None:
         self.account = account

@@ -82,6 +82,16 @@ async def test_negotiated_modes(leaf_pair, hub_mode, spoke_mode, want):  # noqa:
     await _cross(lp)
 
 
+async def test_s2_auto_uses_its_thresholds(leaf_pair):  # noqa: F811
+    """rtt_thresholds ["0", "0", "100h"] on both ends: any RTT up to 100 hours is s2_better, at the first INFO and at
+    every PONG after it (leafnode.go negotiateLeafCompression, client.go processPong)."""
+    comp = 'compression: { mode: s2_auto, rtt_thresholds: ["0", "0", "100h"] }'
+    lp = leaf_pair(hub_extra=comp, spoke_extra=comp)
+    assert _modes(lp) == ("s2_better", "s2_better")
+    await _cross(lp)
+    assert _modes(lp) == ("s2_better", "s2_better")
+
+
 async def test_compressed_inside_tls(leaf_pair):  # noqa: F811
     """Mutual TLS and s2_fast: the S2 stream inside the TLS records, both ways."""
     lp = leaf_pair(hub_extra="compression: s2_fast, " + tls("server", verify=True),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -86,9 +87,82 @@ def test_refused_settings(tmp_path, text, error, at_start):
     assert out.returncode != 0 and error in out.stdout + out.stderr
 
 
-def test_rtt_thresholds_refused(tmp_path):
-    """s2_auto's own RTT thresholds are not implemented by Skiff: refused with the key's line."""
+@pytest.mark.parametrize("thresholds, error", [
+    ('"50ms", "10ms"', "RTT threshold values [50ms 10ms] should be in ascending order"),
+    ('"1ms", "2ms", "3ms", "4ms", "5ms"',
+     'compression mode "s2_auto" should have no more than 4 RTT thresholds: [1ms 2ms 3ms 4ms 5ms]'),
+    ('"0s"', 'compression mode "s2_auto" requires at least one RTT threshold'),
+    ('"abc"', 'time: invalid duration "abc"'),
+])
+@pytest.mark.parametrize("where", ["cluster", "leafnodes", "remote"])
+def test_rtt_thresholds_refused(tmp_path, thresholds, error, where):
+    """s2_auto's RTT thresholds as nats-server checks them when it starts (server.go
+    validateAndNormalizeCompressionOption), in the three places a compression mode is set."""
+    comp = f"compression: {{ mode: s2_auto, rtt_thresholds: [{thresholds}] }}"
+    text = {"cluster": f"cluster {{ listen: 127.0.0.1:-1, {comp} }}",
+            "leafnodes": f"leafnodes {{ listen: 127.0.0.1:-1, {comp} }}",
+            "remote": f'leafnodes {{ remotes [ {{ url: "nats://127.0.0.1:1", {comp} }} ] }}'}[where]
     f = tmp_path / "c.conf"
-    f.write_text('cluster {\n  listen: 127.0.0.1:-1\n  compression: { mode: s2_auto, rtt_thresholds: ["5ms"] }\n}\n')
-    with pytest.raises(ConfigError, match=r"c\.conf:3:\d+: .*rtt_thresholds"):
+    f.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=re.escape(error)):
         options_from_config(str(f))
+    out = subprocess.run([nats_server_binary(), "-c", str(f), "-p", "-1", "-m", "0"], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode != 0 and error in out.stdout + out.stderr
+
+
+def test_rtt_thresholds_normalized(tmp_path):
+    """A negative threshold is 0 (its level is not used), trailing zeros go; another mode keeps none."""
+    f = tmp_path / "c.conf"
+    f.write_text('cluster { listen: 127.0.0.1:-1, compression: { mode: auto, rtt_thresholds: ["-5ms", "0", "20ms", '
+                 '"0"] } }\nleafnodes { remotes [ { url: "nats://127.0.0.1:1", compression: { mode: s2_fast, '
+                 'rtt_thresholds: ["50ms", "10ms"] } } ] }\n')
+    o = options_from_config(str(f))
+    assert (o.cluster.compression, o.cluster.compression_rtts) == ("s2_auto", [0.0, 0.0, 0.020])
+    assert (o.leafnodes.remotes[0].compression, o.leafnodes.remotes[0].compression_rtts) == ("s2_fast", [])
+
+
+def test_s2_auto_uses_its_thresholds(pair, pairs):  # noqa: F811
+    """rtt_thresholds ["0", "0", "100h"]: uncompressed and fast are not used and any RTT up to 100 hours is
+    s2_better (selectS2AutoModeBasedOnRTT), at the first INFO and at every PONG after it."""
+    comp = 'compression: { mode: s2_auto, rtt_thresholds: ["0", "0", "100h"] }'
+    p = pairs(pair, (comp, comp))
+    for z in p.wait_routes(4):
+        assert {r["compression"] for r in z["routes"]} == {"s2_better"}, z["routes"]
+    asyncio.run(_accounts_cross(p))
+
+
+def test_s2_auto_follows_the_rtt(pair, pairs):  # noqa: F811
+    """s2_auto picks its level again from every RTT a PONG measures (client.go processPong,
+    updateS2AutoCompressionLevel).  The other server is stopped (SIGSTOP) for 2.5 s: node 1's PINGs (every 1 s)
+    wait, and the PONGs that come when it resumes give an RTT over 100 ms, s2_best with the default thresholds.
+    In every /routez snapshot each route's level is the one its RTT gives."""
+    import signal
+
+    from skiff.server.conf.values import parse_duration
+    from skiff.server.core.link import auto_level
+
+    extra = "compression: s2_auto"
+    p = pairs(pair, (extra, extra), top='ping_interval: "1s"\nping_max: 5')
+    p.wait_routes(4)
+    node1 = p.nodes[1]
+    assert node1.kind == pair[1]
+    seen_best = False
+
+    def check() -> bool:
+        routes = p.routez(1)["routes"]
+        for r in routes:
+            assert r["compression"] == auto_level(parse_duration(r["rtt"])), routes
+        return any(parse_duration(r["rtt"]) > 0.1 for r in routes)
+
+    check()
+    p.nodes[0].proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(2.5)
+    finally:
+        p.nodes[0].proc.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and not seen_best:
+        seen_best = check()
+        time.sleep(0.01)
+    assert seen_best, p.routez(1)["routes"]

@@ -52,12 +52,12 @@ def pytest_generate_tests(metafunc):  # noqa: D103 (collected by pytest from thi
 class Pair:
     """Two servers, the second with a route to the first, each with its own cluster { } extras."""
 
-    def __init__(self, kinds: tuple[str, str], extra: tuple[str, str]) -> None:
+    def __init__(self, kinds: tuple[str, str], extra: tuple[str, str], top: str = "") -> None:
         self.ports = free_ports(2)
         self.nodes: list[ServerProcess] = []
         for i, kind in enumerate(kinds):
             routes = f'routes: ["nats-route://127.0.0.1:{self.ports[0]}"]' if i else ""
-            conf = (f"server_name: node{i}\n{ACCOUNTS}\n"
+            conf = (f"server_name: node{i}\n{top}\n{ACCOUNTS}\n"
                     f"cluster {{ name: c1, listen: \"127.0.0.1:{self.ports[i]}\"\n {routes}\n {extra[i]} }}\n")
             self.nodes.append(ServerProcess(kind=kind, config=conf, jetstream=False).start())
 
@@ -89,8 +89,8 @@ class Pair:
 def pairs():
     made: list[Pair] = []
 
-    def make(kinds, extra=("", "")) -> Pair:
-        p = Pair(kinds, extra)
+    def make(kinds, extra=("", ""), top="") -> Pair:
+        p = Pair(kinds, extra, top)
         made.append(p)
         return p
 
