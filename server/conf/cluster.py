@@ -119,8 +119,8 @@ _MODES = {"not supported": "not supported", "not_supported": "not supported", "d
 def compression(m: "_Mapper", tok: Token, key: str, on_mode: str, rtts: list | None = None) -> str:
     """opts.go parseCompression and validateAndNormalizeCompressionOption: a mode name, a boolean (``true`` is
     ``on_mode``) or ``{ mode, rtt_thresholds }``; the mode normalized as nats-server does.  For ``s2_auto``,
-    ``rtts`` gets the RTT thresholds in seconds at which the level changes (nats-server's defaults when none are
-    given), checked as nats-server checks them when it starts."""
+    ``rtts`` gets the RTT thresholds in seconds at which the level changes, checked as nats-server checks them when
+    it starts."""
     v = tok.value
     given: list[float] = []
     given_tok = tok
@@ -159,15 +159,11 @@ def compression(m: "_Mapper", tok: Token, key: str, on_mode: str, rtts: list | N
     return _MODES[low]
 
 
-#: server.go defaultCompressionS2AutoRTTThresholds: up to 10 ms s2_uncompressed, 50 ms s2_fast, 100 ms s2_better
-DEFAULT_RTT_THRESHOLDS = [0.010, 0.050, 0.100]
-
-
 def _auto_thresholds(mode: str, given: list[float], out: list) -> str:
     """validateAndNormalizeCompressionOption for s2_auto: negative values are 0 (a level not used), the others
-    ascending, trailing zeros dropped, 1 to 4 left; ``out`` gets them, or the error in nats-server's words."""
+    ascending, trailing zeros dropped, 1 to 4 left; ``out`` gets them (none given: nothing, the links use
+    nats-server's defaults, core/link.py AUTO_THRESHOLDS), or the error in nats-server's words."""
     if not given:
-        out.extend(DEFAULT_RTT_THRESHOLDS)
         return ""
     listed = "[" + " ".join(format_duration(g) for g in given) + "]"
     rtts: list[float] = []
