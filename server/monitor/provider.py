@@ -17,6 +17,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..core.server import Server
 
 
+def rtt_string(ns: int) -> str:
+    """monitor.go getRTT: an RTT between 1 us and 1 ms is truncated to whole microseconds, as /connz, /routez and
+    /leafz show it."""
+    if 1_000 < ns < 1_000_000:
+        ns -= ns % 1_000
+    return format_go_duration(ns)
+
+
 def _rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -183,7 +191,7 @@ class MonitorProvider:
             for link in s.leafnodes.links:
                 d = {"id": link.cid, "name": link.remote_name, "is_spoke": link.solicited,
                      "account": link.account.name, "ip": link.host, "port": link.port,
-                     "rtt": format_go_duration(0), "in_msgs": link.in_msgs, "out_msgs": link.out_msgs,
+                     "rtt": rtt_string(link.rtt_ns), "in_msgs": link.in_msgs, "out_msgs": link.out_msgs,
                      "in_bytes": link.in_bytes, "out_bytes": link.out_bytes, "subscriptions": len(link.subs),
                      "compression": link.compression}
                 if _flag(params, "subs"):
@@ -204,7 +212,7 @@ class MonitorProvider:
                     "did_solicit": r.solicited, "is_configured": r.solicited and not r.implicit,
                     "ip": r.host, "port": r.port,
                     "start": format_time(r.start_ns), "last_activity": format_time(r.last_activity_ns),
-                    "rtt": format_go_duration(r.rtt_ns), "uptime": _uptime(now - r.start_ns),
+                    "rtt": rtt_string(r.rtt_ns), "uptime": _uptime(now - r.start_ns),
                     "idle": _uptime(now - r.last_activity_ns), "pending_size": r.pending_bytes(),
                     "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
                     "subscriptions": len(r.subs), "compression": r.compression,
@@ -286,7 +294,7 @@ class MonitorProvider:
             "port": c.port,
             "start": format_time(c.start_ns),
             "last_activity": format_time(c.last_activity_ns),
-            "rtt": format_go_duration(c.rtt_ns),
+            "rtt": rtt_string(c.rtt_ns),
             "uptime": _uptime(now - c.start_ns),
             "idle": _uptime(now - c.last_activity_ns),
             "pending_bytes": pending,

@@ -127,6 +127,19 @@ async def test_messages_requests_and_headers_cross_both_ways(leaf_pair):
         await spoke.close()
 
 
+def test_leafz_shows_the_links_rtt(leaf_pair):
+    """/leafz ``rtt`` is the link's measured round trip (monitor.go Leafz: getRTT), not a constant 0s: both ends
+    measure it from the PING/PONG of the link's start."""
+    lp = leaf_pair()
+    deadline = time.monotonic() + 15
+    while True:
+        rtts = [lp.leafz(node)["leafs"][0]["rtt"] for node in (lp.hub, lp.spoke)]
+        if all(r != "0s" for r in rtts) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert all(r != "0s" and r[0].isdigit() and r.endswith(("s", "ms", "µs", "ns")) for r in rtts), rtts
+
+
 async def test_queue_members_behind_a_leaf_are_a_fallback(leaf_pair):
     """A queue group prefers members on this server; a leaf connection's members get a message only when no
     other member can (client.go processMsgResults)."""
