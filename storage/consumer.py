@@ -28,14 +28,14 @@ import os
 import threading
 from pathlib import Path
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage import meta
 from skiff.storage.base import ConsumerStore
 from skiff.storage.errors import NoAckPolicyError
 from skiff.storage.records import ConsumerState, Pending, SequencePair
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 ACK_NONE = "none"
 ACK_ALL = "all"

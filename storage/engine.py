@@ -24,7 +24,7 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Iterator
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage.base import Clock, ConsumerStore, Expired, StreamStore
 from skiff.storage.config import NANOS, StoreConfig
@@ -42,7 +42,7 @@ from skiff.storage.records import StoredMsg
 from skiff.storage.seqindex import _STALE_FIRST, _STALE_LAST, DELETED, LIVE, NO_COUNTS, Chunk, SubjState, code_ints
 from skiff.storage.subjects import is_all
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 FILL_GAP_MAX = 1024  # a skip up to this many sequences is filled with empty slots, larger starts a new chunk
 MAX_SUBJECT_LEN = 0xFFFF  # bytes (the file record's length field; nats-server subjects are far shorter)

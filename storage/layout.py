@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage import meta
 from skiff.storage.base import Clock
@@ -20,7 +20,7 @@ from skiff.storage.config import StoreConfig
 from skiff.storage.errors import InvalidPathError
 from skiff.storage.filestore.store import FileStreamStore, check_name
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 JETSTREAM_DIR = "jetstream"
 STREAMS_DIR = "streams"  # nats-server streamsDir

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage import meta
 from skiff.storage.filestore.block import HEAD, KIND_BLOCK, KIND_FLOOR, KIND_MSG, KIND_TOMBSTONE, encode_control
@@ -31,7 +31,7 @@ from skiff.storage.seqindex import LIVE
 if TYPE_CHECKING:
     from skiff.storage.filestore.store import FileStreamStore
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 MIN_UTILIZATION = 0.5  # compact a sealed block when live bytes fall below this share of its size
 

@@ -35,7 +35,7 @@ import zlib
 from array import array
 from typing import TYPE_CHECKING
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage.config import NANOS
 from skiff.storage.engine import FILL_GAP_MAX
@@ -57,7 +57,7 @@ from skiff.storage.filestore.state import MAX_LOST, StreamFileState, read_state
 if TYPE_CHECKING:
     from skiff.storage.filestore.store import FileStreamStore
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 
 def list_blocks(msgs_dir: str) -> list[int]:

@@ -37,11 +37,11 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage import meta
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 STATE_FILE = "state.dat"
 STATE_VERSION = 1

@@ -49,7 +49,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
-import structlog
+from skiff.log import get_logger
 
 from skiff.storage import meta
 from skiff.storage.base import Clock, ConsumerStore
@@ -77,7 +77,7 @@ from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path,
 from skiff.storage.records import StoredMsg
 from skiff.storage.remove import unlink_in_background, unlink_quietly
 
-log = structlog.get_logger("skiff.storage")
+log = get_logger("skiff.storage")
 
 WriteFn = Callable[[int, bytes | memoryview, int], int]  # os.pwrite signature
 FsyncFn = Callable[[int], None]

@@ -148,6 +148,7 @@ _NOT_FOR_A_PLAIN_START = (
     "shutil", "tempfile", "bz2", "lzma",  # shutil imports both compressors; only deleting a stream needs it
     "msgpack",  # the first metadata file (storage/meta.py)
     "secrets", "hmac", "_hashlib",  # OpenSSL's hashlib, ~0.6 MiB resident: ids come from random.SystemRandom
+    "structlog", "uuid", "pickle", "platform",  # ~13 ms and ~2 MiB: skiff/log.py writes the same lines
 )
 
 

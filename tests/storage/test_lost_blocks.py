@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
+from skiff.log import capture_logs
 
 from skiff.storage import FileStreamStore, StoreConfig
 from skiff.storage.filestore.state import STATE_FILE

@@ -9,7 +9,7 @@ from pathlib import Path
 import nats
 import nats.js.errors
 import pytest
-from structlog.testing import capture_logs
+from skiff.log import capture_logs
 
 from skiff.testing.faults import Faults
 
