@@ -149,6 +149,10 @@ _NOT_FOR_A_PLAIN_START = (
     "msgpack",  # the first metadata file (storage/meta.py)
     "secrets", "hmac", "_hashlib",  # OpenSSL's hashlib, ~0.6 MiB resident: ids come from random.SystemRandom
     "structlog", "uuid", "pickle", "platform",  # ~13 ms and ~2 MiB: skiff/log.py writes the same lines
+    # the first stream's (server/jetstream/engine.py _open): ~2 ms
+    "skiff.server.jetstream.stream", "skiff.server.jetstream.batching", "skiff.server.jetstream.publish_checks",
+    "skiff.server.jetstream.schedules", "skiff.server.jetstream.schedules_cron", "skiff.server.jetstream.transform",
+    "skiff.server.jetstream.dedupe",
 )
 
 
