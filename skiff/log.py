@@ -37,7 +37,10 @@ _JSON_LEVELS = {"critical": "fatal"}
 
 
 class _Sink:
-    """Where log lines go: stderr or an appended file, with nats-server's size-limit rotation."""
+    """Where log lines go: stderr or an appended file, with nats-server's size-limit rotation.
+
+    stderr is looked up at each line, not kept: a server embedded in a test writes to the stderr of the test that
+    runs (pytest swaps ``sys.stderr`` per test and closes the old one)."""
 
     def __init__(self, path: str | None = None, size_limit: int = 0) -> None:
         self.path = path or ""
@@ -48,20 +51,21 @@ class _Sink:
             self.file = open(self.path, "a", buffering=1, encoding="utf-8", errors="replace")
             self.size = self.file.tell()
         else:
-            self.file = sys.stderr
+            self.file = None
             self.size = 0
 
     def msg(self, line: str) -> None:
         if self.broken:
             return
         with self.lock:
+            f = self.file or sys.stderr
             try:
-                self.file.write(line + "\n")
-                self.file.flush()
-            except (OSError, ValueError):
+                f.write(line + "\n")
+                f.flush()
+            except (OSError, ValueError) as e:
                 # A closed pipe or file: drop this and every later line rather than fail the caller.
                 self.broken = True
-                if self.file is sys.stderr:
+                if self.file is None and isinstance(e, OSError):
                     _silence_stderr()
                 return
             if self.limit:
@@ -87,7 +91,7 @@ class _Sink:
         self.size = len(line) + 1
 
     def close(self) -> None:
-        if self.file is not sys.stderr:
+        if self.file is not None:
             try:
                 self.file.close()
             except OSError:

@@ -193,3 +193,23 @@ def test_capture_logs_sees_events_not_lines():
         skiff_log.get_logger("skiff.storage").debug("a debug event")
     assert logs == [{"block": "3.blk", "seq": 7, "event": "BLOCK CHECKSUM MISMATCH", "log_level": "error"},
                     {"event": "a debug event", "log_level": "debug"}]
+
+
+def test_unconfigured_lines_follow_the_current_stderr(monkeypatch):
+    """An embedded server (no runner, nothing configured) writes nats-server's lines, INF and up, to whatever
+    ``sys.stderr`` is at the time: pytest swaps it per test and closes the old one."""
+    monkeypatch.setitem(skiff_log._state, "sink", None)
+    monkeypatch.setitem(skiff_log._state, "debug", False)
+    monkeypatch.setitem(skiff_log._state, "trace", False)
+    monkeypatch.setitem(skiff_log._state, "json", False)
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    log = skiff_log.get_logger("skiff.server")
+    log.info("Server is ready")
+    log.debug("not without -D")
+    assert re.fullmatch(r"\[\d+\] \S+ \S+ \[INF\] Server is ready\n", first.getvalue())
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    log.warning("still logging", stream="S")
+    assert re.fullmatch(r"\[\d+\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} \[WRN\] still logging - stream: S\n",
+                        second.getvalue())
