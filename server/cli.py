@@ -536,5 +536,11 @@ def main(argv: list[str] | None = None, run: Callable[[ServerOptions], int] | No
     for w in options.config_warnings + options.ignored_config_keys:
         print(w, file=sys.stderr)
     if run is None:
+        # The `skiff` script, before the rest of the server loads, as python -m skiff.server does at its start
+        # (server/__main__.py): no collector passes while modules load (runner.run turns it on once serving:
+        # 40 M fewer instructions, ~9% of the imports).
+        import gc
+
+        gc.disable()
         from skiff.server.runner import run
     sys.exit(run(options))
