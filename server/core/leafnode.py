@@ -262,6 +262,14 @@ class LeafNodes:
         return accs.get(opts.account) if opts.account else accs.gacc
 
     # ------------------------------------------------------------------ links
+    def max_leafs_reached(self, acc: Any) -> bool:
+        """accounts.go maxTotalLeafNodesReached, asked when a link registers with its account on either end
+        (client.go registerWithAccount): the account JWT's ``leaf`` limit against the account's leaf connections
+        here.  nats-server adds the ones other servers of its cluster report; Skiff's cluster does not exchange
+        account connection counts, so a Skiff cluster enforces the limit per server."""
+        m = acc.limit("max_leafnodes")
+        return m >= 0 and sum(1 for lf in self.links if lf.account is acc) >= m
+
     def add(self, link: LeafConnection) -> None:
         self.links.append(link)
         self.lds_subject(link.account)

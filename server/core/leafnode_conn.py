@@ -30,6 +30,7 @@ WRONG_PORT = "Incorrect Port"
 LOOP = "Loop Detected"
 TLS_HANDSHAKE_FAILURE = "TLS Handshake Failure"
 READ_ERROR = "Read Error"
+MAX_ACCOUNT_CONNECTIONS = "Maximum Account Connections Exceeded"
 TLS_TIMEOUT = 2.0  # TLS_TIMEOUT and DEFAULT_LEAF_TLS_TIMEOUT (const.go)
 AUTH_TIMEOUT = 2.0  # AUTH_TIMEOUT; with TLS the TLS timeout + 1 s (opts.go getDefaultAuthTimeout)
 #: Go's tls.RecordHeaderError for plain text where a TLS record is due; logged at debug level, as a probe
@@ -332,7 +333,10 @@ class LeafConnection(Link):
         except (OSError, ValueError) as e:
             self.server.log_error("Leafnode credentials", error=str(e))
             return self.close(CLIENT_CLOSED)
-        self._register(self.leafnodes.remote_account(self.remote))
+        acc = self.leafnodes.remote_account(self.remote)
+        if self.leafnodes.max_leafs_reached(acc):  # leafNodeFinishConnectProcess: the spoke's own account's limit
+            return self._max_leafs_exceeded()
+        self._register(acc)
 
     def _connect(self, data: bytes) -> None:
         if self.solicited or self.registered:
@@ -344,6 +348,8 @@ class LeafConnection(Link):
         if acc is None:
             self.send(encoder.err("Authorization Violation"))
             return self.close(AUTH_VIOLATION)
+        if self.leafnodes.max_leafs_reached(acc):  # auth.go RegisterNkeyUser -> registerWithAccount
+            return self._max_leafs_exceeded()
         self._cancel_timer()
         if not self._comp_negotiated:  # a spoke that did not negotiate: what its CONNECT says (processLeafNodeConnect)
             mode = proto.get("compress_mode")
@@ -354,6 +360,13 @@ class LeafConnection(Link):
         info.update({"connect_info": True, "remote_account": acc.name})
         self.send(encoder.info(info))
         self._register(acc)
+
+    def _max_leafs_exceeded(self) -> None:
+        """client.go maxAccountConnExceeded: the account's ``leaf`` limit is reached (ErrTooManyAccountConnections,
+        the same words as for clients); the other end logs the error and a spoke dials again."""
+        self.server.log_error("maximum account active connections exceeded", cid=self.cid)
+        self.send(encoder.err("maximum account active connections exceeded"))
+        self.close(MAX_ACCOUNT_CONNECTIONS)
 
     def _register(self, acc: Any) -> None:
         self.account = acc

@@ -23,7 +23,7 @@ is closed with ``User Authentication Expired``.
 
 An account JWT becomes an :class:`~server.core.accounts.Account` the first time it is needed (or at start for the
 ones the resolver holds, so their JetStream starts with the server): its ``limits`` (``conn``, ``subs``,
-``payload``) and JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is on
+``payload``, ``leaf``) and JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is on
 when either storage is not 0) become the account's.  An update (resolver.py) re-applies them and closes the
 connections of users it revokes.  Its ``exports`` and ``imports`` are wired by jwt_imports.py.  What an account
 JWT can ask for that Skiff does not do (mappings, auth callout, message tracing, service latency tracking) is
@@ -53,7 +53,9 @@ AUTH_EXPIRED = "Authentication Expired"
 AUTH_REVOKED = "Authentication Revoked"
 NO_LIMIT = -1
 
-_LIMITS = {"conn": "max_connections", "subs": "max_subscriptions", "payload": "max_payload"}
+# "leaf" (jwt LeafNodeConn, accounts.go mleafs) counts the account's leaf connections (leafnode.py
+# max_leafs_reached); absent is 0 like the others, so an account JWT without it admits no leaf connection at all.
+_LIMITS = {"conn": "max_connections", "subs": "max_subscriptions", "payload": "max_payload", "leaf": "max_leafnodes"}
 _JS_LIMITS = {"mem_storage": "max_memory", "disk_storage": "max_storage", "streams": "max_streams",
               "consumer": "max_consumers", "max_ack_pending": "max_ack_pending",
               "mem_max_stream_bytes": "memory_max_stream_bytes", "disk_max_stream_bytes": "storage_max_stream_bytes"}
@@ -236,8 +238,9 @@ class OperatorMode:
             engine.max_streams = js.get("max_streams", 0)
 
     def _arm_expiry(self, acc: "Account", claims: Claims) -> None:
-        """accounts.go checkExpiration / expiredTimeout: when the account JWT expires, every client of the account
-        gets 'Account Authentication Expired' and is closed (a newer JWT re-arms or cancels the timer)."""
+        """accounts.go checkExpiration / expiredTimeout: when the account JWT expires, every client and leaf
+        connection of the account gets 'Account Authentication Expired' and is closed (a newer JWT re-arms or
+        cancels the timer)."""
         old = self._expiry_timers.pop(acc.name, None)
         if old is not None:
             old.cancel()
@@ -249,13 +252,20 @@ class OperatorMode:
 
         def expired() -> None:
             self._expiry_timers.pop(acc.name, None)
-            for c in list(self.server.clients.values()):
-                if c.account is acc and not c.closed:
-                    c.send(encoder.err("Account Authentication Expired"))
-                    c.close(AUTH_EXPIRED)
-            self.server.flush_pending()
+            self._expire_connections(acc.name)
 
         self._expiry_timers[acc.name] = self.server.clock.call_later(delay, expired)
+
+    def _expire_connections(self, name: str) -> None:
+        """accounts.go expiredTimeout: every client and leaf connection of the account (Account.clients holds
+        both) gets ``-ERR 'Account Authentication Expired'`` and is closed."""
+        ln = self.server.leafnodes
+        links = [lf for lf in ln.links if lf.account is not None and lf.account.name == name] if ln else []
+        for conn in [c for c in self.server.clients.values() if c.account.name == name] + links:
+            if not conn.closed:
+                conn.send(encoder.err("Account Authentication Expired"))
+                conn.close(AUTH_EXPIRED)
+        self.server.flush_pending()
 
     def update_account(self, pubkey: str, token: str) -> str:
         """Apply a new JWT to a loaded account; "" or the error."""
@@ -296,36 +306,38 @@ class OperatorMode:
         self.imports.rewire()
 
     def account_deleted(self, pubkey: str) -> None:
-        """A deleted account's users can no longer connect; nats-server closes the connected ones too
-        (removeCb: "Account Authentication Expired" is not sent, the account's clients are closed)."""
+        """A deleted account's users can no longer connect, and the connected ones go: accounts.go removeCb ->
+        expiredTimeout sends every client and leaf connection of the account ``-ERR 'Account Authentication
+        Expired'`` and closes it ("Authentication Expired"; checked with nats-server 2.15.1).  A spoke dials again
+        and is refused (the account is no longer found)."""
         self.loaded.pop(pubkey, None)
-        for conn in list(self.server.clients.values()):
-            if conn.account.name == pubkey and not conn.closed:
-                conn.close(AUTH_REVOKED)
+        self._expire_connections(pubkey)
         acc = self.accounts.by_name.get(pubkey)
         if acc is not None:  # removeCb: the account's exports go, and with them the imports of others from it
             acc.exports = []
         self.imports.rewire()
 
     def _enforce(self, acc: "Account", claims: Claims) -> None:
-        """updateAccountClaimsWithRefresh: revoked users are closed; a lower connection limit closes the newest."""
+        """updateAccountClaimsWithRefresh: the account's connections, oldest first, are counted against the new
+        connection limit and the ones past it closed; the others are checked against the revocations.  A leaf
+        connection is one of them (Account.addClient: ``conn`` counts clients and leafs alike; checked with
+        nats-server 2.15.1: lowering ``conn`` closes the newest, leaf or client).  A lower ``leaf`` limit closes
+        nothing on one server (only accounts.go updateRemoteServer, fed by the other servers of a cluster, trims
+        leafs); it refuses the next leaf."""
         revs = claims.nats.get("revocations") or {}
-        conns = [c for c in self.server.clients.values() if c.account is acc and not c.closed]
-        # An account's connections in nats-server include its leaf connections (Account.addClient): a leaf that
-        # logged in with a revoked user JWT is closed as a client is.
         ln = self.server.leafnodes
-        links = [lf for lf in ln.links if lf.account is acc and not lf.closed] if ln is not None else []
-        for c in conns + links:
+        conns = [c for c in self.server.clients.values() if c.account is acc and not c.closed]
+        conns += [lf for lf in ln.links if lf.account is acc and not lf.closed] if ln is not None else []
+        mconns = acc.limit("max_connections")
+        for i, c in enumerate(sorted(conns, key=lambda c: c.start_ns)):
+            if 0 <= mconns <= i:
+                c.send(encoder.err("maximum account active connections exceeded"))
+                c.close("Maximum Account Connections Exceeded")
+                continue
             juc = getattr(c, "jwt_user", None)
             if juc is not None and _revoked(revs, juc.subject, juc.issued_at):
                 c.send(encoder.err("User Authentication Revoked"))
                 c.close(AUTH_REVOKED)
-        mconns = acc.limit("max_connections")
-        live = [c for c in conns if not c.closed]
-        if mconns >= 0 and len(live) > mconns:
-            for c in sorted(live, key=lambda c: c.start_ns)[mconns:]:
-                c.send(encoder.err("maximum account active connections exceeded"))
-                c.close("Maximum Account Connections Exceeded")
 
     def _start_jetstream(self, acc: "Account") -> None:
         """JetStream for an account that got it after start (DirResolver changed -> configJetStream)."""

@@ -473,3 +473,300 @@ async def test_a_revoked_or_expired_leaf_user_jwt_closes_the_link(target, hub_ki
     finally:
         hub.cleanup()
         spoke.cleanup()
+
+
+# ---------------------------------------------------------------------------------------------------- account limits
+# An operator-mode hub counts leaf connections against the account JWT (accounts.go mleafs from jwt LeafNodeConn,
+# ``limits.leaf``) and closes them with the account (removeCb, expiredTimeout).  The leafs here are spoken by hand
+# (JwtLeaf) so that every byte the hub answers is compared; the last tests use real spokes of both kinds.
+
+class JwtLeaf(FakeLeaf):
+    """A spoke that logs in with a user JWT and the hub's nonce signed by the user's seed (leafnode.go
+    sendLeafConnect); ``assert_up`` PINGs, and the PONG says the link is up.  On the client port (``name`` None)
+    the same login is a client's."""
+
+    def __init__(self, port: int, token: str, key, name: str | None) -> None:
+        import base64
+
+        super().__init__(port)
+        sig = base64.urlsafe_b64encode(key.sign(self.info["nonce"].encode())).rstrip(b"=").decode()
+        proto = {"jwt": token, "sig": sig, "headers": True}
+        proto.update({"name": name, "server_id": "N" + name.upper()} if name else {"verbose": False})
+        self.sock.sendall(b"CONNECT " + json.dumps(proto).encode() + b"\r\n")
+
+    def next_line(self) -> bytes:
+        """The next line that is not interest, INFO (the hub's INFO with connect_info) or the hub's own PING
+        (answered)."""
+        while True:
+            line = self.line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+            elif not line.startswith((b"LS+ ", b"INFO ")):
+                return line
+
+    def assert_up(self) -> None:
+        self.sock.sendall(b"PING\r\n")
+        assert self.next_line() == b"PONG"
+
+    def assert_refused(self, error: bytes) -> None:
+        assert self.next_line() == b"-ERR '" + error + b"'"
+        self.assert_closed()
+
+    def assert_closed(self) -> None:
+        self.sock.settimeout(5)
+        rest = b""
+        while True:
+            d = self.sock.recv(65536)
+            if not d:
+                break
+            rest += d
+        assert b"PONG" not in rest, rest
+
+
+def _account_jwt_without(key: str, acc, op, **limits) -> str:
+    """An account JWT whose ``limits`` lack ``key`` (what an older nsc, or a hand-written JWT, gives)."""
+    from tests import jwt_helpers as jh
+
+    lim = dict(jh.DEFAULT_ACCOUNT_LIMITS, mem_storage=0, disk_storage=0, streams=0, consumer=0, **limits)
+    lim.pop(key)
+    return jh.encode({"sub": acc.public, "name": "NOLEAF",
+                      "nats": {"type": "account", "version": 2, "limits": lim,
+                               "default_permissions": {"pub": {}, "sub": {}}}}, op)
+
+
+class OperatorHub:
+    """A hub in operator mode with a FULL resolver that allows deletes, the system account and the given account
+    JWTs preloaded, and a leaf port."""
+
+    def __init__(self, kind: str, tmp_path, accounts: dict) -> None:
+        from tests import jwt_helpers as jh
+
+        self.jh = jh
+        self.op, self.sys_key, sys_user = jh.new_key("O"), jh.new_key("A"), jh.new_key("U")
+        jwt_dir = tmp_path / "jwt"
+        jwt_dir.mkdir()
+        self.tmp_path = tmp_path
+        self.sys_creds = jh.write_creds(str(tmp_path / "sys.creds"), jh.user_jwt(sys_user, self.sys_key), sys_user)
+        self.leaf_port, = free_ports(1)
+        preload = "".join(f"  {k}: {tok(self.op)}\n" for k, tok in accounts.items())
+        self.server = ServerProcess(kind=kind, jetstream=False, config=(
+            f"operator: {jh.operator_jwt(self.op, system_account=self.sys_key.public)}\n"
+            f'resolver {{ type: full, dir: "{jwt_dir}", allow_delete: true }}\n'
+            f"resolver_preload {{\n  {self.sys_key.public}: {jh.account_jwt(self.sys_key, self.op, name='SYS')}\n"
+            f"{preload}}}\n"
+            f'leafnodes {{ listen: "127.0.0.1:{self.leaf_port}" }}\n'))
+
+    def start(self) -> "OperatorHub":
+        self.server.start()
+        wait_listening(self.leaf_port)
+        return self
+
+    def leaf(self, acc, name: str) -> JwtLeaf:
+        u = self.jh.new_key("U")
+        return JwtLeaf(self.leaf_port, self.jh.user_jwt(u, acc), u, name)
+
+    def client(self, acc) -> JwtLeaf:
+        u = self.jh.new_key("U")
+        return JwtLeaf(self.server.port, self.jh.user_jwt(u, acc), u, None)
+
+    async def claims(self, subject: str, token: str) -> dict:
+        nc = await nats.connect(self.server.url, user_credentials=self.sys_creds)
+        try:
+            return json.loads((await nc.request(subject, token.encode(), timeout=2)).data)
+        finally:
+            await nc.close()
+
+    def leafz(self) -> int:
+        lp = LeafPair.__new__(LeafPair)
+        return lp.leafz(self.server)["leafnodes"]
+
+
+LIMIT_ERR = b"maximum account active connections exceeded"  # ErrTooManyAccountConnections (errors.go)
+
+
+async def test_the_account_leaf_limit_refuses_leaf_connections_past_it(target, tmp_path):
+    """``limits.leaf`` counts the account's leaf connections (client.go registerWithAccount ->
+    maxTotalLeafNodesReached): past it the hub answers ``-ERR 'maximum account active connections exceeded'`` (the
+    clients' words) and closes; clients of the account are not counted against it.  A JWT that leaves ``leaf`` out
+    means 0: no leaf at all.  A later JWT with a lower limit closes no link on one server (only the counts other
+    servers of a cluster report trim leafs, accounts.go updateRemoteServer); it refuses the next one."""
+    from tests import jwt_helpers as jh
+
+    app, noleaf = jh.new_key("A"), jh.new_key("A")
+    hub = OperatorHub(target, tmp_path, {
+        app.public: lambda op: jh.account_jwt(app, op, name="APP", limits={"leaf": 2}),
+        noleaf.public: lambda op: _account_jwt_without("leaf", noleaf, op)}).start()
+    leafs = []
+    try:
+        leafs = [hub.leaf(app, "a"), hub.leaf(app, "b")]
+        for lf in leafs:
+            lf.assert_up()
+        third = hub.leaf(app, "c")
+        third.assert_refused(LIMIT_ERR)
+        for acc in (app, noleaf):
+            c = hub.client(acc)
+            c.assert_up()
+            c.sock.close()
+        hub.leaf(noleaf, "d").assert_refused(LIMIT_ERR)
+        assert hub.leafz() == 2
+
+        lowered = jh.account_jwt(app, hub.op, name="APP", limits={"leaf": 1})
+        reply = await hub.claims("$SYS.REQ.CLAIMS.UPDATE", lowered)
+        assert reply["data"]["message"] == "jwt updated"
+        for lf in leafs:
+            lf.assert_up()
+        assert hub.leafz() == 2
+        hub.leaf(app, "e").assert_refused(LIMIT_ERR)
+        leafs[1].sock.close()  # one gone: still one too many for a limit of 1
+        deadline = time.monotonic() + 5
+        while hub.leafz() != 1:
+            assert time.monotonic() < deadline, hub.server.log()
+            time.sleep(0.05)
+        hub.leaf(app, "f").assert_refused(LIMIT_ERR)
+        leafs[0].sock.close()
+        deadline = time.monotonic() + 5
+        while hub.leafz() != 0:
+            assert time.monotonic() < deadline, hub.server.log()
+            time.sleep(0.05)
+        g = hub.leaf(app, "g")
+        g.assert_up()
+        leafs.append(g)
+    finally:
+        for lf in leafs:
+            lf.sock.close()
+        hub.server.cleanup()
+
+
+async def test_a_lower_connection_limit_counts_leaf_connections(target, tmp_path):
+    """Account.clients holds leaf connections too: an update that lowers ``limits.conn`` keeps the oldest
+    connections, leaf or client, and closes the rest with ``-ERR 'maximum account active connections exceeded'``
+    (accounts.go updateAccountClaimsWithRefresh)."""
+    from tests import jwt_helpers as jh
+
+    app = jh.new_key("A")
+    hub = OperatorHub(target, tmp_path, {
+        app.public: lambda op: jh.account_jwt(app, op, name="APP", limits={"conn": 3})}).start()
+    conns = []
+    try:
+        for make in (lambda: hub.leaf(app, "a"), lambda: hub.leaf(app, "b"), lambda: hub.client(app)):
+            conns.append(make())
+            conns[-1].assert_up()
+            time.sleep(0.01)  # start times apart, so that "oldest" is well defined
+        first, second, client = conns
+        reply = await hub.claims("$SYS.REQ.CLAIMS.UPDATE", jh.account_jwt(app, hub.op, name="APP",
+                                                                           limits={"conn": 1}))
+        assert reply["data"]["message"] == "jwt updated"
+        second.assert_refused(LIMIT_ERR)
+        client.assert_refused(LIMIT_ERR)
+        first.assert_up()
+        assert hub.leafz() == 1
+    finally:
+        for c in conns:
+            c.sock.close()
+        hub.server.cleanup()
+
+
+@pytest.mark.parametrize("how", ["deleted", "expired"])
+async def test_a_deleted_or_expired_account_closes_its_leaf_connections(target, tmp_path, how):
+    """Deleting an account (``$SYS.REQ.CLAIMS.DELETE``, accounts.go removeCb) or reaching its JWT's ``exp``
+    (checkExpiration) runs expiredTimeout: every client and leaf connection of the account gets ``-ERR 'Account
+    Authentication Expired'`` and is closed.  After a delete the account is not found: a new leaf is an
+    ``Authorization Violation``."""
+    from tests import jwt_helpers as jh
+
+    app = jh.new_key("A")
+    hub = OperatorHub(target, tmp_path, {
+        app.public: lambda op: jh.account_jwt(app, op, name="APP")}).start()
+    lf = client = None
+    try:
+        lf = hub.leaf(app, "a")
+        lf.assert_up()
+        client = hub.client(app)
+        client.assert_up()
+        if how == "deleted":
+            req = jh.encode({"sub": hub.op.public, "nats": {"accounts": [app.public]}}, hub.op)
+            reply = await hub.claims("$SYS.REQ.CLAIMS.DELETE", req)
+            assert reply["data"]["message"] == "deleted 1 accounts"
+        else:
+            expiring = jh.account_jwt(app, hub.op, name="APP", exp=int(time.time()) + 2)
+            reply = await hub.claims("$SYS.REQ.CLAIMS.UPDATE", expiring)
+            assert reply["data"]["message"] == "jwt updated"
+        lf.assert_refused(b"Account Authentication Expired")
+        client.assert_refused(b"Account Authentication Expired")
+        assert hub.leafz() == 0
+        if how == "deleted":
+            hub.leaf(app, "b").assert_refused(b"Authorization Violation")
+    finally:
+        for c in (lf, client):
+            if c is not None:
+                c.sock.close()
+        hub.server.cleanup()
+
+
+@pytest.mark.parametrize("hub_kind", ["nats-server", "skiff"])
+def test_a_spoke_past_the_hubs_leaf_limit_logs_the_refusal_and_stays_unlinked(target, hub_kind, tmp_path):
+    """Real spokes of each kind against an operator-mode hub of each kind whose account allows one leaf: the first
+    links, the second gets ``-ERR 'maximum account active connections exceeded'``, logs it and dials again (and is
+    refused again) while the first stays."""
+    from tests import jwt_helpers as jh
+
+    app = jh.new_key("A")
+    hub = OperatorHub(hub_kind, tmp_path, {
+        app.public: lambda op: jh.account_jwt(app, op, name="APP", limits={"leaf": 1})})
+    spokes = []
+    try:
+        hub.start()
+        for name in ("one", "two"):
+            u = jh.new_key("U")
+            creds = jh.write_creds(str(tmp_path / f"{name}.creds"), jh.user_jwt(u, app), u)
+            spokes.append(ServerProcess(kind=target, jetstream=False, config=(
+                f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{hub.leaf_port}", credentials: "{creds}" }}'
+                " ] }\n")).start())
+            if name == "one":
+                deadline = time.monotonic() + 10
+                while hub.leafz() != 1:
+                    assert time.monotonic() < deadline, hub.server.log() + spokes[0].log()
+                    time.sleep(0.05)
+        second = spokes[1]
+        deadline = time.monotonic() + 10
+        while second.log().count(LIMIT_ERR.decode()) < 2:  # refused, dialed again, refused again
+            assert time.monotonic() < deadline, second.log() + hub.server.log()
+            time.sleep(0.1)
+        lp = LeafPair.__new__(LeafPair)
+        assert hub.leafz() == 1 and lp.leafz(spokes[0])["leafnodes"] == 1 and lp.leafz(second)["leafnodes"] == 0
+    finally:
+        hub.server.cleanup()
+        for s in spokes:
+            s.cleanup()
+
+
+def test_an_operator_mode_spoke_refuses_its_own_link_past_its_accounts_leaf_limit(pair, tmp_path):
+    """The limit holds on the soliciting end too (leafnode.go leafNodeFinishConnectProcess -> registerWithAccount):
+    a spoke in operator mode whose remote is bound to an account JWT without ``leaf`` (0) sends its CONNECT, then
+    ``-ERR 'maximum account active connections exceeded'``, closes, and dials again a second later; the hub logs
+    the error it was sent and no link is made."""
+    from tests import jwt_helpers as jh
+
+    hub_kind, spoke_kind = pair
+    op, sys_key, acc = jh.new_key("O"), jh.new_key("A"), jh.new_key("A")
+    leaf_port, = free_ports(1)
+    hub = ServerProcess(kind=hub_kind, jetstream=False, config=f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n')
+    spoke = ServerProcess(kind=spoke_kind, jetstream=False, config=(
+        f"operator: {jh.operator_jwt(op, system_account=sys_key.public)}\n"
+        "resolver: MEMORY\n"
+        f"resolver_preload {{\n  {sys_key.public}: {jh.account_jwt(sys_key, op, name='SYS')}\n"
+        f"  {acc.public}: {_account_jwt_without('leaf', acc, op)}\n}}\n"
+        f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}", account: {acc.public} }} ] }}\n'))
+    try:
+        hub.start()
+        wait_listening(leaf_port)
+        spoke.start()
+        deadline = time.monotonic() + 10
+        while spoke.log().count(LIMIT_ERR.decode()) < 2 or LIMIT_ERR.decode() not in hub.log():
+            assert time.monotonic() < deadline, spoke.log() + hub.log()
+            time.sleep(0.1)
+        lp = LeafPair.__new__(LeafPair)
+        assert lp.leafz(hub)["leafnodes"] == 0 and lp.leafz(spoke)["leafnodes"] == 0
+    finally:
+        hub.cleanup()
+        spoke.cleanup()
