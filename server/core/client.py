@@ -507,7 +507,9 @@ class ClientConnection(asyncio.Protocol):
         """Join ``acc`` under its limits (nats-server registerWithAccount / applyAccountLimits): a full account
         refuses the connection; its payload and subscription limits lower the server's for this client."""
         mconns = acc.limit("max_connections")
-        if mconns >= 0 and acc.num_conns >= mconns:
+        # accounts.go MaxTotalConnectionsReached counts Account.clients, which holds the account's leaf connections
+        # too: links filling the limit refuse a client.
+        if mconns >= 0 and acc.num_conns + self.server.leaf_count(acc) >= mconns:
             self.server.log_error("maximum account active connections exceeded", cid=self.cid)
             self.send(encoder.err("maximum account active connections exceeded"))
             self.close(MAX_ACCOUNT_CONNECTIONS)

@@ -268,7 +268,11 @@ class LeafNodes:
         here.  nats-server adds the ones other servers of its cluster report; Skiff's cluster does not exchange
         account connection counts, so a Skiff cluster enforces the limit per server."""
         m = acc.limit("max_leafnodes")
-        return m >= 0 and sum(1 for lf in self.links if lf.account is acc) >= m
+        return m >= 0 and self.count(acc) >= m
+
+    def count(self, acc: Any) -> int:
+        """The account's leaf connections on this server (accounts.go nleafs)."""
+        return sum(1 for lf in self.links if lf.account is acc)
 
     def add(self, link: LeafConnection) -> None:
         self.links.append(link)

@@ -211,8 +211,10 @@ class OperatorMode:
         acc.limits = {}
         for jk, key in _LIMITS.items():
             # A limit the JWT leaves out is Go's zero value: 0 connections, subscriptions, payload bytes (checked
-            # with nats-server 2.15.1); -1 is no limit.
-            v = limits.get(jk, 0)
+            # with nats-server 2.15.1), and so is a null (Go's json leaves the int64 at zero); -1 is no limit.
+            v = limits.get(jk)
+            if v is None:
+                v = 0
             if isinstance(v, int) and not isinstance(v, bool) and v != NO_LIMIT:
                 acc.limits[key] = v
         js_src = dict(limits)

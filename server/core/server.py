@@ -375,6 +375,10 @@ class Server:
         enabled = self.accounts.jetstream_accounts
         return enabled[0] if enabled else self.accounts.gacc
 
+    def leaf_count(self, acc: Any) -> int:
+        """The account's leaf connections here (0 without a leafnodes block)."""
+        return 0 if self.leafnodes is None else self.leafnodes.count(acc)
+
     def next_cid(self) -> int:
         self._cid += 1
         self.total_connections += 1

@@ -485,8 +485,9 @@ class MonitorProvider:
         out_msgs = closed[2] + sum(c.out_msgs for c in live)
         out_bytes = closed[3] + sum(c.out_bytes for c in live)
         zero = {"msgs": 0, "bytes": 0}
-        return {"acc": acc.name, "name": acc.name, "conns": acc.num_conns, "leafnodes": 0,
-                "total_conns": acc.num_conns, "num_subscriptions": acc.sublist.count,
+        leafs = s.leaf_count(acc)  # events.go statz: TotalConns is the local connections plus the leaf ones
+        return {"acc": acc.name, "name": acc.name, "conns": acc.num_conns, "leafnodes": leafs,
+                "total_conns": acc.num_conns + leafs, "num_subscriptions": acc.sublist.count,
                 "sent": {"msgs": out_msgs, "bytes": out_bytes, "gateways": dict(zero), "routes": dict(zero),
                          "leafs": dict(zero)},
                 "received": {"msgs": in_msgs, "bytes": in_bytes, "gateways": dict(zero), "routes": dict(zero),

@@ -523,12 +523,15 @@ class JwtLeaf(FakeLeaf):
         assert b"PONG" not in rest, rest
 
 
-def _account_jwt_without(key: str, acc, op, **limits) -> str:
-    """An account JWT whose ``limits`` lack ``key`` (what an older nsc, or a hand-written JWT, gives)."""
+def _account_jwt_without(key: str, acc, op, null: bool = False, **limits) -> str:
+    """An account JWT whose ``limits`` lack ``key`` (what an older nsc, or a hand-written JWT, gives), or hold a
+    null for it."""
     from tests import jwt_helpers as jh
 
     lim = dict(jh.DEFAULT_ACCOUNT_LIMITS, mem_storage=0, disk_storage=0, streams=0, consumer=0, **limits)
     lim.pop(key)
+    if null:
+        lim[key] = None
     return jh.encode({"sub": acc.public, "name": "NOLEAF",
                       "nats": {"type": "account", "version": 2, "limits": lim,
                                "default_permissions": {"pub": {}, "sub": {}}}}, op)
@@ -592,10 +595,11 @@ async def test_the_account_leaf_limit_refuses_leaf_connections_past_it(target, t
     servers of a cluster report trim leafs, accounts.go updateRemoteServer); it refuses the next one."""
     from tests import jwt_helpers as jh
 
-    app, noleaf = jh.new_key("A"), jh.new_key("A")
+    app, noleaf, nullleaf = jh.new_key("A"), jh.new_key("A"), jh.new_key("A")
     hub = OperatorHub(target, tmp_path, {
         app.public: lambda op: jh.account_jwt(app, op, name="APP", limits={"leaf": 2}),
-        noleaf.public: lambda op: _account_jwt_without("leaf", noleaf, op)}).start()
+        noleaf.public: lambda op: _account_jwt_without("leaf", noleaf, op),
+        nullleaf.public: lambda op: _account_jwt_without("leaf", nullleaf, op, null=True)}).start()
     leafs = []
     try:
         leafs = [hub.leaf(app, "a"), hub.leaf(app, "b")]
@@ -608,6 +612,7 @@ async def test_the_account_leaf_limit_refuses_leaf_connections_past_it(target, t
             c.assert_up()
             c.sock.close()
         hub.leaf(noleaf, "d").assert_refused(LIMIT_ERR)
+        hub.leaf(nullleaf, "n").assert_refused(LIMIT_ERR)  # null is Go's zero too
         assert hub.leafz() == 2
 
         lowered = jh.account_jwt(app, hub.op, name="APP", limits={"leaf": 1})
@@ -660,6 +665,37 @@ async def test_a_lower_connection_limit_counts_leaf_connections(target, tmp_path
         client.assert_refused(LIMIT_ERR)
         first.assert_up()
         assert hub.leafz() == 1
+    finally:
+        for c in conns:
+            c.sock.close()
+        hub.server.cleanup()
+
+
+async def test_leaf_connections_fill_the_accounts_connection_limit(target, tmp_path):
+    """A client is refused when the account's leaf connections fill ``limits.conn`` (accounts.go
+    MaxTotalConnectionsReached counts Account.clients, which holds leafs too), and the account's STATZ counts them
+    as ``leafnodes`` within ``total_conns`` (events.go statz)."""
+    from tests import jwt_helpers as jh
+
+    app = jh.new_key("A")
+    hub = OperatorHub(target, tmp_path, {
+        app.public: lambda op: jh.account_jwt(app, op, name="APP", limits={"conn": 2})}).start()
+    conns = []
+    try:
+        conns = [hub.leaf(app, "a"), hub.leaf(app, "b")]
+        for c in conns:
+            c.assert_up()
+        client = hub.client(app)
+        client.assert_refused(LIMIT_ERR)
+        conns[1].sock.close()
+        deadline = time.monotonic() + 5
+        while hub.leafz() != 1:
+            assert time.monotonic() < deadline, hub.server.log()
+            time.sleep(0.05)
+        conns.append(hub.client(app))
+        conns[-1].assert_up()
+        statz = (await hub.claims(f"$SYS.REQ.ACCOUNT.{app.public}.STATZ", ""))["data"]["account_statz"]
+        assert [(s["conns"], s["leafnodes"], s["total_conns"]) for s in statz] == [(1, 1, 2)]
     finally:
         for c in conns:
             c.sock.close()
