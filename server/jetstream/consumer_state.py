@@ -120,8 +120,8 @@ class StateRecorder:
         except RuntimeError:  # no loop (a synchronous unit test)
             self._resync()
             return
-        loop.call_soon(self._resync)
+        loop.call_soon(self._resync, self.c)  # the consumer itself, kept until then (Consumer._unlink_parts)
 
-    def _resync(self) -> None:
-        if not self.c.closed:
+    def _resync(self, c: "Consumer | None" = None) -> None:
+        if not (c or self.c).closed:
             self.write_all()

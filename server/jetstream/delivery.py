@@ -141,10 +141,12 @@ class Delivery:
         if self.cont_scheduled:
             return
         self.cont_scheduled = True
+        c = self.c  # held by the call as well: a consumer stopped meanwhile is still there to say it is closed
 
         def cont() -> None:
             self.cont_scheduled = False
-            self.kick()
+            if not c.closed:
+                self.kick()
 
         asyncio.get_running_loop().call_soon(cont)
 
