@@ -11,13 +11,13 @@ one ``[FTL]`` line saying what failed and where, and exit status 1.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import signal
 import sys
 
 from . import log as logmod
 from . import startup
+from .core import gcpolicy
 from .options import ServerOptions
 
 
@@ -126,15 +126,13 @@ async def _main(options: ServerOptions) -> int:
         except Exception:
             pass
         return 1
-    # Everything allocated at start-up (modules, config models, recovered indexes) lives for the whole run: move it
-    # out of the collector's reach, and collect the young generation less often.  Full collections over a large
-    # heap are what would otherwise show up as request/reply p99 spikes.  With these thresholds anything left in a
-    # reference cycle waits long for a collection, so per-connection objects must be freed by reference counting:
-    # tests/server/test_memory.py checks it with the collector off, and bench/churn_rss.py measured RSS flat
-    # (38.9 MiB, +0.0%) over 60,000 connection cycles with these settings (issue #15 finding 10).
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
-    gc.enable()  # python -m skiff.server starts with it off (server/__main__.py)
+    # Everything allocated at start-up (modules, config models, recovered indexes) lives for the whole run: it is
+    # frozen out of the collector's reach, and so are bulk creations later (server/core/gcpolicy.py).  Anything left
+    # in a reference cycle waits long for a collection, so per-connection and per-consumer objects must be freed by
+    # reference counting: tests/server/test_memory.py and tests/jetstream/test_consumer_memory.py check it with the
+    # collector off, and bench/churn_rss.py measured RSS flat (38.9 MiB, +0.0%) over 60,000 connection cycles
+    # (issue #15 finding 10).
+    gcpolicy.POLICY.install()
     # Signals first: a harness may send SIGTERM as soon as it reads a port or "Server is ready".
     loop = asyncio.get_running_loop()
 

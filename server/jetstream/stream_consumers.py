@@ -33,6 +33,7 @@ from skiff.protocol.jsapi.consumer_config import ConsumerConfig
 from skiff.storage import meta
 from skiff.storage.consumer import MemoryConsumerStore, remove_leftovers
 
+from ..core import gcpolicy
 from .consumer import Consumer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,6 +69,7 @@ class ConsumerSet:
     # ------------------------------------------------------------------ registry
     def add(self, c: Consumer) -> None:
         self.consumers[c.name] = c
+        gcpolicy.created()  # a long-lived object: frozen out of the collector's passes after bulk creations
         if not c.filters:
             self._unfiltered += 1
 
