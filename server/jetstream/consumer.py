@@ -438,6 +438,14 @@ class Consumer:
             adv.action(self, False)
         if self.pull is not None:
             self.pull.stop(notify=delete)
+        self.halt()
+        self.state.close(delete, remove_files)
+        self._unlink_parts()
+
+    def halt(self) -> None:
+        """The part of a stop after which nothing reaches the consumer: closed, its timers cancelled, its deliver
+        subject no longer watched, out of its stream's sets.  A stream deleting many consumers halts them all at
+        once and lets :meth:`finish_delete` follow a slice per loop turn (stream_consumers.py)."""
         self.closed = True
         self.ack_timer.stop()
         for part in (self.idle, self.pause, self.pacer):
@@ -446,7 +454,15 @@ class Consumer:
         if self.push is not None:
             self.push.stop()
         self.cset.forget(self)
-        self.state.close(delete, remove_files)
+
+    def finish_delete(self, remove_files: bool) -> None:
+        """The rest of ``stop(delete=True)`` for a halted consumer: the advisory, ``409 Consumer Deleted`` to its
+        waiting pull requests, the state.  nats-server sends a consumer's delete advisory through the consumer's own
+        queue (consumer.go sendAdvisory, o.outq), not in order with the stream delete's reply."""
+        adv.action(self, False)
+        if self.pull is not None:
+            self.pull.stop(notify=True)
+        self.state.close(True, remove_files)
         self._unlink_parts()
 
     def _unlink_parts(self) -> None:

@@ -22,6 +22,7 @@ import nats
 import pytest
 
 from skiff.server.core.server import Server
+from skiff.server.jetstream import stream_consumers
 
 pytestmark = pytest.mark.skiff_only
 
@@ -88,14 +89,16 @@ def no_collector():
         gc.enable()
 
 
-@pytest.mark.parametrize("how", ["api_delete", "stream_delete", "api_delete_after_freeze"])
-async def test_deleted_consumers_are_freed_without_the_collector(tmp_path, no_collector, how):
+@pytest.mark.parametrize("how", ["api_delete", "stream_delete", "stream_delete_sliced", "api_delete_after_freeze"])
+async def test_deleted_consumers_are_freed_without_the_collector(tmp_path, no_collector, monkeypatch, how):
+    if how == "stream_delete_sliced":  # more consumers than one slice: freed over several loop turns
+        monkeypatch.setattr(stream_consumers, "STOP_SLICE", 2)
     async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
         nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
         refs = await _busy_consumers(srv, nc)
         if how == "api_delete_after_freeze":
             gc.freeze()  # what the gc policy does after bulk creations: it must not keep deleted consumers
-        if how == "stream_delete":
+        if how.startswith("stream_delete"):
             await _api(nc, "$JS.API.STREAM.DELETE.S")
         else:
             for name in list(srv.jetstream.streams["S"].consumers):
@@ -137,3 +140,62 @@ async def test_consumers_stopped_by_a_shutdown_are_freed_without_the_collector(t
     stream.consumers.clear()
     await asyncio.sleep(0.05)
     assert _left(refs) == []
+
+
+
+async def test_a_stream_delete_finishes_many_consumers_a_slice_per_loop_turn(tmp_path, monkeypatch):
+    """More consumers than STOP_SLICE: halted in the delete's turn, finished (advisory, 409 to waiting pulls,
+    state) and freed over the next turns; every client-visible effect of the delete still happens."""
+    monkeypatch.setattr(stream_consumers, "STOP_SLICE", 2)
+    n = 7
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        await _api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]})
+        for i in range(n):
+            await _api(nc, f"$JS.API.CONSUMER.CREATE.S.C{i}", {"stream_name": "S", "config": {
+                "durable_name": f"C{i}", "ack_policy": "explicit"}})
+        advisories = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.*")
+        statuses = await nc.subscribe("pull.reply.*")
+        for i in range(n):  # a waiting pull request on every consumer
+            await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.S.C{i}", b'{"batch":1,"expires":60000000000}',
+                             reply=f"pull.reply.{i}")
+        await nc.flush()
+        await asyncio.sleep(0.05)
+        refs = [weakref.ref(c) for c in srv.jetstream.streams["S"].consumers.values()]
+        turns = 0
+        loop = asyncio.get_running_loop()
+        stream = srv.jetstream.streams["S"]
+        done = asyncio.Event()
+
+        def deleted() -> None:  # runs right after the consumers' part of the delete
+            def count() -> None:
+                nonlocal turns
+                if any(r() is not None for r in refs):
+                    turns += 1
+                    loop.call_soon(count)
+                else:
+                    done.set()
+            assert not stream.consumers  # none reachable any more
+            assert all(r().closed for r in refs)  # all halted in this turn, none finished yet: all still here
+            loop.call_soon(count)
+
+        stream.on_deleted.append(deleted)
+        await _api(nc, "$JS.API.STREAM.DELETE.S")
+        await asyncio.wait_for(done.wait(), 5)
+        assert turns >= n // 2  # a slice of two per turn
+        got = set()
+        for _ in range(n):
+            m = await advisories.next_msg(timeout=2)
+            got.add(json.loads(m.data)["consumer"])
+        assert got == {f"C{i}" for i in range(n)}
+        codes = set()
+        for _ in range(n):
+            m = await statuses.next_msg(timeout=2)
+            codes.add((m.subject, m.headers.get("Status"), m.headers.get("Description")))
+        assert codes == {(f"pull.reply.{i}", "409", "Consumer Deleted") for i in range(n)}
+        # Nothing written back under the deleted stream, and the name can be used again at once.
+        assert not (tmp_path / "jetstream" / "$G" / "streams" / "S").exists()
+        await _api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]})
+        r = await _api(nc, "$JS.API.STREAM.INFO.S")
+        assert r["state"]["consumer_count"] == 0
+        await nc.close()

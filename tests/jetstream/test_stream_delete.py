@@ -4,11 +4,13 @@
   as the delete has visibly begun (the first consumer directory is gone, or the whole stream directory) or after
   half of them are gone.  After the restart the stream is either entirely there (every consumer) or entirely gone.
 * A probe client does request/reply every 10 ms while a stream with 1,000 consumers is deleted: the longest gap
-  between two answers must stay under 50 ms on Skiff (the printed figure for nats-server is for comparison).
+  between two answers must stay under 50 ms on Skiff (the printed figure for nats-server is for comparison).  The
+  collector of this (the probe's) process is off meanwhile, so that what is measured is the server.
 """
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import threading
@@ -132,15 +134,23 @@ async def test_deleting_a_stream_with_1000_consumers_stalls_no_client(server_fac
             last = now
             await asyncio.sleep(0.01)
 
-    task = asyncio.create_task(probing())
-    await asyncio.sleep(0.2)
-    t0 = time.monotonic()
-    r = json.loads((await nc.request("$JS.API.STREAM.DELETE.BIG", b"", timeout=30)).data)
-    took = time.monotonic() - t0
-    assert r == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}, r
-    await asyncio.sleep(0.3)
-    done.set()
-    await task
+    # The probe, its responder and the admin client live in this process: its own collector must not stall them.
+    # pytest's heap makes full collections of 30-150 ms here under load (up to 520 ms measured with gc.callbacks),
+    # and those were counted as the server's stall: the test's flakiness under load (issue #13).
+    gc.collect()
+    gc.disable()
+    try:
+        task = asyncio.create_task(probing())
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        r = json.loads((await nc.request("$JS.API.STREAM.DELETE.BIG", b"", timeout=30)).data)
+        took = time.monotonic() - t0
+        assert r == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}, r
+        await asyncio.sleep(0.3)
+        done.set()
+        await task
+    finally:
+        gc.enable()
     gap, at = max(gaps)
     worst = gap - 0.01  # the probe's own 10 ms sleep is not a stall
     print(f"{target}: delete of a stream with 1000 consumers answered in {took * 1000:.0f} ms, "
