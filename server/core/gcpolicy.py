@@ -23,8 +23,8 @@ So the runner (``install``, once the server is up) does three things:
 * Everything start-up and recovery allocated is frozen (``gc.freeze``: moved to the permanent generation, never
   traversed again).
 * The youngest generation is collected every :data:`YOUNG` net allocations, a pass over at most that many objects
-  (it was 50,000).  The older generations' thresholds stay high (a middle pass after 50 young ones, a full one
-  after 100 middle ones).
+  (it was 50,000).  A middle pass follows 50 young ones, a full pass 500 middle ones: a full pass comes after as
+  many allocations as before (250 million), the middle ones five times as often over a fifth of the objects.
 * Bulk creations are frozen as well: once :data:`FREEZE_AFTER` consumers were created since the last freeze, the end
   of the next collector pass that found no cyclic garbage freezes what survived it.  The older generations then hold
   only what was allocated since, and their passes stay short however many consumers there are.
@@ -43,8 +43,8 @@ import gc
 
 #: Net allocations of tracked objects between two young passes (CPython's default is 700).
 YOUNG = 10_000
-#: Young passes per middle pass, middle passes per full pass (unchanged from the runner's earlier settings).
-OLDER = (50, 100)
+#: Young passes per middle pass, middle passes per full pass.
+OLDER = (50, 500)
 #: Consumers created since the last freeze that make the next clean young pass freeze its survivors.
 FREEZE_AFTER = 500
 
