@@ -6,20 +6,41 @@ leading spaces of the value skipped (server/client.go getHeader).  ``get`` does 
 """
 from __future__ import annotations
 
+import re
+
 HDR_LINE = b"NATS/1.0"
+
+
+_NEEDLES: dict[str, bytes] = {}  # key -> b"\r\n<key>:", for the few dozen keys the server looks up
 
 
 def _value_at(hdr: bytes, key: str) -> tuple[int, int] | None:
     """Where the first value of ``key`` lies in ``hdr`` (start after the colon, end of line), or None."""
     if not hdr:
         return None
-    k = b"\r\n" + key.encode() + b":"
+    k = _NEEDLES.get(key)
+    if k is None:
+        k = b"\r\n" + key.encode() + b":"
+        if len(_NEEDLES) < 256:
+            _NEEDLES[key] = k
     i = hdr.find(k)
     if i < 0:
         return None
     i += len(k)
     j = hdr.find(b"\r\n", i)
     return i, (j if j >= 0 else len(hdr))
+
+
+# A key at a line start, up to its colon.  A match can only begin at a CRLF and holds no other CR or LF, so the
+# matches never overlap a line that ``get`` would find: ``key in keys(hdr)`` iff ``get(hdr, key) is not None``
+# for any key without CR, LF or ':' (tests/protocol/test_headers.py holds the two side by side).
+_KEY = re.compile(rb"\r\n([^\r\n:]+):")
+
+
+def keys(hdr: bytes) -> list[bytes]:
+    """The keys present in a header block, in order, repeats kept: one scan, for a caller that would otherwise
+    look up a dozen keys one by one when most are absent (the publish checks: stream.py, publish_checks.py)."""
+    return _KEY.findall(hdr) if hdr else []
 
 
 def get(hdr: bytes, key: str) -> str | None:

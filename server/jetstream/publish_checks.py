@@ -159,21 +159,42 @@ def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
     return None
 
 
-def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = False) -> Checked | Duplicate | ApiError:
+# The keys check_headers looks at, as headers.keys() lists them: a publish reads its header block once to see which
+# of them it carries, and looks up only those (most publishes carry Nats-Msg-Id and nothing else of these).
+_K_EXPECTED_STREAM = EXPECTED_STREAM.encode()
+_K_MSG_TTL = MSG_TTL.encode()
+_K_LAST_SUBJ_SEQ = EXPECTED_LAST_SUBJ_SEQ.encode()
+_K_LAST_SUBJ_SEQ_SUBJ = EXPECTED_LAST_SUBJ_SEQ_SUBJ.encode()
+_K_LAST_SEQ = EXPECTED_LAST_SEQ.encode()
+_K_MSG_ID = MSG_ID.encode()
+_K_LAST_MSG_ID = EXPECTED_LAST_MSG_ID.encode()
+_K_ROLLUP = ROLLUP.encode()
+_UNCHECKED = Checked("", "")
+
+
+def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = False,
+                  keys: list[bytes] | None = None) -> Checked | Duplicate | ApiError:
     """``sourced`` (nats-server processJetStreamMsg ``sourced``): a message a source brought in (its
     Nats-Expected-* headers removed) or a fired schedule is stored as it was: no TTL-enabled, schedule or roll-up
-    permission check."""
+    permission check.  ``keys``: ``headers.keys(hdr)`` when the caller has it (a key absent there is absent for
+    ``headers.get`` too, so each check below runs only for a key the block has)."""
+    if keys is None:
+        keys = headers.keys(hdr)
+    if not keys:
+        return _UNCHECKED
     cfg = stream.config
     get = headers.get
-    sname = get(hdr, EXPECTED_STREAM)
-    if sname and sname != cfg.name:
-        return ApiError.of("JSStreamNotMatchErr")
+    if _K_EXPECTED_STREAM in keys:
+        sname = get(hdr, EXPECTED_STREAM)
+        if sname and sname != cfg.name:
+            return ApiError.of("JSStreamNotMatchErr")
 
-    ttl = message_ttl(hdr)
-    if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl and not sourced:
-        return ApiError.of("JSMessageTTLDisabledErr")
+    if _K_MSG_TTL in keys:
+        ttl = message_ttl(hdr)
+        if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl and not sourced:
+            return ApiError.of("JSMessageTTLDisabledErr")
 
-    raw = get(hdr, EXPECTED_LAST_SUBJ_SEQ)
+    raw = get(hdr, EXPECTED_LAST_SUBJ_SEQ) if _K_LAST_SUBJ_SEQ in keys else None
     if raw is not None and raw != "":
         want = parse_int64(raw)
         seq_subj = get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ) or subject
@@ -181,10 +202,10 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
         fseq = last.seq if last is not None else 0
         if fseq != want:
             return ApiError.of("JSStreamWrongLastSequenceErrF", seq=fseq)
-    elif get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ):
+    elif _K_LAST_SUBJ_SEQ_SUBJ in keys and get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ):
         return ApiError.of("JSStreamExpectedLastSeqPerSubjectInvalid")
 
-    raw = get(hdr, EXPECTED_LAST_SEQ)
+    raw = get(hdr, EXPECTED_LAST_SEQ) if _K_LAST_SEQ in keys else None
     if raw is not None and raw != "":
         want = parse_int64(raw)
         # Go compares uint64(parseInt64(v)): -1 becomes 2^64-1 and never matches.
@@ -199,23 +220,25 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
                 return res
             if res is not hdr:
                 hdr = new_hdr = res
+                keys = headers.keys(hdr)
         else:
             err = schedule_refusal(subject, hdr)
             if err is not None:
                 return err
 
-    msg_id = get(hdr, MSG_ID) or ""
+    msg_id = (get(hdr, MSG_ID) or "") if _K_MSG_ID in keys else ""
     if msg_id:
         dup = stream.dedupe.check(msg_id)
         if dup:
             return Duplicate(dup)
 
-    lmsg_id = get(hdr, EXPECTED_LAST_MSG_ID)
-    if lmsg_id and lmsg_id != stream.last_msg_id:
-        return ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id)
+    if _K_LAST_MSG_ID in keys:
+        lmsg_id = get(hdr, EXPECTED_LAST_MSG_ID)
+        if lmsg_id and lmsg_id != stream.last_msg_id:
+            return ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id)
 
-    rollup = get(hdr, ROLLUP)
     kind = ""
+    rollup = get(hdr, ROLLUP) if _K_ROLLUP in keys else None
     if rollup:
         rollup = rollup.lower()
         if not (cfg.allow_rollup_hdrs and not cfg.deny_purge) and not sourced:
@@ -223,4 +246,6 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
         if rollup not in (ROLLUP_SUB, ROLLUP_ALL):
             return ApiError.of("JSStreamRollupFailedF", err=f"rollup value invalid: {go_quote(rollup)}")
         kind = rollup
+    if not msg_id and not kind and new_hdr is None:
+        return _UNCHECKED
     return Checked(msg_id, kind, new_hdr)

@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
 
 MAX_HEADER_SIZE = 65535  # math.MaxUint16 in processJetStreamMsg
+_K_INCR = counters.INCR.encode()  # as headers.keys() lists it
+_TTL_NEEDLE = b"\r\n" + MSG_TTL.encode() + b":"
 MARKER_REASON_MAXAGE = "MaxAge"
 
 
@@ -332,10 +334,12 @@ class Stream:
         msg_id = rollup = ""
         incr = None
         if hdr:
-            incr = counters.check_incr(hdr, msg, self._counter)
-            if isinstance(incr, ApiError):
-                return incr
-            res = check_headers(self, subject, hdr, sourced)
+            keys = headers.keys(hdr)  # one scan; the checks look up only the keys it lists
+            if _K_INCR in keys:
+                incr = counters.check_incr(hdr, msg, self._counter)
+                if isinstance(incr, ApiError):
+                    return incr
+            res = check_headers(self, subject, hdr, sourced, keys)
             if res.__class__ is not Checked:
                 return res
             msg_id, rollup, new_hdr = res
@@ -383,7 +387,7 @@ class Stream:
             return seq
 
         ttl = 0
-        if hdr:
+        if hdr and _TTL_NEEDLE in hdr:  # what message_ttl's lookup searches for: absent, it returns 0
             ttl = message_ttl(hdr)
             if isinstance(ttl, ApiError):
                 if sourced:
