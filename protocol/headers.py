@@ -31,16 +31,30 @@ def _value_at(hdr: bytes, key: str) -> tuple[int, int] | None:
     return i, (j if j >= 0 else len(hdr))
 
 
-# A key at a line start, up to its colon.  A match can only begin at a CRLF and holds no other CR or LF, so the
-# matches never overlap a line that ``get`` would find: ``key in keys(hdr)`` iff ``get(hdr, key) is not None``
-# for any key without CR, LF or ':' (tests/protocol/test_headers.py holds the two side by side).
-_KEY = re.compile(rb"\r\n([^\r\n:]+):")
+# A ``Nats-*`` key at a line start, up to its colon, and its value: leading blanks skipped as ``get`` does, then
+# everything up to the next CRLF (a lone CR or LF belongs to the value, as in nats-server sliceHeader).  A match can
+# only begin at a CRLF and its value stops before the next one, so the matches never overlap a line that ``get``
+# would find (tests/protocol/test_headers.py holds the two side by side).
+# (The value is written as runs of [^\r] so that the engine repeats one character class, not an alternation.)
+_NATS_FIELD = re.compile(rb"\r\n(Nats-[^\r\n:]*):[ \t]*([^\r]*(?:\r(?!\n)[^\r]*)*)")
 
 
-def keys(hdr: bytes) -> list[bytes]:
-    """The keys present in a header block, in order, repeats kept: one scan, for a caller that would otherwise
-    look up a dozen keys one by one when most are absent (the publish checks: stream.py, publish_checks.py)."""
-    return _KEY.findall(hdr) if hdr else []
+def nats_values(hdr: bytes) -> dict[bytes, bytes]:
+    """The first raw value of every ``Nats-*`` key of a header block, one scan (the publish checks of stream.py
+    and publish_checks.py read a dozen of them per message, most absent).  ``text(nats_values(hdr)[key])`` is
+    ``get(hdr, key)`` for each of them; a key not in the dict is one ``get`` does not find."""
+    if not hdr:
+        return {}
+    found = _NATS_FIELD.findall(hdr)
+    values = dict(found)
+    if len(values) != len(found):
+        values = dict(reversed(found))  # a repeated key: the first wins, as in get
+    return values
+
+
+def text(raw: bytes) -> str:
+    """A raw value of :func:`nats_values` as :func:`get` returns it."""
+    return raw.decode("utf-8", "surrogateescape").rstrip(" \t")
 
 
 def get(hdr: bytes, key: str) -> str | None:

@@ -159,8 +159,9 @@ def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
     return None
 
 
-# The keys check_headers looks at, as headers.keys() lists them: a publish reads its header block once to see which
-# of them it carries, and looks up only those (most publishes carry Nats-Msg-Id and nothing else of these).
+# The keys check_headers reads, as headers.nats_values() lists them: a publish reads its header block once (the
+# Nats-* keys it carries, with their values) and each check below runs only for a key the block has (most
+# publishes carry Nats-Msg-Id and perhaps Nats-Expected-Stream, nothing else of these).
 _K_EXPECTED_STREAM = EXPECTED_STREAM.encode()
 _K_MSG_TTL = MSG_TTL.encode()
 _K_LAST_SUBJ_SEQ = EXPECTED_LAST_SUBJ_SEQ.encode()
@@ -173,41 +174,43 @@ _UNCHECKED = Checked("", "")
 
 
 def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = False,
-                  keys: list[bytes] | None = None) -> Checked | Duplicate | ApiError:
+                  values: dict[bytes, bytes] | None = None) -> Checked | Duplicate | ApiError:
     """``sourced`` (nats-server processJetStreamMsg ``sourced``): a message a source brought in (its
     Nats-Expected-* headers removed) or a fired schedule is stored as it was: no TTL-enabled, schedule or roll-up
-    permission check.  ``keys``: ``headers.keys(hdr)`` when the caller has it (a key absent there is absent for
-    ``headers.get`` too, so each check below runs only for a key the block has)."""
-    if keys is None:
-        keys = headers.keys(hdr)
-    if not keys:
+    permission check.  ``values``: ``headers.nats_values(hdr)`` when the caller has it; ``headers.text(raw)`` of
+    a value there is what ``headers.get`` (nats-server getHeader) reads."""
+    if values is None:
+        values = headers.nats_values(hdr)
+    if not values:
         return _UNCHECKED
     cfg = stream.config
-    get = headers.get
-    if _K_EXPECTED_STREAM in keys:
-        sname = get(hdr, EXPECTED_STREAM)
+    text = headers.text
+    raw = values.get(_K_EXPECTED_STREAM)
+    if raw:
+        sname = text(raw)
         if sname and sname != cfg.name:
             return ApiError.of("JSStreamNotMatchErr")
 
-    if _K_MSG_TTL in keys:
+    if _K_MSG_TTL in values:
         ttl = message_ttl(hdr)
         if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl and not sourced:
             return ApiError.of("JSMessageTTLDisabledErr")
 
-    raw = get(hdr, EXPECTED_LAST_SUBJ_SEQ) if _K_LAST_SUBJ_SEQ in keys else None
-    if raw is not None and raw != "":
-        want = parse_int64(raw)
-        seq_subj = get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ) or subject
+    raw = values.get(_K_LAST_SUBJ_SEQ)
+    if raw:  # a raw value starts after the blanks: non-empty raw, non-empty text
+        want = parse_int64(text(raw))
+        raw = values.get(_K_LAST_SUBJ_SEQ_SUBJ)
+        seq_subj = text(raw) if raw else subject
         last = stream.store.load_last_msg(seq_subj)
         fseq = last.seq if last is not None else 0
         if fseq != want:
             return ApiError.of("JSStreamWrongLastSequenceErrF", seq=fseq)
-    elif _K_LAST_SUBJ_SEQ_SUBJ in keys and get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ):
+    elif values.get(_K_LAST_SUBJ_SEQ_SUBJ):
         return ApiError.of("JSStreamExpectedLastSeqPerSubjectInvalid")
 
-    raw = get(hdr, EXPECTED_LAST_SEQ) if _K_LAST_SEQ in keys else None
-    if raw is not None and raw != "":
-        want = parse_int64(raw)
+    raw = values.get(_K_LAST_SEQ)
+    if raw:
+        want = parse_int64(text(raw))
         # Go compares uint64(parseInt64(v)): -1 becomes 2^64-1 and never matches.
         if want != stream.last_seq:
             return ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq)
@@ -220,25 +223,28 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
                 return res
             if res is not hdr:
                 hdr = new_hdr = res
-                keys = headers.keys(hdr)
+                values = headers.nats_values(hdr)
         else:
             err = schedule_refusal(subject, hdr)
             if err is not None:
                 return err
 
-    msg_id = (get(hdr, MSG_ID) or "") if _K_MSG_ID in keys else ""
+    raw = values.get(_K_MSG_ID)
+    msg_id = text(raw) if raw else ""
     if msg_id:
         dup = stream.dedupe.check(msg_id)
         if dup:
             return Duplicate(dup)
 
-    if _K_LAST_MSG_ID in keys:
-        lmsg_id = get(hdr, EXPECTED_LAST_MSG_ID)
+    raw = values.get(_K_LAST_MSG_ID)
+    if raw:
+        lmsg_id = text(raw)
         if lmsg_id and lmsg_id != stream.last_msg_id:
             return ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id)
 
     kind = ""
-    rollup = get(hdr, ROLLUP) if _K_ROLLUP in keys else None
+    raw = values.get(_K_ROLLUP)
+    rollup = text(raw) if raw else ""
     if rollup:
         rollup = rollup.lower()
         if not (cfg.allow_rollup_hdrs and not cfg.deny_purge) and not sourced:

@@ -30,6 +30,7 @@ removes what is due and, with ``subject_delete_marker_ttl``, a marker is stored 
 """
 from __future__ import annotations
 
+import time
 from functools import partial
 
 from typing import TYPE_CHECKING, Any, Callable
@@ -42,6 +43,7 @@ from skiff.protocol.subjects import is_valid_literal_subject, subject_matches
 from skiff.storage.base import StreamStore
 from skiff.storage.errors import DiscardNewError, MsgTooLargeError, StoreClosedError, StoreError, StoreWriteError
 
+from ..clock import LoopClock
 from ..version import API_LEVEL, VERSION
 from . import counters, jsonout
 from .batching import Batching
@@ -57,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
 
 MAX_HEADER_SIZE = 65535  # math.MaxUint16 in processJetStreamMsg
-_K_INCR = counters.INCR.encode()  # as headers.keys() lists it
+_K_INCR = counters.INCR.encode()  # as headers.nats_values() lists it
 _TTL_NEEDLE = b"\r\n" + MSG_TTL.encode() + b":"
 MARKER_REASON_MAXAGE = "MaxAge"
 
@@ -68,6 +70,9 @@ class Stream:
         self.js = js
         self.server = js.server
         self.clock = js.server.clock
+        # The store time of every publish: LoopClock.time_ns is time.time_ns behind a method, read here without the
+        # method's frame; any other clock (ManualClock in tests) is read through itself.
+        self._time_ns = time.time_ns if type(self.clock) is LoopClock else self.clock.time_ns
         self.config = config
         self.name = config.name
         self.created = created_ns
@@ -334,12 +339,12 @@ class Stream:
         msg_id = rollup = ""
         incr = None
         if hdr:
-            keys = headers.keys(hdr)  # one scan; the checks look up only the keys it lists
-            if _K_INCR in keys:
+            values = headers.nats_values(hdr)  # one scan; the checks read only the keys it found
+            if _K_INCR in values:
                 incr = counters.check_incr(hdr, msg, self._counter)
                 if isinstance(incr, ApiError):
                     return incr
-            res = check_headers(self, subject, hdr, sourced, keys)
+            res = check_headers(self, subject, hdr, sourced, values)
             if res.__class__ is not Checked:
                 return res
             msg_id, rollup, new_hdr = res
@@ -373,7 +378,7 @@ class Stream:
         checks all its messages first, then stores each through here: batching.py)."""
         js = self.js
         store = self.store
-        now = self.clock.time_ns()
+        now = self._time_ns()
         if self._interest_retention and not (self.consumers and self.interest is not None and self.interest(subject)):
             # No interest: the sequence is used up, nothing is stored, the publisher gets a normal ack.
             seq = store.skip_msg(ts=now)

@@ -1,4 +1,5 @@
-"""protocol/headers.py: the one-scan key list agrees with the per-key lookup (nats-server getHeader semantics)."""
+"""protocol/headers.py: the one-scan read of the Nats-* headers agrees with the per-key lookup (nats-server getHeader
+semantics)."""
 from __future__ import annotations
 
 import itertools
@@ -11,43 +12,26 @@ from skiff.protocol import headers
 KEYS = ["Nats-Msg-Id", "Nats-Expected-Stream", "Nats-TTL", "Nats-Expected-Last-Subject-Sequence",
         "Nats-Expected-Last-Subject-Sequence-Subject", "Nats-Rollup", "Nats-Incr", "X", "Msg-Id"]
 
+# (block, the Nats-* keys nats_values lists, with their raw values)
 CASES = [
-    (b"", []),
-    (b"NATS/1.0\r\n\r\n", []),
-    (b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n", [b"Nats-Msg-Id"]),
-    # a key is what stands between a line's start and its first colon
-    (b"NATS/1.0\r\nNats-Msg-Id : a\r\nX:1\r\n\r\n", [b"Nats-Msg-Id ", b"X"]),
-    # a key inside another key or a value is no key; a line without a colon has none
-    (b"NATS/1.0\r\nX-Nats-Msg-Id: a\r\nFoo: Nats-Msg-Id: b\r\nbare line\r\n\r\n", [b"X-Nats-Msg-Id", b"Foo"]),
-    # the status line is never a key, repeats are listed, a lone CR or LF does not start a line
-    (b"NATS/1.0 503 Nats-Msg-Id:\r\nA: 1\r\nA: 2\r\nB: x\ny: z\rC: w\r\n\r\n", [b"A", b"A", b"B"]),
-    # the last line needs no CRLF; an empty key is no key
-    (b"NATS/1.0\r\n: v\r\nNats-TTL:5", [b"Nats-TTL"]),
+    (b"", {}),
+    (b"NATS/1.0\r\n\r\n", {}),
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n", {b"Nats-Msg-Id": b"a"}),
+    # a key is what stands between a line's start and its first colon; blanks before the value are skipped
+    (b"NATS/1.0\r\nNats-Msg-Id : a\r\nNats-TTL:\t 1 \r\n\r\n", {b"Nats-Msg-Id ": b"a", b"Nats-TTL": b"1 "}),
+    # a key inside another key or a value is no key; a line without a colon has none; other keys are left out
+    (b"NATS/1.0\r\nX-Nats-Msg-Id: a\r\nFoo: Nats-Msg-Id: b\r\nNats-Rollup\r\n\r\n", {}),
+    # the status line is never a key, the first of repeats wins, a lone CR or LF belongs to the value
+    (b"NATS/1.0 503 Nats-Msg-Id:\r\nNats-A: 1\r\nNats-A: 2\r\nNats-B: x\nNats-C: z\rNats-D: w\r\n\r\n",
+     {b"Nats-A": b"1", b"Nats-B": b"x\nNats-C: z\rNats-D: w"}),
+    # the last line needs no CRLF; an empty value is a value
+    (b"NATS/1.0\r\nNats-Msg-Id:\r\nNats-TTL:5", {b"Nats-Msg-Id": b"", b"Nats-TTL": b"5"}),
 ]
 
 
 @pytest.mark.parametrize("hdr,expected", CASES)
-def test_keys_lists_the_keys_at_line_starts(hdr, expected):
-    assert headers.keys(hdr) == expected
-
-
-@pytest.mark.parametrize("hdr,_", CASES)
-def test_a_key_is_listed_exactly_when_get_finds_it(hdr, _):
-    listed = headers.keys(hdr)
-    for key in KEYS + [k.decode() for k in listed]:
-        assert (key.encode() in listed) == (headers.get(hdr, key) is not None), (hdr, key)
-
-
-def test_keys_agrees_with_get_on_random_blocks():
-    """Blocks built from the characters that matter (CR, LF, colon, blanks) around known keys."""
-    rnd = random.Random(13)
-    pieces = [b"\r\n", b"\r", b"\n", b":", b" ", b"\t", b"a", b"Nats-Msg-Id", b"Nats-TTL", b"X", b"Nats-"]
-    for _ in range(3000):
-        hdr = b"NATS/1.0" + b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 14)))
-        listed = headers.keys(hdr)
-        for key in itertools.chain(("Nats-Msg-Id", "Nats-TTL", "X", "a", "Nats-", "Nats-Msg-IdX"),
-                                   (k.decode() for k in listed)):
-            assert (key.encode() in listed) == (headers.get(hdr, key) is not None), (hdr, key)
+def test_nats_values_lists_the_nats_keys_at_line_starts(hdr, expected):
+    assert headers.nats_values(hdr) == expected
 
 
 def test_get_reads_the_first_value_with_blanks_trimmed():
@@ -55,3 +39,28 @@ def test_get_reads_the_first_value_with_blanks_trimmed():
     assert headers.get(hdr, "Nats-Msg-Id") == "a b"
     assert headers.get_exact(hdr, "Nats-Msg-Id") == "\t a b \t"
     assert headers.get(hdr, "Nats-TTL") is None
+
+
+@pytest.mark.parametrize("hdr,_", CASES + [
+    (b"NATS/1.0\r\nNats-Msg-Id:\t  a b \t\r\nNats-Msg-Id: 2\r\nNats-TTL: 5\rx\ny \r\nNats-: e\r\n\r\n", None),
+    (b"NATS/1.0\r\nX-Nats-Msg-Id: 1\r\nNats-Msg-Id : 2\r\nnats-msg-id: 3\r\nNats-Expected-Stream:\r\n\r\n", None),
+])
+def test_nats_values_read_what_get_reads(hdr, _):
+    values = headers.nats_values(hdr)
+    for key in KEYS + ["Nats-", "Nats-Msg-Id ", "Nats-Expected-Stream"] + [k.decode() for k in values]:
+        raw = values.get(key.encode())
+        got = headers.text(raw) if raw is not None else None
+        expected = headers.get(hdr, key) if key.startswith("Nats-") else None
+        assert got == expected, (hdr, key)
+
+
+def test_nats_values_agree_with_get_on_random_blocks():
+    rnd = random.Random(18)
+    pieces = [b"\r\n", b"\r", b"\n", b":", b" ", b"\t", b"a", b"Nats-Msg-Id", b"Nats-TTL", b"Nats-", b"\xff", b"\r\n\r\n"]
+    for _ in range(3000):
+        hdr = b"NATS/1.0" + b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 16)))
+        values = headers.nats_values(hdr)
+        listed = [k.decode() for k in values if k.isascii()]  # get() takes a key as text
+        for key in itertools.chain(("Nats-Msg-Id", "Nats-TTL", "Nats-", "Nats-a"), listed):
+            raw = values.get(key.encode())
+            assert (headers.text(raw) if raw is not None else None) == headers.get(hdr, key), (hdr, key)
