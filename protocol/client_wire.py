@@ -28,6 +28,8 @@ import json
 from typing import NamedTuple
 
 from skiff.protocol.encoder import CRLF, PING, PONG, enc
+# PING, PONG and +OK carry nothing, in either direction: the same events as the client parser's
+from skiff.protocol.parser import OK as _OK, PING as _PING, PONG as _PONG, Ok, Ping, Pong
 
 __all__ = [
     "Info", "Msg", "Ping", "Pong", "Ok", "Err", "ServerParser", "WireError",
@@ -55,25 +57,10 @@ class Msg(NamedTuple):
     data: bytes
 
 
-class Ping(NamedTuple):
-    pass
-
-
-class Pong(NamedTuple):
-    pass
-
-
-class Ok(NamedTuple):
-    pass
-
-
 class Err(NamedTuple):
     """``-ERR 'text'``: the quotes nats-server always puts around the text are removed."""
 
     text: str
-
-
-_PING, _PONG, _OK = Ping(), Pong(), Ok()
 
 
 class ServerParser:

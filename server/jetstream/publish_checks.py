@@ -34,32 +34,25 @@ from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.gojson import go_quote
 from skiff.protocol.jsapi.timefmt import SECOND, DurationParseError, parse_go_duration
-from skiff.protocol.subjects import is_valid_literal_subject
 
-from .schedules import check_publish, slice_header
+# Header names the schedule checks need too, written once in schedules.py (which imports from here only lazily).
+from .schedules import (
+    MSG_ID, MSG_TTL, ROLLUP, ROLLUP_SUB, SCHEDULE, SCHEDULE_TIME_ZONE, check_publish, purged_scheduler, slice_header,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
-MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_SUBJ_SEQ_SUBJ = "Nats-Expected-Last-Subject-Sequence-Subject"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
-ROLLUP = "Nats-Rollup"
-MSG_TTL = "Nats-TTL"
 MARKER_REASON = "Nats-Marker-Reason"
 KV_OPERATION = "KV-Operation"
 BATCH_ID = "Nats-Batch-Id"
 FAST_BATCH_SUFFIX = ".$FI"
-SCHEDULE = "Nats-Schedule"
-SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
-SCHEDULE_NEXT = "Nats-Schedule-Next"
-SCHEDULE_NEXT_PURGE = "purge"
-SCHEDULER = "Nats-Scheduler"
 
-ROLLUP_SUB = "sub"
 ROLLUP_ALL = "all"
 
 
@@ -146,17 +139,10 @@ def schedule_refusal(subject: str, hdr: bytes) -> ApiError | None:
         return ApiError.of("JSMessageSchedulesDisabledErr")  # TimeZoneInvalid, reported as disabled
     if get(hdr, SCHEDULE):
         return ApiError.of("JSMessageSchedulesDisabledErr")
-    nxt = get(hdr, SCHEDULE_NEXT)
-    if nxt:
-        if nxt != SCHEDULE_NEXT_PURGE:
-            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
-        scheduler = get(hdr, SCHEDULER)
-        if not scheduler or scheduler == subject or not is_valid_literal_subject(scheduler):
-            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
-        return ApiError.of("JSMessageSchedulesDisabledErr")
-    if get(hdr, SCHEDULER):
-        return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
-    return None
+    scheduler = purged_scheduler(subject, hdr)
+    if scheduler is None or isinstance(scheduler, ApiError):
+        return scheduler
+    return ApiError.of("JSMessageSchedulesDisabledErr")  # a valid purge, on a stream without schedules
 
 
 # The keys check_headers reads, as headers.nats_values() lists them: a publish reads its header block once (the

@@ -156,21 +156,32 @@ def check_publish(stream: "Stream", subject: str, hdr: bytes, now: int) -> ApiEr
             hdr = add_header(hdr, ROLLUP, ROLLUP_SUB)
         elif rollup.lower() != ROLLUP_SUB:
             return ApiError.of("JSMessageSchedulesRollupInvalidErr")
-    nxt_hdr = get(hdr, SCHEDULE_NEXT)
-    if nxt_hdr:
-        # Clients may only use Nats-Schedule-Next to purge a schedule, naming it in Nats-Scheduler.
-        if nxt_hdr != SCHEDULE_NEXT_PURGE:
-            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
-        scheduler = get(hdr, SCHEDULER)
-        if not scheduler or scheduler == subject or not is_valid_literal_subject(scheduler):
-            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+    scheduler = purged_scheduler(subject, hdr)
+    if isinstance(scheduler, ApiError):
+        return scheduler
+    if scheduler is not None:
         # The purged subject must hold a schedule, or nothing (kept for backward compatibility in Go).
         last = stream.store.load_last_msg(scheduler)
         if last is not None and not get(last.hdr, SCHEDULE):
             return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
-    elif get(hdr, SCHEDULER) is not None and get(hdr, SCHEDULER) != "":
-        return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
     return hdr
+
+
+def purged_scheduler(subject: str, hdr: bytes) -> str | ApiError | None:
+    """The Nats-Schedule-Next / Nats-Scheduler checks of processJetStreamMsg, made whether or not the stream allows
+    schedules: clients may only use Nats-Schedule-Next to purge a schedule, naming it in Nats-Scheduler (a valid
+    subject other than the message's), and Nats-Scheduler only with it.  Returns the subject a purge names, None
+    when the message asks for none, or the error."""
+    nxt = slice_header(hdr, SCHEDULE_NEXT)
+    scheduler = slice_header(hdr, SCHEDULER)
+    if nxt:
+        if nxt != SCHEDULE_NEXT_PURGE or not scheduler or scheduler == subject \
+                or not is_valid_literal_subject(scheduler):
+            return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+        return scheduler
+    if scheduler:
+        return ApiError.of("JSMessageSchedulesSchedulerInvalidErr")
+    return None
 
 
 def purge_scheduler(stream: "Stream", hdr: bytes) -> None:
