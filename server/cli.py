@@ -206,7 +206,6 @@ FIELD_OF = {
     "control": "control",
     "control_token": "control_token",
     "clock": "clock",
-    "profile": "prof_port",
 }
 # The cluster flags go into ServerOptions.cluster (_cluster_flags), not one field each.
 IGNORED_FLAGS = {"cluster", "routes", "cluster_name", "cluster_advertise", "no_advertise", "connect_retries"}
@@ -329,12 +328,12 @@ def flag_settings(flags: Flags, base: dict[str, Any] | None = None) -> dict[str,
     for name, value in flags.values.items():
         if name in FIELD_OF and name not in IGNORED_FLAGS:
             s[FIELD_OF[name]] = value
-    if "VV" in flags:
-        s["trace"] = s["trace_verbose"] = flags.get("VV")
+    if "VV" in flags:  # and a warning (support.FLAGS): Skiff has no system client to trace
+        s["trace"] = flags.get("VV")
     if "DV" in flags:
         s["debug"] = s["trace"] = flags.get("DV")
     if "DVV" in flags:
-        s["debug"] = s["trace"] = s["trace_verbose"] = flags.get("DVV")
+        s["debug"] = s["trace"] = flags.get("DVV")
     if "config" in flags:
         s["config_file"] = flags.get("config")
     if "t" in flags:
@@ -431,8 +430,10 @@ def options_from_flags(flags: Flags) -> ServerOptions:
     fs = flag_settings(flags, base)
     if "routes" in flags and flags.get("routes") and not flags.get("cluster"):
         raise CommandError("solicited routes require cluster capabilities, e.g. --cluster")
-    refuse_unimplemented_flags(flags)
+    warnings = refuse_unimplemented_flags(flags)
     settings = {**base, **fs}
+    if warnings:
+        settings["ignored_config_keys"] = [*base.get("ignored_config_keys", []), *warnings]
     settings["cli_overrides"] = fs
     opts = _finish(settings)
     if opts.https_port and opts.tls is None:
@@ -454,15 +455,24 @@ def _control_options(opts: ServerOptions) -> ServerOptions:
     return opts
 
 
-def refuse_unimplemented_flags(flags: Flags) -> None:
-    """A flag Skiff does not implement, with a value that asks for something, is an error (support.FLAGS)."""
-    problems = []
+def refuse_unimplemented_flags(flags: Flags) -> list[str]:
+    """A flag Skiff does not implement, with a value that asks for something, is an error, or a start-up warning
+    where no client can see the difference (support.FLAGS).  Returns the warnings."""
+    problems: list[str] = []
+    warnings: list[str] = []
     for name in flags.order:
         entry = support.FLAGS.get(name)
-        if entry is not None and not entry.accepts(flags.get(name)) and name not in problems:
+        if entry is None or entry.accepts(flags.get(name)):
+            continue
+        if entry.level == support.WARN:
+            w = support.warning(f"-{name}", entry)
+            if w not in warnings:
+                warnings.append(w)
+        elif name not in problems:
             problems.append(name)
     if problems:
         raise CommandError("\n".join(support.refusal(f"--{n}", support.FLAGS[n]) for n in problems))
+    return warnings
 
 
 def version_text() -> str:

@@ -24,7 +24,6 @@ from skiff.server.conf import ConfigError
 
 DEFAULT_PORT = 4222
 DEFAULT_HOST = "0.0.0.0"
-RANDOM_PORT = -1
 MAX_PAYLOAD_SIZE = 1024 * 1024
 MAX_CONTROL_LINE_SIZE = 4096
 MAX_PENDING_SIZE = 64 * 1024 * 1024
@@ -37,7 +36,6 @@ TLS_TIMEOUT = 2.0
 DEFAULT_LAME_DUCK_DURATION = 120.0
 DEFAULT_LAME_DUCK_GRACE_PERIOD = 10.0
 DEFAULT_SYNC_INTERVAL = 120.0
-DEFAULT_MAX_CLOSED_CLIENTS = 10000
 
 
 _MISSING = object()
@@ -261,15 +259,10 @@ class TLSOptions(_Model):
     key_file: str = ""
     ca_file: str = ""
     verify: bool = False
-    verify_and_map: bool = False
     insecure: bool = False
     timeout: float = TLS_TIMEOUT
     handshake_first: bool = False
     handshake_first_fallback: float | None = None  # seconds; set for "auto" or a duration
-    min_version: str = ""
-    cipher_suites: list[str] | None = None
-    curve_preferences: list[str] | None = None
-    pinned_certs: list[str] | None = None
 
 
 class WebsocketOptions(_Model):
@@ -358,9 +351,8 @@ class ServerOptions(_Model):
     http_host: str = ""
     http_port: int = 0
     https_port: int = 0
-    http_base_path: str = "/"
+    http_base_path: str = ""  # only "" or "/" (conf/support.py): what /varz shows
     ports_file_dir: str = ""
-    prof_port: int = 0
     # -- JetStream
     jetstream: bool = False
     store_dir: str = ""
@@ -373,26 +365,20 @@ class ServerOptions(_Model):
     # jetstream { limits { batch { } } } under JSLimitOpts' JSON names (conf/jetstream_limits.py); 0 or absent:
     # nats-server's default
     jetstream_batch_limits: dict[str, int] = {}
-    jetstream_unique_tag: str = ""
+    jetstream_unique_tag: str = ""  # /varz and /jsz config.unique_tag; a single server places nothing by it
     # -- limits
     max_payload: int = MAX_PAYLOAD_SIZE
     max_control_line: int = MAX_CONTROL_LINE_SIZE
     max_pending: int = MAX_PENDING_SIZE
     max_connections: int = DEFAULT_MAX_CONNECTIONS  # -1: no limit
     max_subscriptions: int = 0  # 0: no limit
-    max_sub_tokens: int = 0
-    max_closed_clients: int = DEFAULT_MAX_CLOSED_CLIENTS
     ping_interval: float = DEFAULT_PING_INTERVAL
     ping_max: int = DEFAULT_PING_MAX_OUT
     write_deadline: float = DEFAULT_FLUSH_DEADLINE
-    write_timeout: str = "default"
-    no_header_support: bool = False
-    disable_sublist_cache: bool = False
     # -- logging
     debug: bool = False
     trace: bool = False
-    trace_verbose: bool = False
-    trace_headers: bool = False
+    trace_headers: bool = False  # trace only the header block of messages (client.go traceMsgInternal)
     logtime: bool = True
     logtime_utc: bool = False
     log_file: str = ""
@@ -423,7 +409,6 @@ class ServerOptions(_Model):
     # -- TLS
     tls: TLSOptions | None = None
     allow_non_tls: bool = False  # TLS offered (INFO tls_available) but plain-text clients accepted
-    proxy_protocol: bool = False
     # -- WebSocket clients
     websocket: WebsocketOptions | None = None
     # -- routes to the other servers of a cluster
@@ -433,9 +418,6 @@ class ServerOptions(_Model):
     # -- lifecycle
     lame_duck_duration: float = DEFAULT_LAME_DUCK_DURATION
     lame_duck_grace_period: float = DEFAULT_LAME_DUCK_GRACE_PERIOD
-    # -- identity
-    server_tags: list[str] = []
-    server_metadata: dict[str, str] = {}
     # -- where the options came from
     config_file: str = ""
     config_digest: str = ""  # nats-server's sha256 digest of the parsed file
@@ -463,25 +445,6 @@ class ServerOptions(_Model):
     def token(self) -> str:
         return self.authorization
 
-    @property
-    def bind_port(self) -> int:
-        """The port to pass to bind(): -1 (random) becomes 0."""
-        return 0 if self.port == RANDOM_PORT else self.port
-
-    @property
-    def monitor_host(self) -> str:
-        return self.http_host or self.host
-
-    @property
-    def monitor_port(self) -> int:
-        """The monitoring port to bind (0 = random), or None when monitoring is off."""
-        if not self.http_port:
-            return None  # type: ignore[return-value]
-        return 0 if self.http_port == RANDOM_PORT else self.http_port
-
-    @property
-    def auth_required(self) -> bool:
-        return bool(self.authorization or self.username or self.users)
 
 
 def _finish(settings: dict[str, Any]) -> ServerOptions:

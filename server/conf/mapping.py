@@ -221,10 +221,12 @@ class _Mapper:
                     s["client_advertise"] = self.expect(tok, str, k)
                 elif k in ("debug", "trace", "logtime", "logtime_utc"):
                     s[k] = self.expect(tok, bool, k)
-                elif k in ("trace_verbose", "trace_headers"):
+                elif k == "trace_verbose":  # warned about (support.py): tracing on, system client untraced
+                    s["trace"] = self.expect(tok, bool, k)
+                elif k == "trace_headers":
                     s[k] = s["trace"] = self.expect(tok, bool, k)
                 elif k in ("disable_sublist_cache", "no_sublist_cache"):
-                    s["disable_sublist_cache"] = self.expect(tok, bool, k)
+                    self.expect(tok, bool, k)  # warned about (support.py); the cache stays on
                 elif k == "authorization":
                     self.authorization(tok)
                 elif k == "accounts":
@@ -272,7 +274,7 @@ class _Mapper:
                 elif k == "ports_file_dir":
                     s["ports_file_dir"] = self.expect(tok, str, k)
                 elif k == "prof_port":
-                    s["prof_port"] = self.expect(tok, int, k)
+                    self.expect(tok, int, k)  # only 0 gets here (support.py)
                 elif k in ("max_control_line", "max_payload"):
                     n = self.expect(tok, int, k)
                     if n > MAX_INT32:
@@ -288,26 +290,16 @@ class _Mapper:
                     s["max_traced_msg_len"] = self.expect(tok, int, k)
                 elif k in ("max_subscriptions", "max_subs"):
                     s["max_subscriptions"] = self.expect(tok, int, k)
-                elif k in ("max_sub_tokens", "max_subscription_tokens"):
-                    n = self.expect(tok, int, k)
-                    if n > 255:
-                        self.err(tok, f"{key} value is too big")
-                    elif n <= 0:
-                        self.err(tok, f"{key} value can not be negative")
-                    else:
-                        s["max_sub_tokens"] = n
                 elif k == "ping_interval":
                     s["ping_interval"] = self.duration(tok, k)
                 elif k == "ping_max":
                     s["ping_max"] = self.expect(tok, int, k)
                 elif k == "write_deadline":
                     s["write_deadline"] = self.duration(tok, k)
-                elif k == "write_timeout":
+                elif k == "write_timeout":  # warned about unless "default" (support.py)
                     policy = self.expect(tok, str, k)
                     if policy not in ("default", "close", "retry"):
                         self.err(tok, "write_timeout must be 'default', 'close' or 'retry'")
-                    else:
-                        s["write_timeout"] = policy
                 elif k == "tls":
                     s["tls"] = self.tls(tok)
                 elif k in ("lame_duck_duration", "lame_duck_grace_period"):
@@ -320,17 +312,17 @@ class _Mapper:
                     s["system_account"] = self.expect(tok, str, k)
                 elif k in ("no_system_account", "no_system", "no_sys_acc"):
                     s["no_system_account"] = self.expect(tok, bool, k)
-                elif k in ("allow_non_tls", "proxy_protocol"):
+                elif k == "allow_non_tls":
                     s[k] = self.expect(tok, bool, k)
-                elif k == "no_header_support":
-                    s["no_header_support"] = self.expect(tok, bool, k)
-                elif k == "max_closed_clients":
-                    s["max_closed_clients"] = self.expect(tok, int, k)
+                # Keys support.py refuses unless their value asks for what Skiff does anyway: only that value
+                # gets here, type-checked as nats-server does, and there is nothing to keep.
+                elif k in ("proxy_protocol", "no_header_support"):
+                    self.expect(tok, bool, k)
                 elif k == "server_tags":
-                    s["server_tags"] = self.string_list(tok, k)
+                    self.string_list(tok, k)
                 elif k == "server_metadata":
-                    meta = self.expect(tok, dict, k)
-                    s["server_metadata"] = {mk: self.expect(mv, str, mk) for mk, mv in meta.items()}
+                    for mk, mv in self.expect(tok, dict, k).items():
+                        self.expect(mv, str, mk)
                 elif k in support.TOP_LEVEL:
                     pass  # not implemented: refused or warned about above, or a value that changes nothing
                 else:
@@ -639,20 +631,17 @@ class _Mapper:
                     if not isinstance(v, bool):
                         self.err(mt, f"error parsing tls config, expected '{k}' to be a boolean")
                         continue
-                    if k == "verify_and_map":
-                        out["verify_and_map"] = v
-                        if v:
-                            out["verify"] = True
-                    else:
+                    if k != "verify_and_map":  # only false gets here (support.TLS)
                         out[k] = v
                 elif k == "timeout":
                     out["timeout"] = self.timeout(mt, "tls")
                 elif k in ("handshake_first", "first", "immediate"):
                     self.handshake_first(mt, mk, out, remote)
-                elif k in ("min_version",):
-                    out["min_version"] = self.expect(mt, str, mk)
+                # only values that ask for what Skiff does get here (support.TLS): type-checked, not kept
+                elif k == "min_version":
+                    self.expect(mt, str, mk)
                 elif k in ("cipher_suites", "curve_preferences", "pinned_certs"):
-                    out[k] = self.string_list(mt, mk)
+                    self.string_list(mt, mk)
                 elif k in support.TLS:
                     pass  # not implemented: refused above, or a value that changes nothing
                 else:

@@ -61,6 +61,8 @@ def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplem
 _CONN_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
 _JWT = "a default sentinel user JWT (clients without credentials would be refused)"
 _ONE_SERVER = "Skiff is a single server"
+_TRACE_VERBOSE = ("tracing the server's internal system client too (Skiff traces client connections, as with "
+                  "trace)")
 
 #: top-level keys (server/opts.go processConfigFileLine)
 TOP_LEVEL = _entries(
@@ -98,6 +100,9 @@ TOP_LEVEL = _entries(
     (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),
     # -- no client can see these: a warning at start-up.
     (("prof_block_rate",), Unimplemented(WARN, "the Go block-profiling rate; Skiff has no profiler")),
+    # nats-server -VV also traces its internal SYSTEM client ("SYSTEM - <<- [SUB $SYS...]", client.go initClient
+    # traceSysAcc); Skiff's internal subscriptions are no client connection: tracing is on, as with trace: true.
+    (("trace_verbose",), Unimplemented(WARN, _TRACE_VERBOSE, _false)),
     (("connect_error_reports", "reconnect_error_reports"),
      Unimplemented(WARN, "how often route, leaf and gateway connect errors are logged; Skiff has none of those")),
     (("logfile_max_num", "log_max_num"), Unimplemented(WARN, "the number of rotated log files kept")),
@@ -121,7 +126,6 @@ JETSTREAM = _entries(
     (("key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm"),
      Unimplemented(REFUSE, "encryption at rest (the store would be written in plain text)", _empty)),
     (("extension_hint",), Unimplemented(WARN, "a hint about extending JetStream account limits; no client sees it")),
-    (("unique_tag",), Unimplemented(WARN, f"placement of replicas on distinct servers; {_ONE_SERVER}")),
     (("max_outstanding_catchup",), Unimplemented(WARN, f"catch-up of cluster replicas; {_ONE_SERVER}")),
     (("meta_compact", "meta_compact_size", "meta_compact_sync"),
      Unimplemented(WARN, f"compaction of the cluster meta log; {_ONE_SERVER}")),
@@ -225,6 +229,7 @@ FLAGS = _entries(
     (("profile",), Unimplemented(REFUSE, "the Go profiling (pprof) port", _zero)),
     (("syslog",), Unimplemented(REFUSE, "logging to syslog (the log would go to stderr)", _false)),
     (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),
+    (("VV", "DVV"), Unimplemented(WARN, _TRACE_VERBOSE, _false)),
 )
 
 

@@ -10,7 +10,9 @@
 ``<<-`` is what the client sent, ``->>`` what the server sent it (MSG/HMSG with their payloads, +OK, PING, PONG,
 -ERR; INFO is not traced, as in nats-server).  Outbound lines are traced when the connection's output is flushed, so
 within one read they follow the inbound lines of that read rather than interleave with them.  Payloads are quoted
-as Go's ``%q`` does and cut at ``max_traced_msg_len``.  Nothing here runs unless ``-V`` is on.
+as Go's ``%q`` does and cut at ``max_traced_msg_len``; with ``trace_headers`` only the header block is traced
+(without its closing blank line), and a message without headers not at all (client.go traceMsgInternal).  Nothing
+here runs unless ``-V`` is on.
 """
 from __future__ import annotations
 
@@ -80,7 +82,9 @@ def prefix(conn: "ClientConnection") -> str:
     return p
 
 
-def _payload(conn: "ClientConnection", arrow: str, data: bytes) -> None:
+def _payload(conn: "ClientConnection", arrow: str, data: bytes, hdr_len: int) -> None:
+    if conn.server.options.trace_headers:
+        data = data[:hdr_len - 4] if hdr_len else b""  # the header block minus its final CRLF CRLF
     if not data:
         return  # nats-server: no line for an empty payload
     limit = logmod.MAX_TRACED_MSG_LEN
@@ -100,7 +104,7 @@ def trace_in(conn: "ClientConnection", op) -> None:
         else:
             line = f"PUB {op.subject}{r} {len(op.data)}"
         logmod.trace(f"{prefix(conn)} - <<- [{line}]")
-        _payload(conn, "<<-", op.data)
+        _payload(conn, "<<-", op.data, op.hdr_len)
         return
     if t is Connect:
         line = "CONNECT " + redact(op.raw.decode("utf-8", "replace"))
@@ -127,12 +131,14 @@ def trace_out(conn: "ClientConnection", data: bytes) -> None:
         line = data[pos:eol]
         pos = eol + 2
         if line.startswith((b"MSG ", b"HMSG ")):
+            args = line.split(b" ")
             try:
-                size = int(line.rsplit(b" ", 1)[1])
+                size = int(args[-1])
+                hdr_len = int(args[-2]) if line[0] == 72 else 0  # HMSG <subject> <sid> [reply] <hdr> <total>
             except (IndexError, ValueError):
                 return
             logmod.trace(f"{prefix(conn)} - ->> [{line.decode('utf-8', 'replace')}]")
-            _payload(conn, "->>", data[pos:pos + size])
+            _payload(conn, "->>", data[pos:pos + size], hdr_len)
             pos += size + 2
         elif line == b"+OK":
             logmod.trace(f"{prefix(conn)} - ->> [OK]")

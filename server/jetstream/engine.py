@@ -420,15 +420,23 @@ class JetStream:
         return out
 
     def config_doc(self) -> dict:
+        """JetStreamConfig as /varz and /jsz show it (jetstream.go; omitempty fields left out when empty)."""
         opts = self.server.options
-        return {
+        out = {
             "max_memory": self.max_memory,
             "max_storage": self.max_storage,
             "store_dir": self.store_dir,
             "sync_interval": int((opts.sync_interval or 120) * 1e9),
-            **({"sync_always": True} if self.sync_always else {}),
-            "strict": bool(getattr(opts, "jetstream_strict", True)),
         }
+        if self.sync_always:
+            out["sync_always"] = True
+        if opts.jetstream_domain:
+            out["domain"] = opts.jetstream_domain
+        if opts.jetstream_unique_tag:
+            out["unique_tag"] = opts.jetstream_unique_tag
+        if opts.jetstream_strict:
+            out["strict"] = True
+        return out
 
     def server_limits(self) -> dict:
         """/varz and /jsz ``limits`` (JSLimitOpts): the batch limits the configuration set, then the default

@@ -113,7 +113,7 @@ class MonitorProvider:
             "ping_max": o.ping_max,
             "http_host": o.http_host or o.host,
             "http_port": s.http_port,
-            "http_base_path": "",
+            "http_base_path": o.http_base_path,
             "https_port": 0,
             "auth_timeout": s.auth.timeout,
             "max_control_line": o.max_control_line,

@@ -50,8 +50,8 @@ FLAG_CASES = [
     (["-V"], {"trace": True, "debug": False}),
     (["--trace"], {"trace": True}),
     (["-DV"], {"debug": True, "trace": True}),
-    (["-VV"], {"trace": True, "trace_verbose": True}),
-    (["-DVV"], {"debug": True, "trace": True, "trace_verbose": True}),
+    (["-VV"], {"trace": True, "debug": False}),
+    (["-DVV"], {"debug": True, "trace": True}),
     (["-T=false"], {"logtime": False}),
     (["--logtime=false"], {"logtime": False}),
     (["--logtime_utc"], {"logtime_utc": True}),
@@ -71,6 +71,19 @@ def test_flags(argv, expected):
     o = parse_args(argv)
     for field, value in expected.items():
         assert getattr(o, field) == value, field
+
+
+@pytest.mark.parametrize("flag", ["-VV", "-DVV"])
+def test_verbose_trace_flags_warn(flag, tmp_path):
+    """nats-server's -VV/-DVV also trace its internal SYSTEM client (log.go SetLoggerV2 traceSysAcc), which
+    Skiff does not have: tracing is on, with one start-up warning (no client can see the difference)."""
+    conf = tmp_path / "c.conf"
+    conf.write_text("prof_block_rate: 5\n")  # the file's own warning is kept beside the flag's
+    o = parse_args([flag, "-c", str(conf)])
+    assert o.trace
+    assert len(o.ignored_config_keys) == 2 and "prof_block_rate" in o.ignored_config_keys[0]
+    assert o.ignored_config_keys[1].startswith(f'"-{flag[1:]}" is not implemented by Skiff and is ignored: ')
+    assert parse_args([f"{flag}=false"]).ignored_config_keys == []
 
 
 def test_cluster_flags():

@@ -83,7 +83,8 @@ MAPPING = [
     ("ping_max: 5", {"ping_max": 5}),
     ("write_deadline: \"2s\"", {"write_deadline": 2.0}),
     ("debug: true\ntrace: on\nlogtime: false", {"debug": True, "trace": True, "logtime": False}),
-    ("trace_verbose: true", {"trace": True, "trace_verbose": True}),
+    ("trace_verbose: true", {"trace": True}),
+    ("trace_headers: true", {"trace": True, "trace_headers": True}),
     ("log_file: /tmp/x.log\npid_file: /tmp/x.pid", {"log_file": "/tmp/x.log", "pid_file": "/tmp/x.pid"}),
     ("logfile: a\npidfile: b", {"log_file": "a", "pid_file": "b"}),
     ("log_json: true", {"log_json": True}),
@@ -111,7 +112,8 @@ MAPPING = [
     ("no_auth_user: a\nauthorization { users: [{user: a, password: b}] }", {"no_auth_user": "a"}),
     ("lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"1s\"",
      {"lame_duck_duration": 30.0, "lame_duck_grace_period": 1.0}),
-    ("no_header_support: false\nhttp_base_path: /\nserver_tags: []", {"no_header_support": False}),
+    ("no_header_support: false\nhttp_base_path: /\nserver_tags: []", {"http_base_path": "/"}),
+    ('jetstream { unique_tag: " AZ " }', {"jetstream_unique_tag": "az"}),  # opts.go: trimmed, lower case
     # keys no client can see the effect of: accepted, one start-up warning each (test_refusals.py has them all)
     ("prof_block_rate: 5", {"ignored_config_keys": ['<string>:1:1: "prof_block_rate" is not implemented by Skiff '
                                                    "and is ignored: the Go block-profiling rate; Skiff has no profiler"]}),
@@ -142,7 +144,6 @@ def test_users_and_permissions():
     assert alice.permissions.publish.allow == ["a.>"] and alice.permissions.publish.deny == ["a.secret"]
     assert alice.permissions.subscribe.allow == [">"]
     assert bob.permissions.subscribe.allow == ["public.>"]  # default_permissions apply to users without any
-    assert o.auth_required
 
 
 def test_tls_block():

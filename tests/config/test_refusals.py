@@ -173,10 +173,10 @@ WARNED = [
     ("logfile_max_num: 3", "logfile_max_num"),
     ("ocsp_cache: true", "ocsp_cache"),
     ("disable_sublist_cache: true", "disable_sublist_cache"),
+    ("trace_verbose: true", "trace_verbose"),
     ('write_deadline: "2s"', "write_deadline"),
     ("write_timeout: close", "write_timeout"),
     ("jetstream { request_queue_limit: 100 }", "jetstream.request_queue_limit"),
-    ('jetstream { unique_tag: "az" }', "jetstream.unique_tag"),
     ("jetstream { limits { max_ha_assets: 2 } }", "jetstream.limits.max_ha_assets"),
 ]
 

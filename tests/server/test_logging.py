@@ -81,6 +81,22 @@ def test_max_traced_msg_len(server_factory):
     assert any(m.endswith('<<- MSG_PAYLOAD: ["012..."]') for m in _messages(text, "TRC")), text
 
 
+def test_trace_headers(server_factory):
+    """trace_headers: only the header block of a message, and nothing for one without (traceMsgInternal)."""
+    srv = server_factory(jetstream=False, config="trace_headers: true\n")
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    f = s.makefile("rb")
+    f.readline()
+    s.sendall(b'CONNECT {"verbose":false,"headers":true}\r\nSUB h 1\r\nPUB h 5\r\nplain\r\n'
+              b"HPUB h 18 23\r\nNATS/1.0\r\nA: b\r\n\r\nhello\r\nPING\r\n")
+    while (line := f.readline()) != b"PONG\r\n":
+        assert line, "connection closed"
+    s.close()
+    text = _wait_for(srv.log_path, "->> [PONG]")
+    payloads = [m.split(" - ", 2)[2] for m in _messages(text, "TRC") if "MSG_PAYLOAD" in m]
+    assert payloads == ['<<- MSG_PAYLOAD: ["NATS/1.0\\r\\nA: b"]', '->> MSG_PAYLOAD: ["NATS/1.0\\r\\nA: b"]'], text
+
+
 def test_debug_without_trace(server_factory):
     srv = server_factory("-D", jetstream=False)
     _conversation(srv.port)

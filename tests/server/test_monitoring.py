@@ -47,6 +47,24 @@ def test_varz_matches_schema_and_counts(server):
     c.close()
 
 
+def test_varz_shows_the_configured_monitor_and_jetstream_settings(server_factory):
+    """Options a single server only shows: the base path ("" or "/", the values Skiff accepts), and the JetStream
+    config's omitempty fields (jetstream.go JetStreamConfig: domain, unique_tag, strict)."""
+    srv = server_factory(config='http_base_path: "/"\njetstream { unique_tag: " AZ ", domain: dd, strict: false }\n')
+    varz = json.loads(get(srv, "/varz")[2])
+    assert varz["http_base_path"] == "/"
+    cfg = varz["jetstream"]["config"]
+    assert (cfg["domain"], cfg["unique_tag"], "strict" in cfg) == ("dd", "az", False)  # trimmed and lower-cased
+    assert json.loads(get(srv, "/jsz")[2])["config"] == cfg
+
+
+def test_varz_defaults_of_those_settings(server):
+    varz = json.loads(get(server, "/varz")[2])
+    assert varz["http_base_path"] == ""
+    cfg = varz["jetstream"]["config"]
+    assert cfg["strict"] is True and "domain" not in cfg and "unique_tag" not in cfg
+
+
 def test_connz_lists_client_with_subscriptions(server):
     c = client(server, "conn-a")
     _, _, body = get(server, "/connz?subs=1")
