@@ -16,14 +16,13 @@ exceeds ``max_pending`` is a slow consumer and is closed (no -ERR, as nats-serve
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from functools import partial
 from typing import TYPE_CHECKING
 
 from skiff.protocol import encoder
 from skiff.protocol.jsapi import gojson as go_json
-from skiff.protocol.parser import Connect, Err, Info, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub, Ok
+from skiff.protocol.parser import Connect, Err, Parser, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 from skiff.protocol.subjects import is_valid_client_pub_subject, is_valid_client_sub_subject
 
 from .subscription import Subscription
@@ -88,7 +87,6 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.subs: dict[str, Subscription] = {}
         self.out: list[bytes] = []
-        self.out_pending = 0
         self._backlog: list[bytes] | None = None  # the rest of a big read, parsed over the next loop turns
         self._backlog_pos = 0
         self._read_paused = False
@@ -411,12 +409,6 @@ class ClientConnection(asyncio.Protocol):
         self.transport.write(data)
 
     # ------------------------------------------------------------------ operations
-    def _require_auth(self) -> bool:
-        if self.authorized:
-            return True
-        self._auth_violation()
-        return False
-
     def _connect(self, op: Connect) -> None:
         srv = self.server
         try:
@@ -748,16 +740,6 @@ def _connect_types_ok(opts: dict) -> bool:
     return p is None or (isinstance(p, int) and not isinstance(p, bool))
 
 
-def _redact(connect_json: str) -> str:
-    """Never log secrets from CONNECT (nats-server removeSecretsFromTrace)."""
-    try:
-        d = go_json.loads(connect_json)
-    except ValueError:
-        return "[invalid]"
-    for k in ("pass", "auth_token", "sig", "jwt", "nkey"):
-        if k in d:
-            d[k] = "[REDACTED]"
-    return json.dumps(d, separators=(",", ":"))
 
 
 def _valid_queue(q: str) -> bool:

@@ -36,8 +36,8 @@ from skiff.protocol import encoder
 
 from ..ids import nuid
 from ..version import GO_FIELD, VERSION
-from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO
-from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, ROUTE_REMOVED, SERVER_SHUTDOWN, RouteConnection
+from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO, SERVER_SHUTDOWN
+from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, ROUTE_REMOVED, RouteConnection
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import Server

@@ -33,8 +33,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .link import (AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, SERVER_SHUTDOWN, Link,  # noqa: F401 (re-exported)
-                   RouteSub, auto_level, needs_compression, select_compression)
+from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster

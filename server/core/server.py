@@ -19,11 +19,8 @@ It runs in the caller's event loop; ``clock=ManualClock()`` lets a test drive ev
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import socket
 import ssl
-import sys
 from typing import Any, Callable
 
 from skiff.protocol import encoder

@@ -105,15 +105,10 @@ class JetStream:
 
     def _start(self) -> None:
         os.makedirs(self.store_dir, exist_ok=True)
-        from . import api_streams
+        from . import api_consumers, api_streams
 
         api_streams.register(self.router)
-        try:
-            from . import api_consumers  # type: ignore[attr-defined]
-        except ImportError:
-            api_consumers = None
-        if api_consumers is not None:
-            api_consumers.register(self.router)
+        api_consumers.register(self.router)
         left = persist.remove_leftovers(self.root)  # stream deletes a crash interrupted
         if left:
             self.server.log_warning("JetStream removing streams left by an interrupted delete", count=len(left))
