@@ -20,6 +20,7 @@ import os
 import re
 from typing import Any
 
+from skiff.protocol.record import Record
 from skiff.server.conf import ConfigError
 
 DEFAULT_PORT = 4222
@@ -110,33 +111,30 @@ def _converter(owner: str, name: str, annotation: str, namespace: dict) -> Any:
 
 
 class _ModelMeta(type):
-    """Turns the annotated class attributes of an options class into ``__slots__`` and a field table."""
+    """Turns the annotated class attributes of an options class into a field table (their defaults)."""
 
     def __new__(mcls, name: str, bases: tuple, ns: dict) -> type:
         fields: dict[str, tuple[Any, Any]] = {}
         for b in bases:
             fields.update(getattr(b, "_fields", {}))
-        own = []
         for attr, annotation in ns.get("__annotations__", {}).items():
             if attr.startswith("_"):
                 continue
             default = ns.pop(attr, _MISSING)
             fields[attr] = (default, annotation)
-            own.append(attr)
-        ns["__slots__"] = tuple(own)
         cls = super().__new__(mcls, name, bases, ns)
         cls._fields = fields  # converters are bound on first use: a field may name a class defined after it
         cls._convert = None
         return cls
 
 
-class _Model(metaclass=_ModelMeta):
+class _Model(Record, metaclass=_ModelMeta):
     """A plain options record: keyword construction with defaults, unknown keys refused, nested blocks built from
     dicts.  It replaced pydantic here (issue #13: pydantic's import and model building were ~60 ms of every start;
     the values are decoded and checked by conf/mapping.py and cli.py with nats-server's texts before they get
-    here).  The small API kept is the part the server uses: ``model_validate``, ``model_copy``, ``model_dump``."""
+    here).  ``model_validate``, ``model_copy``, ``model_dump`` and equality are ``protocol.record.Record``'s,
+    shared with the JetStream API models."""
 
-    __slots__ = ()
     _fields: dict[str, tuple[Any, Any]]
     _convert: dict[str, Any] | None
 
@@ -146,6 +144,7 @@ class _Model(metaclass=_ModelMeta):
         for key in values:
             if key not in conv:
                 raise TypeError(f"{cls.__name__}: unknown field {key!r}")
+        d = self.__dict__
         for attr, (default, _) in cls._fields.items():
             v = values.get(attr, _MISSING)
             if v is _MISSING:
@@ -156,7 +155,7 @@ class _Model(metaclass=_ModelMeta):
                 c = conv[attr]
                 if c is not None:
                     v = c(v)
-            object.__setattr__(self, attr, v)
+            d[attr] = v
         self._post_init()
 
     @classmethod
@@ -171,51 +170,13 @@ class _Model(metaclass=_ModelMeta):
         pass
 
     @classmethod
-    def model_validate(cls, data: Any) -> Any:
-        if isinstance(data, cls):
-            return data
-        if not isinstance(data, dict):
-            raise TypeError(f"{cls.__name__}: expected a dict, got {data!r}")
-        return cls(**data)
+    def _field_names(cls) -> dict[str, tuple[Any, Any]]:
+        return cls._fields
 
-    def model_copy(self, *, update: dict[str, Any] | None = None) -> Any:
-        """A shallow copy with ``update`` applied as given (not converted, as pydantic's model_copy)."""
-        new = object.__new__(type(self))
-        for attr in self._fields:
-            object.__setattr__(new, attr, getattr(self, attr))
-        for attr, v in (update or {}).items():
-            if attr not in self._fields:
-                raise TypeError(f"{type(self).__name__}: unknown field {attr!r}")
-            object.__setattr__(new, attr, v)
-        return new
-
-    def model_dump(self) -> dict[str, Any]:
-        def plain(v: Any) -> Any:
-            if isinstance(v, _Model):
-                return v.model_dump()
-            if isinstance(v, list):
-                return [plain(x) for x in v]
-            if isinstance(v, dict):
-                return {k: plain(x) for k, x in v.items()}
-            return v
-
-        return {attr: plain(getattr(self, attr)) for attr in self._fields}
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, a) == getattr(other, a) for a in self._fields)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic's models
-
-    def __repr_args(self) -> list[str]:
-        return [f"{a}={getattr(self, a)!r}" for a in self._fields if a != "cli_overrides"]
+    _repr_skip = frozenset({"cli_overrides"})
 
     def __str__(self) -> str:  # pydantic's str(): what the reload error prints (runner._reload)
-        return " ".join(self.__repr_args())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(self.__repr_args())})"
+        return " ".join(self._repr_args())
 
 
 class SubjectPermission(_Model):

@@ -39,6 +39,7 @@ import typing
 from typing import Any, Callable, ClassVar, NamedTuple
 
 from ..marshal import html_safe
+from ..record import Record
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
 __all__ = [
@@ -221,14 +222,16 @@ class _Lazy:
 _LAZY_ATTRS = {name: _Lazy(name) for name in ("__go_spec__", "__go_init__", "__go_attrs__")}
 
 
-class GoModel:
+class GoModel(Record):
     """A plain record that mirrors one Go struct (JSON names = attribute names unless ``Go(name=)``).
 
     Fields are the annotated class attributes (base classes first), their class values the defaults.  This was a
     pydantic model; pydantic only re-validated what :func:`decode` had already decoded and checked with Go's rules,
-    and its import and schema building were about half of the server's start-up time (issue #13).  What is kept
-    of its API is what Skiff uses: keyword construction (unknown names refused), ``model_validate``,
-    ``model_copy(update=, deep=)``, ``model_dump(exclude=)``, equality by type and fields."""
+    and its import and schema building were about half of the server's start-up time (issue #13).  Keyword
+    construction (unknown names refused) is here; ``model_validate``, ``model_copy``, ``model_dump`` and equality
+    are ``protocol.record.Record``'s, shared with the server's options."""
+
+    _error = ModelError
 
     __go_name__: ClassVar[str] = ""
     __go_spec__: ClassVar[StructSpec]
@@ -288,39 +291,8 @@ class GoModel:
                 d[attr] = _copy_default(default) if mutable else default
 
     @classmethod
-    def model_validate(cls, data: Any):
-        if isinstance(data, cls):
-            return data
-        if not isinstance(data, dict):
-            raise ModelError(f"{cls.__name__}: expected a dict, got {type(data).__name__}")
-        return cls(**data)
-
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):
-        """A copy (nested values shared unless ``deep``) with ``update`` set as given, not converted (pydantic's
-        model_copy did not validate updates either)."""
-        new = object.__new__(type(self))
-        new.__dict__.update(copy.deepcopy(self.__dict__) if deep else self.__dict__)
-        if update:
-            for key in update:
-                if key not in self.__go_attrs__:
-                    raise ModelError(f"{type(self).__name__}: unknown field {key!r}")
-            new.__dict__.update(update)
-        return new
-
-    def model_dump(self, *, exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
-        """The fields as plain values (nested models as dicts), in field order."""
-        return {attr: _plain(v) for attr, v in self.__dict__.items() if attr in self.__go_attrs__
-                and attr not in exclude}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, GoModel):
-            return NotImplemented
-        return type(self) is type(other) and self.__dict__ == other.__dict__
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+    def _field_names(cls) -> frozenset[str]:
+        return cls.__go_attrs__
 
     # -- wire helpers -------------------------------------------------------------------------------------------
     @classmethod
@@ -341,16 +313,6 @@ def _copy_default(v: Any) -> Any:
     if isinstance(v, GoModel):
         return v.model_copy(deep=True)
     return copy.copy(v)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, GoModel):
-        return v.model_dump()
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
 
 
 # --- Go %q ----------------------------------------------------------------------------------------------------------
