@@ -36,7 +36,7 @@ from skiff.protocol import encoder
 
 from ..ids import nuid
 from ..version import GO_FIELD, VERSION
-from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO, SERVER_SHUTDOWN
+from .link import ACCEPT, NOT_SUPPORTED, S2_AUTO, LinkSet
 from .route import CLUSTER_NAME_CONFLICT, MISSING_ACCOUNT, ROUTE_REMOVED, RouteConnection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,10 +61,9 @@ def _dynamic_name() -> str:
     return nuid()
 
 
-class Cluster:
+class Cluster(LinkSet):
     def __init__(self, server: "Server", options: Any) -> None:
-        self.server = server
-        self.options = options
+        super().__init__(server, options)
         if options.name and (" " in options.name or "\n" in options.name):
             raise ClusterError("cluster name cannot contain spaces")
         self.dynamic = not options.name
@@ -86,18 +85,13 @@ class Cluster:
         # accTransitioningToDedicatedRoute): their interest coming on a pooled route is ignored.
         self.transitioning: set[str] = set()
         self._acc_req: tuple[str, asyncio.Queue | None] = ("", None)  # a reload's route_acc_add_reqid, answers
-        self.pending: set[RouteConnection] = set()  # connected, handshake not finished
         self.remote_urls: dict[str, list[str]] = {}  # remote server id -> its client connect URLs
         self.remote_ws_urls: dict[str, list[str]] = {}  # remote server id -> its WebSocket URLs
         self.interest: dict[tuple[str, str, str], int] = {}  # (account, subject, queue) -> local subscriptions
-        self._listener: asyncio.base_events.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
         # URL -> the task dialing it.  The entry goes as soon as the connection is made (dialed()), not when the
         # task ends: a route refused at once (a cluster name being settled) is closed, and dialed again, before
         # the dialing task has even resumed.
         self._dialing: dict[tuple[str, str], asyncio.Task] = {}  # (URL, dedicated account) -> its dialing task
-        self.port = 0
-        self.running = False
         self.own_urls: list[str] = []
         self._tls_server: ssl.SSLContext | None = None  # cluster { tls }: both ends of every route
         self._tls_client: ssl.SSLContext | None = None
@@ -140,29 +134,13 @@ class Cluster:
             out.extend(conns.values())
         return out
 
-    async def stop(self) -> None:
-        self.running = False
-        if self._listener is not None:
-            self._listener.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for r in self.all_routes() + list(self.pending):
-            r.close(SERVER_SHUTDOWN)
-        self.server.flush_pending()
-        if self._listener is not None:
-            try:
-                await asyncio.wait_for(self._listener.wait_closed(), 2)
-            except (asyncio.TimeoutError, OSError):
-                pass
+    registered_links = all_routes
 
     # ------------------------------------------------------------------ dialing
     def _dial(self, url: str, explicit: bool, retry: bool = False, account: str = "") -> None:
         if not self.running or (url, account) in self._dialing:
             return
-        task = asyncio.get_running_loop().create_task(self._connect_loop(url, explicit, retry, account))
-        self._dialing[(url, account)] = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._dialing[(url, account)] = self._spawn(self._connect_loop(url, explicit, retry, account))
 
     async def _connect_loop(self, url: str, explicit: bool, delay: bool, account: str = "") -> None:
         """connectToRoute: dial until it answers; an explicit route forever (unless connect_retries), an
@@ -520,9 +498,7 @@ class Cluster:
         resized = pool != self.pool_size
         self.options = new
         if added or removed or resized:
-            task = asyncio.get_running_loop().create_task(self._reload_pool(pool, pinned, added, removed, resized))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._reload_pool(pool, pinned, added, removed, resized))
 
     async def _reload_pool(self, pool: int, pinned: list[str], added: list[str], removed: list[str],
                            resized: bool) -> None:

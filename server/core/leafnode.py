@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 from ..ids import nuid
 from ..version import GO_FIELD, VERSION
 from .leafnode_conn import AUTH_TIMEOUT, LEAF_PROTO, LOOP_DELAY, RECONNECT_INTERVAL, TLS_TIMEOUT, LeafConnection
-from .link import SERVER_SHUTDOWN
+from .link import LinkSet
 from .tls import make_client_context, make_server_context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,18 +66,12 @@ INSECURE_WARNING = ("TLS certificate chain and hostname of solicited leafnodes w
 _CREDS = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}\r?\n))")
 
 
-class LeafNodes:
+class LeafNodes(LinkSet):
     """The leaf node listener (hub side), the remotes (spoke side) and the interest each link is told of."""
 
     def __init__(self, server: "Server", options: Any) -> None:
-        self.server = server
-        self.options = options
+        super().__init__(server, options)
         self.links: list[LeafConnection] = []
-        self.pending: set[LeafConnection] = set()
-        self.port = 0
-        self.running = False
-        self._listener = None
-        self._tasks: set[asyncio.Task] = set()
         self._lds: dict[str, str] = {}  # account name -> its $LDS subject
         self._lds_subs: list = []
         # (account, subject, queue) -> {owner: count}; owner None = this server's clients and routes, else a link
@@ -103,15 +97,8 @@ class LeafNodes:
         for remote in opts.remotes:
             self._dial(remote, 0.0)
 
-    async def stop(self) -> None:
-        self.running = False
-        if self._listener is not None:
-            self._listener.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for link in list(self.links) + list(self.pending):
-            link.close(SERVER_SHUTDOWN)
-        self.server.flush_pending()
+    def registered_links(self) -> list[LeafConnection]:
+        return list(self.links)
 
     def _accounts_in_use(self) -> list:
         accs = self.server.accounts
@@ -136,9 +123,7 @@ class LeafNodes:
     def _dial(self, remote: Any, delay: float) -> None:
         if not self.running:
             return
-        task = asyncio.get_running_loop().create_task(self._connect_loop(remote, delay))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._connect_loop(remote, delay))
 
     async def _connect_loop(self, remote: Any, delay: float) -> None:
         if delay:

@@ -66,7 +66,49 @@ def auto_level(rtt: float, thresholds: Any = AUTO_THRESHOLDS) -> str:
             return _LEVELS[min(i, 3)]
     n = len(thresholds)
     return S2_BEST if n >= 3 else _LEVELS[max(n - 1, 0)]
+
+
 SERVER_SHUTDOWN = "Server Shutdown"
+
+
+class LinkSet:
+    """What one kind of link (core/cluster.py routes, core/leafnode.py leaf connections) keeps around its
+    connections: the listener, the dialing tasks, the links still in their handshake (``pending``), and the stop that
+    ends them all.  A subclass says which links are registered (``registered_links``)."""
+
+    def __init__(self, server: Any, options: Any) -> None:
+        self.server = server
+        self.options = options
+        self.pending: set = set()  # connected, handshake not finished
+        self.port = 0
+        self.running = False
+        self._listener: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def registered_links(self) -> list:
+        raise NotImplementedError
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        """A task of this set (dialing, a reload's changes), cancelled by stop()."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self) -> None:
+        self.running = False
+        if self._listener is not None:
+            self._listener.close()
+        for t in list(self._tasks):
+            t.cancel()
+        for link in self.registered_links() + list(self.pending):
+            link.close(SERVER_SHUTDOWN)
+        self.server.flush_pending()
+        if self._listener is not None:
+            try:
+                await asyncio.wait_for(self._listener.wait_closed(), 2)
+            except (asyncio.TimeoutError, OSError):
+                pass
 
 
 class RouteSub(Subscription):
