@@ -14,7 +14,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
-from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
+from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, needs_compression
 from .tls import TLSError, TLSLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,8 +24,6 @@ LOOP_DELAY = 30.0  # leafnodeReconnectDelayAfterLoopDetected
 RECONNECT_INTERVAL = 1.0  # DEFAULT_LEAF_NODE_RECONNECT
 LEAF_PROTO = 3
 CLIENT_CLOSED = "Client Closed"
-AUTH_VIOLATION = "Authentication Failure"
-PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
 LOOP = "Loop Detected"
 TLS_HANDSHAKE_FAILURE = "TLS Handshake Failure"
@@ -40,6 +38,7 @@ NOT_TLS = "tls: first record does not look like a TLS handshake"
 
 class LeafConnection(Link):
     kind = "Leafnode"
+    log_name = "Leafnode"
     client_type = "leafnode"  # auth.py connection_type: LEAFNODE for allowed_connection_types
     closed_reason = CLIENT_CLOSED
     # What an operator-mode login (operator.py _bind) keeps and lowers on the connection: the user JWT and the
@@ -130,8 +129,7 @@ class LeafConnection(Link):
                 # parser.go OP_START: a leaf's first operation must be CONNECT; any other first byte (among them
                 # the ClientHello of a spoke with TLS, sent to a hub without) is an authorization violation.
                 self.server.log_error("authentication error", cid=self.cid, addr=f"{self.host}:{self.port}")
-                self.send(encoder.err("Authorization Violation"))
-                return self.close(AUTH_VIOLATION)
+                return self._auth_violation()
         super().data_received(data)
 
     def flush(self) -> None:
@@ -274,8 +272,7 @@ class LeafConnection(Link):
         if not self.solicited and not self.registered and not isinstance(op, (Connect, ProtocolError)) and \
                 not (isinstance(op, Info) and self._mode_wants_compression() and not self._comp_negotiated):
             # Anything but CONNECT first on the hub side (leafnode.go: an unauthenticated leaf).
-            self.send(encoder.err("Authorization Violation"))
-            return self.close(AUTH_VIOLATION)
+            return self._auth_violation()
         if isinstance(op, RSub):
             return self._remote_sub(op)
         if isinstance(op, RUnsub):
@@ -296,10 +293,7 @@ class LeafConnection(Link):
                 self.loop_detected = True
             self.close(CLIENT_CLOSED)
         elif isinstance(op, ProtocolError):
-            if op.err:
-                self.send(encoder.err(op.err))
-            self.server.log_error("Leafnode protocol error", cid=self.cid, error=op.err or op.detail)
-            self.close(PROTOCOL_VIOLATION)
+            self._protocol_error(op)
         elif isinstance(op, Ok):
             pass
 
@@ -343,11 +337,10 @@ class LeafConnection(Link):
             return
         proto = self._json(data)
         if proto is None:
-            return self.on_route_op(ProtocolError("", "bad leafnode CONNECT"))
+            return self._protocol_error(ProtocolError("", "bad leafnode CONNECT"))
         acc = self.leafnodes.authenticate(proto, self)
         if acc is None:
-            self.send(encoder.err("Authorization Violation"))
-            return self.close(AUTH_VIOLATION)
+            return self._auth_violation()
         if self.leafnodes.max_leafs_reached(acc):  # auth.go RegisterNkeyUser -> registerWithAccount
             return self._max_leafs_exceeded()
         self._cancel_timer()

@@ -69,6 +69,8 @@ def auto_level(rtt: float, thresholds: Any = AUTO_THRESHOLDS) -> str:
 
 
 SERVER_SHUTDOWN = "Server Shutdown"
+AUTH_VIOLATION = "Authentication Failure"
+PROTOCOL_VIOLATION = "Protocol Violation"
 
 
 class LinkSet:
@@ -123,6 +125,7 @@ class Link(asyncio.Protocol):
     no_responders = False
     echo = True
     closed_reason = "Client Closed"  # nats-server's reason when the other side closes
+    log_name = "Link"  # how log lines name the kind: "Route", "Leafnode"
 
     def __init__(self, server: Any, parser: Any) -> None:
         self.server = server
@@ -255,6 +258,19 @@ class Link(asyncio.Protocol):
         self._teardown()
 
     # ------------------------------------------------------------------ input helpers
+    def _auth_violation(self) -> None:
+        """nats-server's answer to a link that is not authorized (yet): -ERR, then close."""
+        self.send(encoder.err("Authorization Violation"))
+        self.close(AUTH_VIOLATION)
+
+    def _protocol_error(self, op: Any) -> None:
+        """A ``ProtocolError`` from the parser (or a CONNECT/INFO that is no JSON object): its -ERR if it has one,
+        then close."""
+        if op.err:
+            self.send(encoder.err(op.err))
+        self.server.log_error(f"{self.log_name} protocol error", cid=self.cid, error=op.err or op.detail)
+        self.close(PROTOCOL_VIOLATION)
+
     @staticmethod
     def _json(data: bytes) -> dict | None:
         """An INFO or CONNECT body, or None when it is not a JSON object."""

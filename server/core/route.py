@@ -33,7 +33,7 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, S2_AUTO, Link, needs_compression
+from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, needs_compression
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -42,8 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 ROUTE_CLOSED = "Route Closed"
 DUPLICATE_ROUTE = "Duplicate Route"
 CLUSTER_NAME_CONFLICT = "Cluster Name Conflict"
-AUTH_VIOLATION = "Authentication Failure"
-PROTOCOL_VIOLATION = "Protocol Violation"
 WRONG_PORT = "Incorrect Port"
 MISSING_ACCOUNT = "Missing Account"
 ROUTE_REMOVED = "Route Removed"
@@ -51,6 +49,7 @@ ROUTE_REMOVED = "Route Removed"
 
 class RouteConnection(Link):
     kind = "Router"
+    log_name = "Route"
     is_route = True  # what a route brings is never forwarded to another route (Server.route, deliver_routed)
     closed_reason = ROUTE_CLOSED
 
@@ -147,8 +146,7 @@ class RouteConnection(Link):
         if not self.connect_received and not isinstance(op, Connect):
             # Anything but CONNECT first, even bytes that are no operation at all, gets nats-server's answer
             # (parser.go checks authorization before the operation), with or without cluster authorization.
-            self.send(encoder.err("Authorization Violation"))
-            return self.close(AUTH_VIOLATION)
+            return self._auth_violation()
         if isinstance(op, RSub):
             return self._remote_sub(op)
         if isinstance(op, RUnsub):
@@ -177,12 +175,6 @@ class RouteConnection(Link):
         if isinstance(op, ProtocolError):
             return self._protocol_error(op)
 
-    def _protocol_error(self, op: ProtocolError) -> None:
-        if op.err:
-            self.send(encoder.err(op.err))
-        self.server.log_error("Route protocol error", cid=self.cid, error=op.err or op.detail)
-        self.close(PROTOCOL_VIOLATION)
-
     def _connect(self, data: bytes) -> None:
         """processRouteConnect: a client on the route port, wrong credentials and another cluster are refused."""
         if self.solicited or self.connect_received:
@@ -194,8 +186,7 @@ class RouteConnection(Link):
             self.send(encoder.err("attempted to connect to route port"))
             return self.close(WRONG_PORT)
         if not self.cluster.authorize(proto.get("user") or "", proto.get("pass") or ""):
-            self.send(encoder.err("Authorization Violation"))
-            return self.close(AUTH_VIOLATION)
+            return self._auth_violation()
         self._cancel_timer()
         if not self.cluster.check_name(self, str(proto.get("cluster") or ""), bool(proto.get("cluster_dynamic"))):
             return
