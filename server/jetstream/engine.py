@@ -439,25 +439,8 @@ class JetStream:
         batch = self.server.options.jetstream_batch_limits
         return {**{k: v for k, v in batch.items() if v}, "default_max_consumers": 1000}
 
-    def varz(self) -> dict:
-        t = self.totals()
-        return {
-            "config": self.config_doc(),
-            "stats": {
-                "memory": t["memory"],
-                "storage": t["storage"],
-                "reserved_memory": self._reserved("memory"),
-                "reserved_storage": self._reserved("file"),
-                "accounts": 1,
-                "ha_assets": 0,
-                "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
-            },
-            "limits": self.server_limits(),
-        }
-
-    def jsz(self, params: dict) -> dict:
-        t = self.totals()
-        s = self.server
+    def _stats(self, t: dict) -> dict:
+        """JetStreamStats: /varz ``jetstream.stats``, and the head of /jsz (JSInfo embeds it)."""
         return {
             "memory": t["memory"],
             "storage": t["storage"],
@@ -466,6 +449,16 @@ class JetStream:
             "accounts": 1,
             "ha_assets": 0,
             "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
+        }
+
+    def varz(self) -> dict:
+        return {"config": self.config_doc(), "stats": self._stats(self.totals()), "limits": self.server_limits()}
+
+    def jsz(self, params: dict) -> dict:
+        t = self.totals()
+        s = self.server
+        return {
+            **self._stats(t),
             "server_id": s.server_id,
             "now": format_time(s.clock.time_ns()),
             "config": self.config_doc(),
