@@ -298,9 +298,9 @@ class LeafConnection(Link):
             pass
 
     def _info(self, data: bytes) -> None:
-        info = self._json(data)
+        info = self._json(data, "INFO")
         if info is None:
-            return self.on_route_op(ProtocolError("", "bad leafnode INFO"))
+            return
         if not self.solicited and not self.registered and not self._comp_negotiated:
             self._negotiate(info)  # a spoke that compresses speaks first (leafnode.go processLeafnodeInfo)
             return
@@ -335,9 +335,9 @@ class LeafConnection(Link):
     def _connect(self, data: bytes) -> None:
         if self.solicited or self.registered:
             return
-        proto = self._json(data)
+        proto = self._json(data, "CONNECT")
         if proto is None:
-            return self._protocol_error(ProtocolError("", "bad leafnode CONNECT"))
+            return
         acc = self.leafnodes.authenticate(proto, self)
         if acc is None:
             return self._auth_violation()

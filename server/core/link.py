@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from skiff.protocol import encoder
+from skiff.protocol.parser import ProtocolError
 
 from .subscription import Subscription
 
@@ -263,7 +264,7 @@ class Link(asyncio.Protocol):
         self.send(encoder.err("Authorization Violation"))
         self.close(AUTH_VIOLATION)
 
-    def _protocol_error(self, op: Any) -> None:
+    def _protocol_error(self, op: ProtocolError) -> None:
         """A ``ProtocolError`` from the parser (or a CONNECT/INFO that is no JSON object): its -ERR if it has one,
         then close."""
         if op.err:
@@ -271,14 +272,17 @@ class Link(asyncio.Protocol):
         self.server.log_error(f"{self.log_name} protocol error", cid=self.cid, error=op.err or op.detail)
         self.close(PROTOCOL_VIOLATION)
 
-    @staticmethod
-    def _json(data: bytes) -> dict | None:
-        """An INFO or CONNECT body, or None when it is not a JSON object."""
+    def _json(self, data: bytes, op: str) -> dict | None:
+        """The body of an INFO or CONNECT (``op``); one that is not a JSON object is a protocol error: the link
+        is closed and None returned."""
         try:
             doc = json.loads(data)
         except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            self._protocol_error(ProtocolError("", f"bad {self.log_name.lower()} {op}"))
             return None
-        return doc if isinstance(doc, dict) else None
+        return doc
 
     def _pong(self) -> None:
         self.pings_out = 0

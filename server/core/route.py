@@ -179,9 +179,9 @@ class RouteConnection(Link):
         """processRouteConnect: a client on the route port, wrong credentials and another cluster are refused."""
         if self.solicited or self.connect_received:
             return
-        proto = self._json(data)
+        proto = self._json(data, "CONNECT")
         if proto is None:
-            return self._protocol_error(ProtocolError("", "bad route CONNECT"))
+            return
         if proto.get("lang"):  # clients send lang, routes do not (ErrClientConnectedToRoutePort)
             self.send(encoder.err("attempted to connect to route port"))
             return self.close(WRONG_PORT)
@@ -196,9 +196,9 @@ class RouteConnection(Link):
         self._maybe_register()
 
     def _info(self, data: bytes) -> None:
-        info = self._json(data)
+        info = self._json(data, "INFO")
         if info is None:
-            return self._protocol_error(ProtocolError("", "bad route INFO"))
+            return
         if self.registered or self.remote_info:
             # An INFO on a working route: another server's, gossiped (an implicit route to make), or an update.
             self.cluster.async_info(self, info)
