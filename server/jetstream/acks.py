@@ -126,7 +126,7 @@ def ack_msg(c: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bo
         for s in r.acked:
             c.cset.ack_msg(s)
     if r.was_full:
-        c.kick()
+        c.delivery.kick_soon()
     return ack_in_place
 
 

@@ -239,7 +239,7 @@ class PullDelivery:
                 return None
             now = c.clock.monotonic()
             wr = q[0]
-            has_interest = c.server.sublist.has_interest
+            has_interest = c.delivery.dest.valid(c.server).has_interest  # the inbox the message then goes to
             if wr.b <= 0 and not (wr.expires and now >= wr.expires) and has_interest(wr.reply):
                 return wq.pop()  # the common case, what select_request answers first, without its lists
             wr, todo = select_request(wq, now, sz, "none", None, _no_counts, has_interest)
