@@ -100,7 +100,9 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
     if reply and not skip_reply:
         c.state.confirm_ack(reply)
     d = c.delivery
-    if d.passes == passes:  # a delivery pass (kicked by the ack) already told the stream whether c is ready
+    # A delivery pass (kicked by the ack) already told the stream whether c is ready, or one is scheduled to
+    # (kick_soon) and will.
+    if d.passes == passes and not d.cont_scheduled:
         d.after_change()
 
 

@@ -284,6 +284,9 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     filters = []
     orig = store.load_next_msg
     monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
+    by_seq = []
+    orig_load = store.load_msg
+    monkeypatch.setattr(store, "load_msg", lambda s: by_seq.append(s) or orig_load(s))
     from skiff.server.jetstream.consumer import Consumer
 
     matched = []
@@ -291,7 +294,9 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     monkeypatch.setattr(Consumer, "matches", lambda self, subj: matched.append(subj) or orig_matches(self, subj))
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
-    assert filters and set(filters) == {""}
+    # Each message is read by its sequence (delivery.py _load_next_any) or found by an unfiltered search, never
+    # by the store's filtered one.
+    assert by_seq[:10] == list(range(1, 11)) and set(filters) <= {""}
     assert matched == []  # "s.>" is checked with a prefix test, not the token walk
 
 
@@ -307,18 +312,24 @@ async def test_wildcard_filter_looks_at_the_next_message_first(env, target, monk
     filters = []
     orig = store.load_next_msg
     monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
+    by_seq = []  # the unfiltered look reads the next sequence first (delivery.py _load_next_any)
+    orig_load = store.load_msg
+    monkeypatch.setattr(store, "load_msg", lambda s: by_seq.append(s) or orig_load(s))
     await env.consumer("S", "C", ack_policy="none", filter_subject="s.*")
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
-    assert set(filters) == {""}
+    assert by_seq[:10] == list(range(1, 11)) and set(filters) <= {""}
     # 20 messages the filter does not select, each followed by one it does: misses, then the search
     for i in range(20):
         await env.pub(f"s.x.{i}", b"no")
         await env.pub(f"s.{i}", b"y%d" % i)
     filters.clear()
+    by_seq.clear()
     sub = await env.request("S", "C", {"batch": 20, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"y%d" % i for i in range(20)]
-    assert filters.count("") == PROBE_MISSES  # then only the search (the batch ends with the 20th)
+    # PROBE_MISSES looks (each finds the stored "no" by its sequence), then only the search (the batch ends with
+    # the 20th)
+    assert len(by_seq) == PROBE_MISSES and "" not in filters
     assert filters.count("s.*") == 20
 
 
