@@ -152,3 +152,36 @@ async def test_rate_limit_bps(jsc):
         await sub.next_msg(timeout=2)
     took = loop.time() - t0
     assert 0.35 < took < 1.5, took
+
+
+async def test_inbox_deliver_subject_follows_subscribers_between_deliveries(jsc):
+    """An _INBOX. deliver subject (what clients create; the Sublist does not cache it) whose subscribers change
+    between deliveries: each message goes to exactly the subscribers of that moment (Skiff keeps the consumer's
+    last match until the Sublist changes: delivery.py DestCache)."""
+    s = await _stream(jsc)
+    dsubj = f"_INBOX.{jsc.name('dlv')}"
+    a = await jsc.nc.subscribe(dsubj)
+    await add_consumer(jsc, s, "P", deliver_subject=dsubj, ack_policy="none")
+    nc2 = await nats.connect(jsc.server.url)
+    try:
+        for i in range(2):
+            await jsc.pub(f"{s}.a", b"one%d" % i)
+        assert [m.data for m in await collect(a, 2, timeout=1)] == [b"one0", b"one1"]
+        b = await nc2.subscribe(dsubj)
+        await nc2.flush()
+        for i in range(2):
+            await jsc.pub(f"{s}.a", b"two%d" % i)
+        assert [m.data for m in await collect(a, 2, timeout=1)] == [b"two0", b"two1"]
+        assert [m.data for m in await collect(b, 2, timeout=1)] == [b"two0", b"two1"]
+        await a.unsubscribe()
+        await jsc.nc.flush()
+        for i in range(2):
+            await jsc.pub(f"{s}.a", b"three%d" % i)
+        assert [m.data for m in await collect(b, 2, timeout=1)] == [b"three0", b"three1"]
+        await b.unsubscribe()
+        await nc2.flush()
+        await jsc.pub(f"{s}.a", b"four")
+        c = await jsc.nc.subscribe(dsubj)
+        assert [m.data for m in await collect(c, 1, timeout=1)] == [b"four"]  # delivered again with interest
+    finally:
+        await nc2.close()
