@@ -13,7 +13,8 @@ filter looks at the next message first, see :meth:`Delivery._load_next`).  The
 destination comes from the consumer's adapter: the deliver subject of a :class:`~.push.PushDelivery` (while someone
 listens and flow control allows) or the request a :class:`~.pull.PullDelivery` selects from its wait queue; a
 message nobody can take is put back (:meth:`_unget`).  A long backlog goes out in slices of :data:`RUN_SLICE`
-messages, continued on the next loop turn.
+messages, continued on the next loop turn; acks that free slots at ``max_ack_pending`` ask for one pass after the
+read that brought them (:meth:`Delivery.kick_soon`) rather than one pass each.
 
 ``replay_policy: original`` and ``rate_limit_bps`` hold a prepared delivery in a :class:`Pacer` and finish it from a
 clock timer, as nats-server sleeps in its delivery loop; nothing else is delivered meanwhile.  Consumers with
@@ -21,8 +22,9 @@ neither have no pacer.
 
 The frame carries the message's stored subject while it is routed on the deliver subject (or the pull request's
 inbox) - :meth:`Delivery._send`, as nats-server delivers consumer messages (``MSG <original subject> <sid> <ack
-reply> ...``).  After each pass the consumer tells its stream whether it wants to hear about new
-messages (:meth:`Delivery.update_ready`): only *ready* consumers are touched per published message.
+reply> ...``); that subject is matched through the consumer's :class:`DestCache`.  After each pass the consumer
+tells its stream whether it wants to hear about new messages (:meth:`Delivery.update_ready`): only *ready*
+consumers are touched per published message.
 """
 from __future__ import annotations
 
@@ -169,7 +171,11 @@ class Delivery:
         store = c.stream.store
         fs = c.filters
         if not fs:
-            return _load_next_any(store, start)
+            # The next message by its sequence first (see _load_next_any), in-line: once per message.
+            sm = store.load_msg(start)
+            if sm is not None:
+                return sm, start
+            return store.load_next_msg("", start)
         if len(fs) == 1 and fs[0] in c.literal:
             return store.load_next_msg(fs[0], start)  # the store keeps a literal subject's first and last
         # A wildcard filter, or several: look at the next message first.  Most such filters select most of what

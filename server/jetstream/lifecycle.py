@@ -63,7 +63,9 @@ class Inactivity:
         if c.closed:
             return
         if c.pull is not None:
+            # _fired measures from this and re-arms for the rest: no timer cancelled and re-armed per ack (issue #13)
             c.pull.waiting.last = c.clock.monotonic()
+            return
         if self.timer is not None:
             self.timer.cancel()
             self.arm()
@@ -82,7 +84,9 @@ class Inactivity:
             now = c.clock.monotonic()
             elapsed = now - pull.waiting.last
             if elapsed < self.thresh:
-                self.arm(self.thresh - elapsed)
+                # At least 1 ms: a rest below the clock's resolution (float rounding of thresh - elapsed) would
+                # fire at the same instant again, forever on a ManualClock (due times are whole nanoseconds).
+                self.arm(max(self.thresh - elapsed, 0.001))
                 return
             pull.process_waiting(True)
             if pull.waiting.q:

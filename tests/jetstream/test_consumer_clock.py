@@ -192,6 +192,33 @@ async def test_inactive_threshold_deletes_pull_consumer(env, target):
     assert ev["action"] == "delete"
 
 
+async def test_acks_push_back_a_pull_consumers_inactivity_without_timer_work(env, target, monkeypatch):
+    """An ack is activity: a pull consumer acked at 8s of a 10s inactive_threshold lives until ~10s after that
+    ack.  The acks only record the time; the one timer re-arms for the rest when it fires (lifecycle.py
+    Inactivity._fired), instead of being cancelled and re-armed by every ack."""
+    from skiff.server.jetstream.lifecycle import Inactivity
+
+    for i in range(20):
+        await env.pub("s.a", b"%d" % i)
+    r = await env.api("CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {
+        "name": "E", "ack_policy": "explicit", "inactive_threshold": 10 * SECOND}})
+    assert "error" not in r, r
+    sub = await env.request("S", "E", {"batch": 20, "expires": SECOND})
+    msgs = await drain(sub)
+    assert len(msgs) == 20
+    await env.advance(8.0)
+    arms = []
+    orig = Inactivity.arm
+    monkeypatch.setattr(Inactivity, "arm", lambda self, delay=0.0: arms.append(delay) or orig(self, delay))
+    for m in msgs:
+        await env.nc.request(m.reply, b"+ACK", timeout=2)  # answered once applied
+    assert arms == []
+    await env.advance(9.0)  # 17s: the creation's deadline (10-11s) is long past
+    assert (await env.api("CONSUMER.INFO.S.E"))["num_ack_pending"] == 0
+    await env.advance(2.1)  # the acks' deadline plus up to 1s of nats-server's jitter
+    assert (await env.api("CONSUMER.INFO.S.E"))["error"]["err_code"] == 10014
+
+
 async def test_push_ephemeral_deleted_after_interest_goes(env, target):
     sub = await env.nc.subscribe("eph")
     r = await env.api("CONSUMER.CREATE.S", {"stream_name": "S", "config": {"deliver_subject": "eph"}})
