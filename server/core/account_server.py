@@ -24,7 +24,6 @@ class AccountServer:
         return getattr(self._server, name)
 
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
-        self._server.internal_msgs += 1
         return self._server.route(None, subject, reply, len(hdr), hdr + data if hdr else data,
                                   sublist=self.sublist)
 

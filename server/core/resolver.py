@@ -224,7 +224,6 @@ class ClaimsService:
 
     def _send(self, reply: str, body: bytes) -> None:
         srv = self.server
-        srv.internal_msgs += 1
         srv.route(None, reply, "", 0, body, sublist=self.op.accounts.system.sublist)
 
     # ------------------------------------------------------------------ handlers

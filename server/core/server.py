@@ -89,7 +89,6 @@ class Server:
         self.http_port = 0
         # Totals of closed connections; live connections keep their own counters (see stats()).
         self.closed_in_msgs = self.closed_out_msgs = self.closed_in_bytes = self.closed_out_bytes = 0
-        self.internal_msgs = 0
         self.slow_consumers = 0
         self.total_connections = 0
         # Push consumers follow interest in their deliver subject: per Sublist (account), subject -> callbacks.
@@ -787,7 +786,6 @@ class Server:
 
     def publish(self, subject: str, data: bytes = b"", reply: str = "", hdr: bytes = b"") -> bool:
         """Publish from inside the server (API replies, advisories, deliveries)."""
-        self.internal_msgs += 1
         return self.route(None, subject, reply, len(hdr), hdr + data if hdr else data)
 
     # ------------------------------------------------------------------ logging helpers

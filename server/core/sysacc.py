@@ -181,7 +181,6 @@ class SystemAccount:
 
     def send_raw(self, subject: str, body: bytes, account: "Account | None" = None, hdr: bytes = b"") -> bool:
         srv = self.server
-        srv.internal_msgs += 1
         acc = account or self.account
         return srv.route(None, subject, "", len(hdr), hdr + body if hdr else body, sublist=acc.sublist)
 

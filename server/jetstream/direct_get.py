@@ -127,7 +127,6 @@ class DirectGet:
                 return self._send(reply, ST_NOT_FOUND)
             hdr = self._stored_hdr(sm)
             srv = self.stream.server
-            srv.internal_msgs += 1
             srv.route(None, reply, "", len(hdr), hdr + sm.data)
             return
         parsed = _parse(bytes(data[hdr_len:]))

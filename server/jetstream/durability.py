@@ -171,10 +171,8 @@ class Durability:
         acks, self._acks = self._acks, []
         if self.before_ack is not None and self.before_ack(acks):
             return
-        # Server.publish in-line (one PubAck per stored message): route from the server, counted once at the end.
-        srv = self.server
-        route = srv.route
-        sent = 0
+        # Server.publish in-line (one PubAck per stored message): route from the server.
+        route = self.server.route
         wait = self.sync_always
         for stream, seq, reply, payload in acks:
             if stream is None:
@@ -184,7 +182,6 @@ class Durability:
                     self._sync_wait.append((reply, payload, None, None))
                 else:
                     route(None, reply, "", 0, payload)
-                    sent += 1
                 continue
             f = failed.get(stream) if failed else None
             if f is not None and (f[0] is None or seq in f[0]):
@@ -197,8 +194,6 @@ class Durability:
                 self._sync_wait.append((reply, out, None, None))
             else:
                 route(None, reply, "", 0, out)
-                sent += 1
-        srv.internal_msgs += sent
         if self._sync_wait or self._csnap:
             self._start_group_commit()
 
