@@ -24,6 +24,7 @@ import ssl
 from typing import Any, Callable
 
 from skiff.protocol import encoder
+from skiff.protocol.encoder import msg_parts
 from skiff.protocol.jsapi.subjects import ACK_PRE
 from skiff.protocol.subjects import subject_matches
 
@@ -600,7 +601,7 @@ class Server:
             if conn.deny_delivery and conn.perms.deliver_denied(msubj):
                 continue
             if head is None:
-                head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
+                head, tail = msg_parts(msubj, reply, hdr_len, len(data))
             if sub.max_msgs or conn.replies is not None or (hdr_len and not conn.headers):
                 self._deliver(sub, conn, head, tail, hdr_len, data, reply)
             elif not conn.closed:
@@ -628,7 +629,7 @@ class Server:
                 sub.callback(sub, subject, reply, hdr_len, data, origin)
             else:
                 if head is None:
-                    head, tail = _frame_parts(msubj, reply, hdr_len, len(data))
+                    head, tail = msg_parts(msubj, reply, hdr_len, len(data))
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
             delivered = True
         if routes is not None:
@@ -668,7 +669,7 @@ class Server:
             if conn.deny_delivery and conn.perms.deliver_denied(subject):
                 continue
             if head is None:
-                head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                head, tail = msg_parts(subject, reply, hdr_len, len(data))
             self._deliver(sub, conn, head, tail, hdr_len, data, reply)
         if queues:
             for members in qgroups:
@@ -686,7 +687,7 @@ class Server:
                         sub.callback(sub, subject, reply, hdr_len, data, link)
                     continue
                 if head is None:
-                    head, tail = _frame_parts(subject, reply, hdr_len, len(data))
+                    head, tail = msg_parts(subject, reply, hdr_len, len(data))
                 self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
         if links is not None:
             for rt, qs in links.items():
@@ -780,7 +781,7 @@ class Server:
         for sub in plain:
             if sub.conn is origin:
                 hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject.encode("utf-8", "surrogateescape") + b"\r\n\r\n"
-                head, tail = _frame_parts(reply, "", len(hdr), len(hdr))
+                head, tail = msg_parts(reply, "", len(hdr), len(hdr))
                 self._deliver(sub, origin, head, tail, len(hdr), hdr)
                 return
 
@@ -798,39 +799,3 @@ class Server:
 
     def log_warning(self, event: str, **kw) -> None:
         self.log.warning(event, **kw)
-
-
-
-_MSG_HEADS: dict[str, bytes] = {}
-_HMSG_HEADS: dict[str, bytes] = {}
-_TAILS: dict[int, bytes] = {}  # " <size>\r\n" by size, " <hdr> <size>\r\n" by hdr << 32 | size: senders repeat sizes
-
-
-def _frame_parts(subject: str, reply: str, hdr_len: int, size: int) -> tuple[bytes, bytes]:
-    """(head, tail) of a MSG/HMSG frame: ``MSG <subject> `` and `` [reply] [hdr_len] <size>\\r\\n``.
-
-    Heads are kept per subject (at most 8,192 of each kind): a stream of messages on one subject, the common
-    case, then costs one dict lookup instead of an encode and two concatenations (12% of a core pub/sub profile)."""
-    heads = _HMSG_HEADS if hdr_len else _MSG_HEADS
-    head = heads.get(subject)
-    if head is None:
-        if len(heads) >= 8192:
-            heads.clear()
-        head = heads[subject] = (b"HMSG " if hdr_len else b"MSG ") + subject.encode("utf-8", "surrogateescape") + b" "
-    if reply:
-        r = reply.encode("utf-8", "surrogateescape")
-        return head, (b" %s %d %d\r\n" % (r, hdr_len, size)) if hdr_len else (b" %s %d\r\n" % (r, size))
-    if hdr_len:
-        key = hdr_len << 32 | size  # HMSG tails by (header size, size): JetStream publishers repeat both
-        tail = _TAILS.get(key)
-        if tail is None:
-            if len(_TAILS) >= 4096:
-                _TAILS.clear()
-            tail = _TAILS[key] = b" %d %d\r\n" % (hdr_len, size)
-        return head, tail
-    tail = _TAILS.get(size)
-    if tail is None:
-        if len(_TAILS) >= 4096:
-            _TAILS.clear()
-        tail = _TAILS[size] = b" %d\r\n" % size
-    return head, tail
