@@ -207,6 +207,12 @@ class StreamStore(ABC):
     def consumer_store(self, name: str, ack_policy: str = "explicit", max_deliver: int = -1) -> "ConsumerStore":
         """Create or open the state store of consumer ``name`` (file stores read ``obs/<name>/o.dat``)."""
 
+    def stored_consumers(self) -> tuple[int, list]:
+        """The consumers kept with the stream, for recovery: the count of deleted consumer directories a crash left
+        (removed now), then ``(name, metadata document or None, error or None)`` per consumer in name order.  A
+        store that keeps none (memory) has none."""
+        return 0, []
+
 
 class ConsumerStore(ABC):
     """Delivery and ack state of one consumer (nats-server ``ConsumerStore``).

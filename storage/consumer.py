@@ -318,12 +318,10 @@ class FileConsumerStore(MemoryConsumerStore):
         meta.fsync_dir(self.dir)
 
     def write_meta(self, obj: object) -> None:
-        """Write the consumer's metadata (``meta.inf``: its config) atomically."""
+        """Write the consumer's metadata (``meta.inf``: its config) atomically, fsynced only with ``durable``
+        (nats-server writeConsumerMeta: sync_always)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        meta.write_meta(self.dir / meta.META_FILE, obj)
-
-    def read_meta(self) -> object:
-        return meta.read_meta(self.dir / meta.META_FILE)
+        meta.write_meta(self.dir / meta.META_FILE, obj, durable=self.durable)
 
     def delete(self) -> None:
         """Remove the consumer's directory: renamed aside first (one atomic step: a kill -9 leaves the consumer
@@ -360,6 +358,24 @@ def file_identity(path: str | os.PathLike) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def stored_consumers(consumers_dir: str | os.PathLike) -> tuple[int, list]:
+    """What recovery finds under a stream's consumer directory (``obs/``): the leftovers of interrupted deletes
+    removed (their count), then per consumer directory, in name order, ``(name, meta.inf document, None)`` or
+    ``(name, None, error)`` (FileNotFoundError: a directory without metadata)."""
+    left = remove_leftovers(consumers_dir)
+    try:
+        names = sorted(e.name for e in os.scandir(consumers_dir) if e.is_dir() and not e.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return left, []
+    found = []
+    for name in names:
+        try:
+            found.append((name, meta.read_meta(os.path.join(consumers_dir, name, meta.META_FILE)), None))
+        except Exception as e:  # noqa: BLE001 - one bad consumer never stops the recovery of the others
+            found.append((name, None, e))
+    return left, found
 
 
 def remove_leftovers(consumers_dir: str | os.PathLike) -> int:

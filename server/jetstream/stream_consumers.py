@@ -16,8 +16,8 @@ Retention (nats-server ``ackMsg`` / ``needAck`` / ``checkInterestState``): on in
 (or a delivery, for ack none) asks every consumer whether it still needs the message; when none does, the message is
 removed.  At publish, an interest stream stores a message only if some consumer's filter matches its subject.
 
-Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config in
-``obs/<name>/meta.inf`` and its state in ``obs/<name>/o.dat`` (storage/consumer.py).  State changes mark the consumer
+Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config and its state in its
+store (storage/consumer.py: ``obs/<name>/meta.inf`` and ``o.dat``); nothing here knows the files.  State changes mark the consumer
 dirty; one clock timer per stream writes dirty states every :data:`FLUSH_INTERVAL` seconds (with ``sync_interval:
 always`` it hands them to the group commit, which also writes the state of every confirmed ack before confirming it:
 durability.py, "Consumer acks"), and stopping the stream writes the rest.  :func:`recover` reopens every consumer found there when the server starts; ephemerals come back
@@ -26,13 +26,11 @@ too and clean themselves up after their inactive threshold, as in nats-server.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import TYPE_CHECKING
 
 from skiff.protocol.jsapi.consumer_config import ConsumerConfig
-from skiff.storage import meta
-from skiff.storage.consumer import MemoryConsumerStore, remove_leftovers
+from skiff.storage.consumer import MemoryConsumerStore
 
 from ..core import gcpolicy
 from .consumer import Consumer
@@ -43,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
 FLUSH_INTERVAL = 0.1  # seconds between writes of dirty consumer states
 FLUSH_SLICE = 0.005  # seconds of state writes per loop turn (flush)
 STOP_SLICE = 100  # consumers of a deleted stream stopped per loop turn (finish_later)
-CONSUMER_DIR = "obs"
 META_VERSION = 1
 
 
@@ -159,10 +156,7 @@ class ConsumerSet:
         if not c.persistent:
             return
         # As nats-server writeConsumerMeta: fsync only with sync_always (the store's ``durable`` flag).
-        st = c.store
-        st.dir.mkdir(parents=True, exist_ok=True)
-        meta.write_meta(st.dir / meta.META_FILE, {"v": META_VERSION, "config": c.config.to_json(),
-                                                  "created": c.created}, durable=st.durable)
+        c.store.write_meta({"v": META_VERSION, "config": c.config.to_json(), "created": c.created})
 
     # ------------------------------------------------------------------ stream signals
     def _new_message(self, seq: int, subject: str) -> None:
@@ -299,20 +293,15 @@ def recover(stream: "Stream") -> None:
     """Reopen the consumers stored under ``<stream dir>/obs/`` (server start)."""
     if stream.path is None:
         return
-    odir = os.path.join(stream.path, CONSUMER_DIR)
     srv = stream.server
-    left = remove_leftovers(odir)
+    left, found = stream.store.stored_consumers()
     if left:
         srv.log_warning("JetStream removed consumer directories left by an interrupted delete", stream=stream.name,
                         count=left)
-    try:
-        names = sorted(e.name for e in os.scandir(odir) if e.is_dir() and not e.name.startswith("."))
-    except FileNotFoundError:
-        return
-    for name in names:
-        path = os.path.join(odir, name, meta.META_FILE)
+    for name, doc, err in found:
         try:
-            doc = meta.read_meta(path)
+            if err is not None:
+                raise err
             cfg = ConsumerConfig.from_json(doc["config"], strict=False)
             created = int(doc.get("created") or 0)
         except FileNotFoundError:

@@ -709,6 +709,11 @@ class FileStreamStore(IndexedStore):
     def read_meta(self) -> object:
         return meta.read_meta(os.path.join(self.dir, meta.META_FILE))
 
+    def stored_consumers(self) -> tuple[int, list]:
+        from skiff.storage.consumer import stored_consumers
+
+        return stored_consumers(os.path.join(self.dir, CONSUMER_DIR))
+
     def consumer_store(self, name: str, ack_policy: str = "explicit", max_deliver: int = -1) -> ConsumerStore:
         from skiff.storage.consumer import FileConsumerStore
 

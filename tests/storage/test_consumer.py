@@ -214,7 +214,13 @@ def test_stream_store_hands_out_consumer_stores(tmp_path):
     c.flush()
     assert (tmp_path / "s" / "obs" / "dur" / "o.dat").exists()
     c.write_meta({"config": {"durable_name": "dur"}})
-    assert fs.consumer_store("dur").read_meta() == {"config": {"durable_name": "dur"}}
+    (tmp_path / "s" / "obs" / "nometa").mkdir()
+    (tmp_path / "s" / "obs" / ".deleted.dur.0a1b2c3d").mkdir()  # a delete a crash interrupted (FileConsumerStore.delete)
+    left, found = fs.stored_consumers()
+    assert left == 1 and not (tmp_path / "s" / "obs" / ".deleted.dur.0a1b2c3d").exists()
+    assert [(n, d) for n, d, _e in found] == [("dur", {"config": {"durable_name": "dur"}}), ("nometa", None)]
+    assert found[0][2] is None and isinstance(found[1][2], FileNotFoundError)
+    assert MemoryStreamStore().stored_consumers() == (0, [])
     for bad in ["", "..", ".", "a/b", "../x", "a\x00"]:
         with pytest.raises(InvalidPathError):
             fs.consumer_store(bad)
