@@ -123,8 +123,8 @@ async def _main(options: ServerOptions) -> int:
         logmod.fatal(fatal)
         try:
             await server.shutdown()
-        except Exception:
-            pass
+        except Exception as e:  # noqa: BLE001 - the start already failed; say so, exit 1 all the same
+            logmod.get_logger("skiff").error("shutdown after a failed start failed", error=repr(e))
         return 1
     # Everything allocated at start-up (modules, config models, recovered indexes) lives for the whole run: it is
     # frozen out of the collector's reach, and so are bulk creations later (server/core/gcpolicy.py).  Anything left

@@ -254,7 +254,7 @@ def interface_addresses() -> list[str]:
                 v4.setdefault(name, []).append(socket.inet_ntoa(raw[i + 20:i + 24]))
         finally:
             s.close()
-    except Exception:
+    except (ImportError, OSError, ValueError):  # not Linux (no fcntl, no SIOCGIFCONF) or an odd name: fallback below
         pass
     try:
         with open("/proc/net/if_inet6") as f:

@@ -201,7 +201,7 @@ class MonitorServer:
                 self._conns.discard(task)
             try:
                 writer.close()
-            except Exception:
+            except (OSError, RuntimeError):  # the socket or the loop is already gone: nothing left to close
                 pass
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
