@@ -571,6 +571,8 @@ class Server:
         r = sublist.cache.get(subject)
         if r is None:
             r = sublist.match(subject)
+        else:
+            sublist.hits += 1
         plain, queues = r
         if not plain and not queues:
             if reply and origin is not None and origin.no_responders:
@@ -651,6 +653,8 @@ class Server:
         r = sublist.cache.get(subject)
         if r is None:
             r = sublist.match(subject)
+        else:
+            sublist.hits += 1
         plain, qgroups = r
         from_route = link.is_route
         head = tail = None

@@ -47,15 +47,15 @@ class _Node:
 
 
 class Sublist:
-    __slots__ = ("_root", "cache", "count", "inserts", "removes", "misses")
+    __slots__ = ("_root", "cache", "count", "inserts", "removes", "hits", "misses")
 
     def __init__(self) -> None:
         self._root = _Node()
         self.cache: dict[str, tuple[list, list]] = {}
         self.count = 0
-        # Matches served from the cache are not counted per call (the server reads the cache directly on its hot
-        # path); num_matches in /subsz is estimated from misses and cache size (see stats()).
-        self.inserts = self.removes = self.misses = 0
+        # Matches answered from the cache (``hits``) and by walking the tree (``misses``): /subsz num_matches and
+        # cache_hit_rate (sublist.go matches, cacheHits).  Server.route reads the cache itself and counts its hits.
+        self.inserts = self.removes = self.hits = self.misses = 0
 
     def insert(self, sub: Subscription) -> None:
         node = self._root
@@ -140,6 +140,7 @@ class Sublist:
         """Subscriptions interested in literal ``subject``: (plain subs, [members of each queue group])."""
         hit = self.cache.get(subject)
         if hit is not None:
+            self.hits += 1
             return hit
         self.misses += 1
         tokens = subject.split(".")
@@ -179,15 +180,27 @@ class Sublist:
         return out
 
     def stats(self) -> dict:
+        """sublist.go Stats: the fan-out figures walk the cache (plain subscribers plus queue groups per entry);
+        ``total_fanout``/``cache_entries`` let a sum over accounts average as SublistStats.add does."""
+        matches = self.hits + self.misses
+        tot = top = 0
+        for plain, queues in self.cache.values():
+            n = len(plain) + len(queues)
+            tot += n
+            if n > top:
+                top = n
         return {
             "num_subscriptions": self.count,
             "num_cache": len(self.cache),
             "num_inserts": self.inserts,
             "num_removes": self.removes,
-            "num_matches": self.misses,
-            "cache_hit_rate": 0.0,
-            "max_fanout": 0,
-            "avg_fanout": 0.0,
+            "num_matches": matches,
+            "cache_hit_rate": self.hits / matches if matches else 0.0,
+            "max_fanout": top,
+            "avg_fanout": tot / len(self.cache) if tot else 0.0,
+            "total_fanout": tot,
+            "cache_entries": len(self.cache),
+            "cache_hits": self.hits,
         }
 
 

@@ -448,12 +448,13 @@ class DestCache:
     (issue #13 profiles).  The entry is good while the Sublist saw no insert and no remove (its own counters), so
     what route finds is exactly what a fresh match would."""
 
-    __slots__ = ("sublist", "cache", "ins", "rem")
+    __slots__ = ("sublist", "cache", "ins", "rem", "hits")
 
     def __init__(self) -> None:
         self.sublist = None
         self.cache: dict = {}
         self.ins = self.rem = -1
+        self.hits = 0  # route counts a cache hit here as on a Sublist; /subsz, like nats-server's, leaves these out
 
     def valid(self, server) -> "DestCache":
         sl = server.sublist

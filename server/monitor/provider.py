@@ -67,11 +67,19 @@ def _sublist_stats(sublists: list) -> dict:
     """nats-server SublistStats, summed over accounts as Subsz does (sublist.go SublistStats.add)."""
     out = {"num_subscriptions": 0, "num_cache": 0, "num_inserts": 0, "num_removes": 0, "num_matches": 0,
            "cache_hit_rate": 0.0, "max_fanout": 0, "avg_fanout": 0.0}
+    hits = tot = entries = 0
     for sl in sublists:
         st = sl.stats()
         for k in ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches"):
             out[k] += st[k]
         out["max_fanout"] = max(out["max_fanout"], st["max_fanout"])
+        hits += st["cache_hits"]
+        tot += st["total_fanout"]
+        entries += st["cache_entries"]
+    if tot:
+        out["avg_fanout"] = tot / entries
+    if out["num_matches"]:
+        out["cache_hit_rate"] = hits / out["num_matches"]
     return out
 
 
