@@ -1,6 +1,6 @@
 """Admin-operation stalls: while one client does heavy administration, how long does another client wait?
 
-Theory of operation (issue #13's "longest event-loop stall during admin operations"): a probe process
+Theory of operation ("longest event-loop stall during admin operations"): a probe process
 (``python -m bench.lab.canary --rr --every 0.01``, its own two connections) does a request/reply every 10 ms
 through the server for the whole workload.  The operations run from the C load generator one after the other:
 

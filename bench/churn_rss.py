@@ -1,4 +1,4 @@
-"""Server RSS across connection churn, Skiff and nats-server side by side (issue #15 finding 10).
+"""Server RSS across connection churn, Skiff and nats-server side by side.
 
     python -m bench.churn_rss [--cycles 60000] [--parallel 20] [--budget 240] [--servers skiff,nats-server]
 

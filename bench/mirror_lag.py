@@ -1,4 +1,4 @@
-"""Mirror lag under a steady publish rate, Skiff and nats-server side by side (issue #12 point 1).
+"""Mirror lag under a steady publish rate, Skiff and nats-server side by side.
 
     python -m bench.mirror_lag [--rates 1000,5000,10000,20000] [--duration 5] [--servers skiff,nats-server]
 

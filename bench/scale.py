@@ -191,6 +191,6 @@ def scale_workloads() -> list[Workload]:
                  (Row("{restart_msgs} msgs: fill (async publish)", "fill_rate", "msg/s", True),
                   Row("{restart_msgs} msgs: restart after clean stop", "restart_clean_s", "s", False),
                   Row("{restart_msgs} msgs: restart after kill -9", "restart_kill_s", "s", False,
-                      Target("<=", 2.0))),  # issue #15: restart after kill -9 within 2x nats-server's
+                      Target("<=", 2.0))),  # restart after kill -9 within 2x nats-server's
                  procedure=restart, single_run=True, fresh=True),
     ]

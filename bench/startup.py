@@ -4,14 +4,14 @@ Theory of operation: each is a procedure ``(ctx, server) -> dict`` (bench/scale.
 (fresh) server several times and reports medians, because one start is one sample of a noisy figure.
 
 - ``startup``: JetStream on, empty store.  From spawning the process to (a) the first connection that reads the
-  server's ``INFO`` (what a harness waiting for the port sees; issue #13 asks <= 100 ms) and (b) the first
+  server's ``INFO`` (what a harness waiting for the port sees; the target is <= 100 ms) and (b) the first
   ``$JS.API.INFO`` answer (what a test that creates a stream at once waits for).  Polled every 2 ms.  Also the CPU
   time of each process's whole life (start, that one request, SIGTERM; user + system, every thread), read from the
   reaped children's resource usage: on a shared machine the times to INFO mostly measure the wait for a CPU, the
-  CPU time what a start costs.  Then the idle memory of the last start, a second after it (issue #13 asks
+  CPU time what a start costs.  Then the idle memory of the last start, a second after it (the target is
   <= 30 MiB).
 - ``restart_subjects``: ``restart_msgs / 5`` messages of 100 bytes, each on a subject of its own (1,000,000 /
-  5 = 200,000 in the full run, ~32 MB: the shape of issue #15 finding 11), then ``kill -9`` and the time from
+  5 = 200,000 in the full run, ~32 MB: the shape of a store with a subject per message), then ``kill -9`` and the time from
   spawning the process to the first ``STREAM.INFO`` that reports every message; the median over a few kills.
   ``scale.restart`` (bench/scale.py) is the other shape: many messages on one subject.
 """
@@ -81,7 +81,7 @@ def startup(ctx: Context, server: BenchServer) -> dict:
         a, b = _spawn_timed(server, timeout=ctx.slack)
         first_info.append(a)
         first_js.append(b)
-    # Idle memory (issue #13: <= 30 MiB): VmRSS of the last started server once it has had a second to settle.
+    # Idle memory (<= 30 MiB): VmRSS of the last started server once it has had a second to settle.
     time.sleep(1.0)
     rss = server.rss_kib()
     return {"runs": runs, "startup_s": statistics.median(first_info), "startup_js_s": statistics.median(first_js),

@@ -26,8 +26,9 @@ HERE = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Target:
-    """A bound on the Skiff / nats-server ratio, or, with ``unit``, on Skiff's own figure in that unit (issue #13
-    states start-up, idle memory and stalls as absolute bounds: "<= 100 ms", "<= 30 MiB", "<= 50 ms")."""
+    """A bound on the Skiff / nats-server ratio, or, with ``unit``, on Skiff's own figure in that unit (the
+    performance targets state start-up, idle memory and stalls as absolute bounds: "<= 100 ms", "<= 30 MiB",
+    "<= 50 ms")."""
 
     op: str  # ">=" or "<="
     ratio: float  # the bound: a ratio, or a value in `unit`
@@ -229,7 +230,7 @@ def jetstream_workloads() -> list[Workload]:
                  client=_consume("fetch", "BENCHF", "--batch", 100),
                  teardown=_drop_stream("BENCHF"), timeout=_consume_timeout),
     ] + [
-        # A wildcard filter over a stream of many subjects (issue #13: the per-subject search path of a filter).
+        # A wildcard filter over a stream of many subjects (the per-subject search path of a filter).
         Workload(f"js.fetch.f{k}", "jetstream", f"pull consumer with filter S.* over a prefilled stream of {k} "
                  "subjects: fetch batches of 100 + ack each",
                  (rate(f"JS pull fetch + ack, filter over {k} subjects", Target(">=", 0.5)),),

@@ -31,7 +31,7 @@ __all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
+class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
     """One row of nats-server's errors.json."""
 
     constant: str
@@ -46,7 +46,7 @@ class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every sta
 
 def _load() -> dict[str, ErrorDef]:
     # Beside this file first, as it is in a checkout and in an installed wheel: importlib.resources costs ~3 ms
-    # of imports at every start (issue #13), and is needed only when the package is not plain files (a zip).
+    # of imports at every start, and is needed only when the package is not plain files (a zip).
     try:
         with open(os.path.join(os.path.dirname(__file__), "data", "errors.json"), encoding="utf-8") as f:
             text = f.read()

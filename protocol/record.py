@@ -1,4 +1,4 @@
-"""A plain record: the part of pydantic's ``BaseModel`` API Skiff kept when it stopped using pydantic (issue #13).
+"""A plain record: the part of pydantic's ``BaseModel`` API Skiff kept when it stopped using pydantic.
 
 Two kinds of record share it: the JetStream API models (``protocol.jsapi.gojson.GoModel``, fields described by Go
 types and decoded with Go's rules) and the server's options (``server.options``, fields checked from their

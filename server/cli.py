@@ -226,7 +226,7 @@ class CommandError(Exception):
 
 class Flags:
     """The flags given, in order: canonical name -> value (the last occurrence wins), and extra words.  (A plain
-    class: a dataclass costs ~0.5 ms of every start to create, issue #13.)"""
+    class: a dataclass costs ~0.5 ms of every start to create.)"""
 
     __slots__ = ("values", "order", "args")
 

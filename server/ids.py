@@ -4,7 +4,7 @@ nats-server draws them from its NUID generator (nats-io/nuid: 22 base62 characte
 ephemeral consumer's name, are a prefix of the same alphabet).  Clients and tools only ever see the shape, so one
 generator serves every use; nothing here is on a per-message path.  It draws from ``random.SystemRandom`` (the
 operating system's CSPRNG, what ``secrets.choice`` is): ``secrets`` imports hmac and so OpenSSL's hashlib, ~0.6 MiB
-of resident memory and ~3 ms of every start (issue #13).
+of resident memory and ~3 ms of every start.
 """
 from __future__ import annotations
 

@@ -130,7 +130,7 @@ class _ModelMeta(type):
 
 class _Model(Record, metaclass=_ModelMeta):
     """A plain options record: keyword construction with defaults, unknown keys refused, nested blocks built from
-    dicts.  It replaced pydantic here (issue #13: pydantic's import and model building were ~60 ms of every start;
+    dicts.  It replaced pydantic here (pydantic's import and model building were ~60 ms of every start;
     the values are decoded and checked by conf/mapping.py and cli.py with nats-server's texts before they get
     here).  ``model_validate``, ``model_copy``, ``model_dump`` and equality are ``protocol.record.Record``'s,
     shared with the JetStream API models."""

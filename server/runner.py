@@ -130,8 +130,7 @@ async def _main(options: ServerOptions) -> int:
     # frozen out of the collector's reach, and so are bulk creations later (server/core/gcpolicy.py).  Anything left
     # in a reference cycle waits long for a collection, so per-connection and per-consumer objects must be freed by
     # reference counting: tests/server/test_memory.py and tests/jetstream/test_consumer_memory.py check it with the
-    # collector off, and bench/churn_rss.py measured RSS flat (38.9 MiB, +0.0%) over 60,000 connection cycles
-    # (issue #15 finding 10).
+    # collector off, and bench/churn_rss.py measured RSS flat (38.9 MiB, +0.0%) over 60,000 connection cycles.
     gcpolicy.POLICY.install()
     # Signals first: a harness may send SIGTERM as soon as it reads a port or "Server is ready".
     loop = asyncio.get_running_loop()

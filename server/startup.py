@@ -76,7 +76,7 @@ def ipv4_listen_socket(host: str, port: int) -> socket.socket | None:
     ``None`` for anything else (a name, IPv6, the empty host: the loop's create_server resolves and binds those).
 
     Given to ``create_server(sock=...)``, it spares the address lookup that uvloop runs in libuv's thread pool:
-    four threads started at every start, ~0.5 MiB of the idle RSS (issue #13), for an address that needs no
+    four threads started at every start, ~0.5 MiB of the idle RSS, for an address that needs no
     lookup.  Bind errors are the OSError create_server would raise (same errno), so the start-up messages hold.
     """
     try:
@@ -140,7 +140,7 @@ def node_hash(name: str) -> str:
 
 def _sha256(data: bytes):
     """SHA-256 from the interpreter's own implementation (what hashlib falls back to without OpenSSL): this runs at
-    every start, and importing hashlib loads OpenSSL's digests, ~0.6 MiB of resident memory (issue #13)."""
+    every start, and importing hashlib loads OpenSSL's digests, ~0.6 MiB of resident memory."""
     try:
         from _sha256 import sha256  # Python 3.11
     except ImportError:

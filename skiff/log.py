@@ -16,7 +16,7 @@ Context passed as keyword arguments is rendered the way nats-server writes it, n
 as `` - stream: ORDERS, error: ...``.  In JSON the fields stay keys, ``event`` after them, then ``level``,
 ``timestamp`` (ISO 8601, UTC) and ``exception``.
 
-This replaces structlog, which cost every start ~13 ms and ~2 MiB (issue #13) for the one call shape Skiff uses.
+This replaces structlog, which cost every start ~13 ms and ~2 MiB for the one call shape Skiff uses.
 The calls keep structlog's meaning and the lines are the bytes its pipeline wrote (tests/server/test_log_format.py
 compares them): ``warn`` is ``warning``, ``fatal`` is ``critical``, ``msg`` is ``info``, ``exception`` is ``error``
 with ``exc_info=True``, positional arguments are ``%``-interpolated into the message.

@@ -87,6 +87,6 @@ class StoreRoot:
         return dst
 
     def delete_stream(self, name: str) -> None:
-        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start (issue #13)
+        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start
 
         shutil.rmtree(self.stream_dir(name), ignore_errors=True)

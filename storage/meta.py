@@ -29,7 +29,7 @@ META_FILE = "meta.inf"  # nats-server JetStreamMetaFile
 #        8     *  body: msgpack (use_bin_type=True)
 def encode(obj: Any) -> bytes:
     # msgpack is imported by the first metadata file, not at start: a server with an empty store needs none
-    # (~1 ms and ~0.2 MiB of idle RSS, issue #13)
+    # (~1 ms and ~0.2 MiB of idle RSS)
     import msgpack
 
     body = msgpack.packb(obj, use_bin_type=True)

@@ -87,6 +87,6 @@ def _tree_steps(path: Path) -> Iterator[None]:
     try:
         os.rmdir(path)
     except OSError:
-        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start (issue #13)
+        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start
 
         shutil.rmtree(path, ignore_errors=True)  # something appeared meanwhile (a late state write)

@@ -4,7 +4,7 @@ Every ``S`` seconds (2 ms by default) it sends a tiny message and waits for it t
 ``<wall time sent> <latency s>`` to FILE (flushed per line, so the orchestrator can read it while it runs).
 By default the message goes to a subject only it subscribes to (one connection, one hop through the server);
 with ``--rr`` it is a request to a responder on a second connection of its own, and the latency is the whole
-request/reply round trip (issue #13's admin-stall probe: "a probe client doing request/reply every 10 ms").
+request/reply round trip (admin-stall probe: "a probe client doing request/reply every 10 ms").
 A probe waits up to 30 s; one that never returns is written as a 30 s latency.  It runs until killed.
 """
 from __future__ import annotations

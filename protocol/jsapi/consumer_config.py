@@ -137,7 +137,7 @@ def parse_create_consumer_request(data: bytes | str, *, strict: bool = True) -> 
     return parse_request(CreateConsumerRequest, data, strict=strict)
 
 
-class ConsumerLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
+class ConsumerLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
     """Server (``JSLimitOpts``) and account limits the consumer checks read; 0 = not set."""
 
     server_max_ack_pending: int = 0
@@ -370,7 +370,7 @@ def check_consumer_config(
     if any(f == "" for f in c.filter_subjects or []):
         return ApiError.of("JSConsumerEmptyFilter")
     filters = filter_subjects(c)
-    # Go compares every pair; the first filter held by another is found from an index instead (issue #15 f. 8).
+    # Go compares every pair; the first filter held by another is found from an index instead.
     first = subj.first_filter_overlap(filters)
     for i, s in enumerate(filters):
         if not subj.is_valid_subject(s):

@@ -56,7 +56,7 @@ class GoDecodeError(ValueError):
 # --- Go types -----------------------------------------------------------------------------------------------------
 
 # The four description classes below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms, at
-# every start (issue #13).  GoType compares by identity (it was a dataclass with eq=False).
+# every start.  GoType compares by identity (it was a dataclass with eq=False).
 class GoType:
     __slots__ = ("kind", "name", "lo", "hi", "elem", "spec", "parse", "zero", "model")
 
@@ -227,7 +227,7 @@ class GoModel(Record):
 
     Fields are the annotated class attributes (base classes first), their class values the defaults.  This was a
     pydantic model; pydantic only re-validated what :func:`decode` had already decoded and checked with Go's rules,
-    and its import and schema building were about half of the server's start-up time (issue #13).  Keyword
+    and its import and schema building were about half of the server's start-up time.  Keyword
     construction (unknown names refused) is here; ``model_validate``, ``model_copy``, ``model_dump`` and equality
     are ``protocol.record.Record``'s, shared with the server's options."""
 

@@ -225,7 +225,7 @@ def parse_stream_config_request(data: bytes | str, *, strict: bool = True) -> St
 
 # --- normalization --------------------------------------------------------------------------------------------------
 
-class StreamLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
+class StreamLimits(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
     """Server and account limits checkStreamCfg consults (all 0 = not set, nats-server's defaults)."""
 
     duplicates: int = 0  # server jetstream limits: max duplicate window (ns)

@@ -7,7 +7,7 @@
 from skiff.server.conf.errors import ConfigError
 
 # The parser is loaded by the first configuration, not by every start: a server started with flags only never needs
-# it (issue #13, start-up).  ``from skiff.server.conf import parse`` works as before (PEP 562).
+# it.  ``from skiff.server.conf import parse`` works as before (PEP 562).
 _LAZY = {"parse": "parser", "parse_file": "parser", "parse_file_tokens": "parser", "parse_tokens": "parser",
          "Token": "values", "format_duration": "values", "parse_duration": "values", "plain": "values"}
 

@@ -25,7 +25,7 @@ REFUSE = "refuse"
 WARN = "warn"
 
 
-class Unimplemented(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start (issue #13)
+class Unimplemented(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
     level: str  # REFUSE or WARN
     what: str  # what nats-server does with the key, that Skiff does not
     harmless: Callable[[Any], bool] | None = None  # values equal to Skiff's own behaviour: accepted silently

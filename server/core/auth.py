@@ -18,7 +18,7 @@ Passwords may be bcrypt hashes (``$2a$...``), compared with the ``bcrypt`` packa
 from __future__ import annotations
 
 # hmac.compare_digest is this function when OpenSSL is not there (hmac.py); importing hmac loads OpenSSL's hashlib,
-# ~0.6 MiB of every server's memory (issue #13)
+# ~0.6 MiB of every server's memory
 from _operator import _compare_digest as compare_digest
 from dataclasses import dataclass
 from typing import Any

@@ -57,7 +57,7 @@ TURN_BUDGET = 0.0005
 # Output to a client that does not read is held in our own list once the transport has WRITE_HIGH bytes unsent
 # (see pause_writing): a slow consumer's backlog (up to max_pending, 64 MB) is then ours to free a slice per loop
 # turn when it goes (RELEASE_SLICE bytes), instead of the transport freeing it in one call: 200 such clients
-# closing together freed 2.3 GB in one loop turn and stalled every other client 100-250 ms (issue #15 finding 8).
+# closing together freed 2.3 GB in one loop turn and stalled every other client 100-250 ms.
 WRITE_HIGH = 1024 * 1024
 RELEASE_SLICE = 8 * 1024 * 1024
 
@@ -244,7 +244,7 @@ class ClientConnection(asyncio.Protocol):
     def _work_backlog(self) -> None:
         """Parse a big read in slices, at most TURN_BUDGET seconds per loop turn, with reading paused until it is
         done: uvloop hands over up to 32 reads of 256 KB in one turn, and one connection's SUB/UNSUB flood or
-        API requests must not hold every other client for that long (issue #15 finding 8).  nats-server gets
+        API requests must not hold every other client for that long.  nats-server gets
         the same fairness from one goroutine per connection."""
         backlog = self._backlog
         if backlog is None:
@@ -688,7 +688,7 @@ class ClientConnection(asyncio.Protocol):
                 sysacc.events.client_disconnect(self)  # $SYS.ACCOUNT.<acc>.DISCONNECT (core/events.py)
         self.server.client_closed(self)
         # on_pub is a bound method or a partial holding this connection: drop it, so that a closed connection is
-        # freed by reference counting alone instead of waiting for the cyclic collector (issue #15 finding 10).
+        # freed by reference counting alone instead of waiting for the cyclic collector.
         self.on_pub = _closed_pub
         self._backlog = None
         if self._held is not None:

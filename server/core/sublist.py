@@ -6,7 +6,7 @@ is a list of member lists, one per queue group.  Results are cached per literal 
 literal subscription drops only its own subject's entry, so adding a reply inbox does not flush the cache of a busy
 publisher.  A wildcard insert or remove empties the whole cache: nats-server walks its (1,024-entry) cache and
 matches every key instead, but here that walk cost milliseconds per SUB/UNSUB and one connection churning wildcard
-subscriptions starved every other client for seconds (issue #15 finding 8).  Emptying is O(1) amortized (each entry
+subscriptions starved every other client for seconds.  Emptying is O(1) amortized (each entry
 freed was made by one miss), and the next publish per subject pays one trie walk.
 
 Members of a node are dicts used as ordered sets (nats-server keeps maps too), so an UNSUB is O(1) however many

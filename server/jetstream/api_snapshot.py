@@ -29,7 +29,7 @@ from . import advisories, jsonout
 from .api import ApiRequest, serves
 
 # snapshot.py, restore.py (the S2 codec, the archive format) and the restore request model are imported by the
-# handlers that use them: a server that never snapshots does not pay them at start-up (issue #13).
+# handlers that use them: a server that never snapshots does not pay them at start-up.
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream

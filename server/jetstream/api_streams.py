@@ -78,7 +78,7 @@ def stream_info(js: "JetStream", stream: "Stream", *, dynamic_meta: bool = True,
 
 
 # Subjects a stream create subscribes per pass of the event loop: 5,000 subscriptions in one go held the loop for
-# 24-39 ms (issue #15 finding 8: no client may stall the others for more than 50 ms); 1,000 take 5-8 ms.
+# 24-39 ms (no client may stall the others for more than 50 ms); 1,000 take 5-8 ms.
 SUBSCRIBE_SLICE = 1000
 
 

@@ -468,7 +468,7 @@ class Consumer:
     def _unlink_parts(self) -> None:
         """Break the reference cycles between the consumer and its parts (each holds ``c``), so a stopped consumer
         is freed by reference counting alone, the moment the last holder lets go: a consumer in a cycle waited for
-        the cyclic collector, whose passes over 10,000 consumers' objects stalled every client (issue #13), and a
+        the cyclic collector, whose passes over 10,000 consumers' objects stalled every client, and a
         frozen one (server/core/gcpolicy.py) would never be freed.  A part still held by a callback queued before
         the stop (one that holds the consumer too: delivery.py ``_continue_later``, consumer_state.py
         ``_failed``) reads ``c.closed`` through the weak proxy and returns.  tests/jetstream/test_consumer_memory.py

@@ -144,7 +144,7 @@ class Delivery:
     def kick_soon(self) -> None:
         """Run the delivery loop once the current read is processed (an ack freed a slot at max_ack_pending).  A
         client acking a run of messages at max_ack_pending would otherwise get one delivery pass per ack, each for
-        one message (issue #13: 99,002 passes for 100,000 push deliveries); one pass after the read sends the
+        one message (99,002 passes for 100,000 push deliveries); one pass after the read sends the
         same messages in the same order, a batch of frames for one flush."""
         try:
             asyncio.get_running_loop()
@@ -181,7 +181,7 @@ class Delivery:
         # A wildcard filter, or several: look at the next message first.  Most such filters select most of what
         # the stream holds (the stream's own subject, "S.*" over S.0..S.99), and then that message is the answer
         # for one unfiltered load, where the store's filtered search walks the index once per subject the filter
-        # selects (issue #13: about 18 us a message over 10 subjects, 50 over 32).  A filter that keeps missing
+        # selects (about 18 us a message over 10 subjects, 50 over 32).  A filter that keeps missing
         # stops probing after PROBE_MISSES misses in a row and tries again every PROBE_RETRY loads.
         pm = self.probe_miss
         if pm < PROBE_MISSES or pm >= PROBE_RETRY:
@@ -430,7 +430,7 @@ def status_pending(code: int, text: str, n: int, b: int) -> bytes:
 def _load_next_any(store, start: int) -> "tuple[StoredMsg | None, int]":
     """``store.load_next_msg("", start)``, trying ``start`` itself first: a consumer reading a stream in order
     finds its next message there nearly every time, and one load by sequence skips the search for the next live
-    slot (a quarter of an unfiltered load, issue #13 profiles).  A deleted, lost or not yet stored ``start`` takes
+    slot (a quarter of an unfiltered load, profiled).  A deleted, lost or not yet stored ``start`` takes
     the search."""
     sm = store.load_msg(start)
     if sm is not None:
@@ -445,7 +445,7 @@ class DestCache:
     Deliver subjects and pull-request inboxes are ``_INBOX.`` subjects, which the Sublist does not cache (a reply
     inbox is used once: sublist.py ``_UNCACHED``); but a consumer sends every message of a run, and a push consumer
     every message, to the same one, and matching it each time was ~10% of a push or ordered consumer's delivery
-    (issue #13 profiles).  The entry is good while the Sublist saw no insert and no remove (its own counters), so
+    (profiled).  The entry is good while the Sublist saw no insert and no remove (its own counters), so
     what route finds is exactly what a fresh match would."""
 
     __slots__ = ("sublist", "cache", "ins", "rem", "hits")

@@ -48,7 +48,7 @@ class JetStream:
         self.server = server
         opts = server.options
         base = opts.store_dir
-        # An embedded server without store_dir stores in a directory of its own, removed at stop (issue #14); the
+        # An embedded server without store_dir stores in a directory of its own, removed at stop; the
         # process substitutes nats-server's temporary directory before it gets here (runner.py).
         if not base:
             import tempfile  # only here: it imports shutil, bz2 and lzma (~7 ms of every start otherwise)
@@ -216,7 +216,7 @@ class JetStream:
     def subjects_overlap(self, subjects: list[str], own: Stream | None) -> bool:
         """nats-server jsAccount.subjectsOverlap: any subject colliding with another stream's subjects."""
         others = [a for s in self.streams.values() if s is not own for a in s.config.subjects or []]
-        return any_collide(subjects, others)  # indexed: all pairs froze the event loop (issue #15 finding 8)
+        return any_collide(subjects, others)  # indexed: all pairs froze the event loop
 
     def account_limit(self, key: str) -> int:
         """An account limit as nats-server reports it: -1 when not configured."""
@@ -321,7 +321,7 @@ class JetStream:
 
     def _start_block_verification(self) -> "asyncio.Task | None":
         """Check the blocks recovered from their summaries against their checksums in a worker thread, so a start
-        does not read every block yet damage under an intact summary is still found (issue #15 finding 5); the
+        does not read every block yet damage under an intact summary is still found; the
         messages of a damaged block are then read back on the loop and the corrupt ones reported lost."""
         stores = [(s, s.store) for s in self.streams.values() if getattr(s.store, "_to_verify", None)]
         if not stores:

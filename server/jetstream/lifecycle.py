@@ -63,7 +63,7 @@ class Inactivity:
         if c.closed:
             return
         if c.pull is not None:
-            # _fired measures from this and re-arms for the rest: no timer cancelled and re-armed per ack (issue #13)
+            # _fired measures from this and re-arms for the rest: no timer cancelled and re-armed per ack
             c.pull.waiting.last = c.clock.monotonic()
             return
         if self.timer is not None:

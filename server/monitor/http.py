@@ -84,7 +84,7 @@ class _BadRequest(Exception):
 
 
 # h11 is imported with the first request, not with the server: its import is ~7 ms of every start with -m, and a
-# harness that only waits for the port never sends one (issue #13, start-up).
+# harness that only waits for the port never sends one.
 h11: Any = None
 
 

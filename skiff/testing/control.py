@@ -1,5 +1,4 @@
-"""The ``$SKIFF.>`` request API: the clock, inspection, the recorder and faults for tests in any language
-(issue #14 point 5).
+"""The ``$SKIFF.>`` request API: the clock, inspection, the recorder and faults for tests in any language.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Faults injected into a running embedded server, each doing to the client what the real event does (issue #14).
+"""Faults injected into a running embedded server, each doing to the client what the real event does.
 
 ``Faults(server)`` (``skiff.testing.faults``) acts on a :class:`~skiff.server.core.server.Server` running in the
 test's loop; the ``$SKIFF.FAULTS.<METHOD>`` control requests call the same methods for a Skiff process

@@ -1,4 +1,4 @@
-"""Read-only snapshots of a running server's state as plain Python objects (issue #14 point 4).
+"""Read-only snapshots of a running server's state as plain Python objects.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""A recorder of the protocol operations each client sent and received, to assert on (issue #14 point 4).
+"""A recorder of the protocol operations each client sent and received, to assert on.
 
 Theory of operation
 -------------------

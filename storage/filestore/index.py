@@ -15,7 +15,7 @@ of them, i.e. the CRC of the last record).  A summary is only trusted if the blo
 the summary was written, e.g. before a ``kill -9``) are scanned.  Damage inside the covered range (a bit flip in
 a middle record) leaves the tail intact: the summary also holds the crc32 of the whole covered range, which the
 server checks in a worker thread after start (``FileStreamStore.verify_blocks``), so start-up does not read every
-block and a damaged one is still found and its lost messages reported (issue #15 finding 5).  A missing, stale or corrupt summary only
+block and a damaged one is still found and its lost messages reported.  A missing, stale or corrupt summary only
 costs a full scan of that block.  Summaries are written after a successful flush: when a block is sealed
 (the store moved on to a new block), and for every block whose deletions changed at a clean ``stop``.
 """

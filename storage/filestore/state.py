@@ -5,7 +5,7 @@ Theory of operation
 Every block starts with a BLOCK record and every record carries its sequence, so the blocks describe the stream, as
 long as they are all there.  What an OS crash, a power loss or a careless hand can leave (a newest block of zero
 length, a middle block missing or empty) they cannot describe: without more, the stream's last sequence would go
-back and new messages would get sequences other messages had (issue #15 finding 4).  nats-server keeps the same
+back and new messages would get sequences other messages had.  nats-server keeps the same
 facts in ``msgs/index.db`` (its full stream state, written by ``writeFullState`` at stop and at every sync) and on
 recovery keeps ``last_seq`` when the newest block came back short ("Stream state outdated, last block has
 additional entries, will rebuild").

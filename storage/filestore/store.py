@@ -697,7 +697,7 @@ class FileStreamStore(IndexedStore):
         self._wait_unlinks()
         self._close_fds()
         self._closed = True
-        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start (issue #13)
+        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start
 
         shutil.rmtree(self.dir, ignore_errors=True)
 
