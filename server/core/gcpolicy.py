@@ -5,8 +5,9 @@ Theory of operation
 CPython (3.11) collects in three generations and stops the whole process for a pass over every object of the
 generations it collects.  Skiff's heap is mostly long-lived: modules, configuration, recovered stores, and about 18
 tracked objects per consumer (10,000 consumers: 180,000 objects).  Cyclic garbage is rare: closed connections
-(issue #15) and stopped consumers (``Consumer._unlink_parts``) are freed by reference counting, with the collector
-off (tests/server/test_memory.py, tests/jetstream/test_consumer_memory.py).  Measured with a gc.callbacks probe in
+(issue #15), stopped consumers (``Consumer._unlink_parts``) and stopped or deleted streams (``Stream._unlink_parts``)
+are freed by reference counting, with the collector off (tests/server/test_memory.py,
+tests/jetstream/test_consumer_memory.py, tests/jetstream/test_stream_memory.py).  Measured with a gc.callbacks probe in
 the bench server while it created 10,000 consumers (bench scale.admin_stalls; none of these passes found garbage):
 
 =========================================  ================================  ================================
@@ -30,10 +31,9 @@ So the runner (``install``, once the server is up) does three things:
   only what was allocated since, and their passes stay short however many consumers there are.
 
 What a freeze keeps is never examined by the collector again: an object frozen and later left in a reference cycle
-is never freed.  Consumers and connections have none; a young pass that found cyclic garbage postpones the freeze so
-that a workload making such garbage keeps the normal collector.  Streams still have cycles of their own (their
-store's callbacks): one created after the start and deleted after a freeze stays in memory, as one recovered at
-start-up always did.
+is never freed.  Consumers, connections and streams have none once stopped: a stream deleted after a freeze,
+recovered at start-up or created since, is freed with its store and consumers.  A young pass that found cyclic
+garbage postpones the freeze so that a workload making such garbage keeps the normal collector.
 
 An embedded server (``skiff.testing``, tests) never calls ``install``: the collector of the host process is its own.
 """
