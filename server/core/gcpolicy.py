@@ -1,11 +1,11 @@
-"""The garbage collector's settings for a running server (issue #13: no event-loop stall over 50 ms).
+"""The garbage collector's settings for a running server (no event-loop stall over 50 ms).
 
 Theory of operation
 -------------------
 CPython (3.11) collects in three generations and stops the whole process for a pass over every object of the
 generations it collects.  Skiff's heap is mostly long-lived: modules, configuration, recovered stores, and about 18
-tracked objects per consumer (10,000 consumers: 180,000 objects).  Cyclic garbage is rare: closed connections
-(issue #15), stopped consumers (``Consumer._unlink_parts``) and stopped or deleted streams (``Stream._unlink_parts``)
+tracked objects per consumer (10,000 consumers: 180,000 objects).  Cyclic garbage is rare: closed connections,
+stopped consumers (``Consumer._unlink_parts``) and stopped or deleted streams (``Stream._unlink_parts``)
 are freed by reference counting, with the collector off (tests/server/test_memory.py,
 tests/jetstream/test_consumer_memory.py, tests/jetstream/test_stream_memory.py).  Measured with a gc.callbacks probe in
 the bench server while it created 10,000 consumers (bench scale.admin_stalls; none of these passes found garbage):
