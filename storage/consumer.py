@@ -323,6 +323,26 @@ class FileConsumerStore(MemoryConsumerStore):
         self.dir.mkdir(parents=True, exist_ok=True)
         meta.write_meta(self.dir / meta.META_FILE, obj, durable=self.durable)
 
+    def create_meta(self, obj: object) -> None:
+        """The first ``meta.inf`` of a new consumer (any thread: the create runs it in a worker).  Only ``obs/`` and
+        the consumer's own directory are created, never the stream's: a stream deleted meanwhile was renamed aside
+        first, and its directory must not come back (FileNotFoundError).  A failed write leaves no directory without
+        metadata behind (recovery would warn about it)."""
+        d = str(self.dir)
+        try:
+            for path in (os.path.dirname(d), d):
+                try:
+                    os.mkdir(path)
+                except FileExistsError:
+                    pass
+            meta.write_meta(os.path.join(d, meta.META_FILE), obj, durable=self.durable)
+        except BaseException:
+            try:
+                self.delete()
+            except OSError:
+                pass
+            raise
+
     def delete(self) -> None:
         """Remove the consumer's directory: renamed aside first (one atomic step: a kill -9 leaves the consumer
         entirely there or entirely gone), then removed.  A ``.``-name is never a consumer (names cannot hold a

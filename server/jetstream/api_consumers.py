@@ -21,6 +21,7 @@ with the dynamic ``_nats.*`` metadata; LIST items carry the stored metadata only
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from skiff.protocol import headers
@@ -45,7 +46,7 @@ from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
 from .consumer_reset import reset_request, reset_starting_seq
-from .stream_consumers import consumer_set, open_store, recover
+from .stream_consumers import consumer_set, create_files, meta_doc, open_store, recover
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -221,23 +222,38 @@ class ConsumerApi:
         if stream.path is not None and not ncfg.mem_storage and len(name.encode()) > NAME_MAX:
             # the consumer's directory is its name: the file system refuses it, as it does under nats-server
             return self._store_failed(stream, name, OSError(36, "File name too long"))
+        created = self.server.clock.time_ns()
+        if stream.path is not None and not ncfg.mem_storage:
+            return self._create_on_disk(stream, cs, ncfg, name, created, defaulted, ident)
+        return self._start(cs, ncfg, name, created, open_store(stream, name, ncfg), defaulted, ident)
+
+    async def _create_on_disk(self, stream: "Stream", cs, ncfg: ConsumerConfig, name: str, created: int,
+                              defaulted: bool, ident: str) -> dict | WithHeader | ApiError:
+        """The store is opened and ``meta.inf`` written in a worker thread (stream_consumers.create_files) and the
+        reply waits for it, so a consumer acknowledged as created survives kill -9 (as nats-server, which writes
+        the metadata before it answers: addConsumerWithAssignment).  Meanwhile the loop serves the other clients;
+        the router holds the later API requests (api.py ``_run``), so nothing can delete, update or create this
+        consumer or its stream between the checks above and the registration below."""
+        doc = meta_doc(ncfg, created)
         try:
-            store = open_store(stream, name, ncfg)
+            store = await asyncio.get_running_loop().run_in_executor(None, create_files, stream, name, ncfg, doc)
         except Exception as e:  # noqa: BLE001 - the disk said no
             return self._store_failed(stream, name, e)
-        c = Consumer(cs, ncfg, name, self.server.clock.time_ns(), store)
-        if defaulted:
-            cs.mark_defaulted_threshold(name)
-        cs.add(c)
-        try:
-            cs.write_meta(c)
-        except Exception as e:  # noqa: BLE001
-            cs.forget(c)
+        if stream.closed or self.js.streams.get(stream.name) is not stream:
+            # Stopped or deleted outside the API meanwhile (shutdown, account removal): no consumer to answer for.
             try:
                 store.delete()
             except OSError:
                 pass
-            return self._store_failed(stream, name, e)
+            return ApiError.of("JSStreamNotFoundErr")
+        return self._start(cs, ncfg, name, created, store, defaulted, ident)
+
+    def _start(self, cs, ncfg: ConsumerConfig, name: str, created: int, store, defaulted: bool,
+               ident: str) -> dict | WithHeader:
+        c = Consumer(cs, ncfg, name, created, store)
+        if defaulted:
+            cs.mark_defaulted_threshold(name)
+        cs.add(c)
         c.start(has_state=False)
         info = c.info()
         adv.action(c, True)
