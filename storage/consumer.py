@@ -17,7 +17,9 @@ The file variant persists the state to ``obs/<name>/o.dat`` (msgpack inside the 
 meta.py, temp file + rename) when ``flush()`` is called and something changed; an idle consumer costs one
 small object and no I/O.  ``flush()`` = ``snapshot()`` (encode on the loop thread) + ``write_snapshot()``; with
 ``sync_interval: always`` the server splits the two and runs the write, with its fsyncs, in the group-commit worker
-(server/jetstream/durability.py), so a lock keeps one store's writes from interleaving.  ``delete()`` renames the
+(server/jetstream/durability.py), and the timer's writes go to a worker thread too (server/jetstream/
+stream_consumers.py), so a lock keeps one store's writes from interleaving and snapshot numbers keep a late older
+state from replacing a newer one.  ``delete()`` renames the
 directory aside (``.deleted.<name>.<random>``) before removing it, so a crash leaves the consumer whole or gone;
 ``discard()`` only closes the store, for a consumer whose stream directory was already renamed aside.  A state file that cannot be read is logged, renamed to ``o.dat.corrupt``, and the
 consumer starts from an empty state with ``recovery_error`` set; it never raises.
@@ -239,7 +241,7 @@ class MemoryConsumerStore(ConsumerStore):
 class FileConsumerStore(MemoryConsumerStore):
     """Persists to ``<dir>/o.dat``; ``durable=True`` fsyncs each write (stream ``sync_always``)."""
 
-    __slots__ = ("dir", "durable", "_wlock", "found")
+    __slots__ = ("dir", "durable", "_wlock", "found", "snaps", "written")
 
     def __init__(self, directory: str | os.PathLike, ack_policy: str = ACK_EXPLICIT, max_deliver: int = -1,
                  durable: bool = False) -> None:
@@ -247,6 +249,9 @@ class FileConsumerStore(MemoryConsumerStore):
         self.dir = Path(directory)
         self.durable = durable
         self._wlock = threading.Lock()  # the loop (timer, stop) and the group-commit worker may both write
+        #: Snapshots taken, and the number of the newest one written: a worker's older snapshot that reaches the
+        #: lock after a newer one was written (the final flush of a stop) is dropped (write_snapshot ``seq``).
+        self.snaps = self.written = 0
         #: Without ``durable`` nothing here is ever fsynced (nats-server writeFileWithOptionalSync: only with
         #: sync_always): the identity of each of ``FILES`` as the store found it, so that a file replaced since (a
         #: new inode: write_atomic renames a temp file) is known to hold unsynced data (skiff.testing.faults
@@ -286,24 +291,33 @@ class FileConsumerStore(MemoryConsumerStore):
                 self.dirty = True
                 raise FileNotFoundError(f"consumer directory {self.dir} is gone (consumer or stream deleted)")
             self.dir.mkdir(parents=True, exist_ok=True)
-        self.write_snapshot(data, self.durable)
+        self.write_snapshot(data, self.durable, self.snaps)
         return True
 
     def snapshot(self) -> bytes | None:
-        """The encoded state if it changed since the last snapshot (loop thread; clears ``dirty``), else None."""
+        """The encoded state if it changed since the last snapshot (loop thread; clears ``dirty``), else None.
+        Its number is ``snaps`` right after the call."""
         if not self.dirty or self.closed:
             return None
         self.dirty = False
+        self.snaps += 1
         return meta.encode(self._encode())
 
-    def write_snapshot(self, data: bytes, durable: bool) -> None:
-        """Write an encoded state atomically (any thread; callers serialize the writes of one store).
+    def write_snapshot(self, data: bytes, durable: bool, seq: int = 0) -> bool:
+        """Write an encoded state atomically (any thread); False when not written.
 
-        The directory is never created here (see :meth:`flush`): when it is gone the consumer or its stream was
-        deleted (renamed aside), and recreating it would bring a deleted consumer back as a directory without
-        metadata.  Raises FileNotFoundError then."""
+        With ``seq`` (the snapshot's number, see :meth:`snapshot`) a snapshot older than one already written is
+        dropped, and so is any once the store is closed: a worker thread's write that lost the race to the lock
+        must not replace a newer state.  The directory is never created here (see :meth:`flush`): when it is gone
+        the consumer or its stream was deleted (renamed aside), and recreating it would bring a deleted consumer
+        back as a directory without metadata.  Raises FileNotFoundError then."""
         with self._wlock:
+            if seq:
+                if seq < self.written or (self.closed and seq != self.snaps):
+                    return False
+                self.written = seq
             meta.write_atomic(self.state_path, data, durable)
+            return True
 
     def sync(self) -> None:
         """fsync the state file and its directory (worker thread, group commit of ``sync_interval: always``)."""

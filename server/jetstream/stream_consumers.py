@@ -16,12 +16,14 @@ Retention (nats-server ``ackMsg`` / ``needAck`` / ``checkInterestState``): on in
 (or a delivery, for ack none) asks every consumer whether it still needs the message; when none does, the message is
 removed.  At publish, an interest stream stores a message only if some consumer's filter matches its subject.
 
-Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config and its state in its
-store (storage/consumer.py: ``obs/<name>/meta.inf`` and ``o.dat``); nothing here knows the files.  State changes mark the consumer
-dirty; one clock timer per stream writes dirty states every :data:`FLUSH_INTERVAL` seconds (with ``sync_interval:
-always`` it hands them to the group commit, which also writes the state of every confirmed ack before confirming it:
-durability.py, "Consumer acks"), and stopping the stream writes the rest.  :func:`recover` reopens every consumer found there when the server starts; ephemerals come back
-too and clean themselves up after their inactive threshold, as in nats-server.
+Persistence: a consumer of a file-backed stream (unless ``mem_storage``) keeps its config and its state in its store
+(storage/consumer.py: ``obs/<name>/meta.inf`` and ``o.dat``); nothing here knows the files. State changes mark the
+consumer dirty; one clock timer per stream encodes dirty states every :data:`FLUSH_INTERVAL` seconds and a worker
+thread writes them, one batch at a time (:meth:`ConsumerSet._flush_slice`; with ``sync_interval: always`` it hands
+them to the group commit, which also writes the state of every confirmed ack before confirming it: durability.py,
+"Consumer acks"), and stopping the stream writes the rest. A new consumer's ``meta.inf`` is written in a worker thread
+before its create answers (:func:`create_files`). :func:`recover` reopens every consumer found there when the server
+starts; ephemerals come back too and clean themselves up after their inactive threshold, as in nats-server.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 FLUSH_INTERVAL = 0.1  # seconds between writes of dirty consumer states
-FLUSH_SLICE = 0.005  # seconds of state writes per loop turn (flush)
+FLUSH_SLICE = 0.005  # seconds of state encoding (timer) or writing (flush without a loop) per loop turn
 STOP_SLICE = 100  # consumers of a deleted stream stopped per loop turn (finish_later)
 META_VERSION = 1
 
@@ -54,6 +56,7 @@ class ConsumerSet:
         self._with_pending: set[Consumer] = set()
         self._dirty: set[Consumer] = set()
         self._flush_timer = None
+        self._writing = None  # the future of the batch of states a worker thread is writing (_flush_slice)
         self._unfiltered = 0
         self._defaulted: set[str] = set()
         self.gen = 0
@@ -117,10 +120,65 @@ class ConsumerSet:
             self._flush_timer = self.clock.call_later(FLUSH_INTERVAL, self._flush_slice)
 
     def _flush_slice(self) -> None:
-        self.flush(budget=FLUSH_SLICE)
+        """The timer's flush: the dirty states are encoded on the loop (:data:`FLUSH_SLICE` seconds per turn at
+        most) and written in a worker thread, one batch at a time.  Written on the loop, one ``write_atomic`` alone
+        could block every other client for tens of milliseconds on a busy disk (stack samples of bench
+        scale.admin_stalls while 10,000 consumers were created).  A snapshot older than one written
+        since (the final flush of a stop) is dropped by the store (FileConsumerStore.write_snapshot ``seq``)."""
+        self._flush_timer = None
+        if self._writing is not None:
+            return  # the batch in flight schedules the next one (_written)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous unit test)
+            loop = None
+        if loop is None or self.stream.closed:
+            self.flush(budget=FLUSH_SLICE)
+            return
+        dirty, self._dirty = self._dirty, set()
+        durability = self.stream.js.durability
+        deadline = time.perf_counter() + FLUSH_SLICE
+        batch = []
+        todo = iter(dirty)
+        for c in todo:
+            store = c.store
+            if c.closed:
+                pass
+            elif not c.persistent or (store.durable and not durability.stopped):
+                self._write_state(c, durability)  # memory: nothing to write; sync_always: the group commit's
+            else:
+                data = store.snapshot()
+                if data is not None:
+                    batch.append((c, store.snaps, data))
+            if time.perf_counter() > deadline:
+                self._dirty |= set(todo)  # at least one per turn, so a slice always makes progress
+                break
+        if batch:
+            self._writing = loop.run_in_executor(None, _write_states, batch)
+            self._writing.add_done_callback(lambda fut: self._written(batch, fut))
+        elif self._dirty and not self.stream.closed:
+            self._flush_timer = self.clock.call_later(0, self._flush_slice)
+
+    def _written(self, batch: list, fut) -> None:
+        self._writing = None
+        try:
+            failed = fut.result()
+        except Exception as e:  # noqa: BLE001 - as a failure of every write of the batch
+            failed = [(c, e) for c, _, _ in batch]
+        more = bool(self._dirty)
+        for c, e in failed:
+            if c.closed:
+                continue
+            self.server.log_error("JetStream consumer state write failed", stream=self.stream.name,
+                                  consumer=c.name, error=str(e))
+            c.store.dirty = True  # the next change retries, as a failed write on the loop did
+            self._dirty.add(c)
+        if more and self._flush_timer is None and not self.stream.closed:
+            self._flush_timer = self.clock.call_later(0, self._flush_slice)
 
     def flush(self, budget: float | None = None) -> None:
-        """Write the changed consumer states; with ``budget`` (seconds) stop once it is spent and go on at the next
+        """Write the changed consumer states on this thread (restore, or no loop: the timer writes in a worker
+        thread, :meth:`_flush_slice`); with ``budget`` (seconds) stop once it is spent and go on at the next
         loop turn: creating 10,000 consumers marks hundreds dirty per interval, and writing them in one turn
         stalled every other client for 20-60 ms (issue #13, bench scale.admin_stalls)."""
         self._flush_timer = None
@@ -249,6 +307,21 @@ class ConsumerSet:
             if not any(c.need_ack(sm.seq, sm.subject) for c in self.consumers.values()):
                 stream.remove_msg(sm.seq)
             seq = sm.seq + 1
+
+
+def _write_states(batch: list) -> list:
+    """Worker thread: write ``(consumer, snapshot number, encoded state)`` items; the (consumer, error) of those that
+    failed while their consumer is still open (a deleted one's directory is gone: nothing to write, and nothing is
+    recreated, see FileConsumerStore.write_snapshot)."""
+    failed = []
+    for c, seq, data in batch:
+        store = c.store
+        try:
+            store.write_snapshot(data, store.durable, seq)
+        except Exception as e:  # noqa: BLE001 - reported on the loop
+            if not store.closed:
+                failed.append((c, e))
+    return failed
 
 
 def finish_later(halted: list[Consumer], remove_files: bool) -> None:

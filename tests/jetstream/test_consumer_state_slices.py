@@ -34,7 +34,7 @@ async def test_states_are_written_a_slice_per_turn_and_all_reach_the_disk(tmp_pa
         subs = [await js.pull_subscribe("s.x", durable=f"C{i}") for i in range(N)]
         cset = stream_consumers.consumer_set(srv.jetstream.streams["S"])
         for _ in range(200):  # the creations' writes settle first
-            if not cset._dirty and cset._flush_timer is None:
+            if not cset._dirty and cset._flush_timer is None and cset._writing is None:
                 break
             await asyncio.sleep(0.01)
         slices = 0
@@ -42,7 +42,7 @@ async def test_states_are_written_a_slice_per_turn_and_all_reach_the_disk(tmp_pa
             (msg,) = await sub.fetch(1, timeout=2)
             await msg.ack_sync()
         for _ in range(300):
-            if not cset._dirty and cset._flush_timer is None:
+            if not cset._dirty and cset._flush_timer is None and cset._writing is None:
                 break
             await asyncio.sleep(0.01)
         assert not cset._dirty
@@ -51,3 +51,24 @@ async def test_states_are_written_a_slice_per_turn_and_all_reach_the_disk(tmp_pa
             on_disk = FileConsumerStore(tmp_path / "jetstream" / "$G" / "streams" / "S" / "obs" / f"C{i}")
             assert on_disk.as_ == 1, (i, on_disk.as_)  # the ack floor reached the disk before any stop
         await nc.close()
+
+
+def test_an_older_snapshot_never_replaces_a_newer_one(tmp_path):
+    """The timer's batches are written in a worker thread (ConsumerSet._flush_slice) while a stop writes its final
+    state on the loop: whichever reaches the lock last, the newest snapshot is what stays on disk."""
+    st = FileConsumerStore(tmp_path / "C")
+    (tmp_path / "C").mkdir()
+    st.update_delivered(1, 1, 1, 0)
+    old, old_seq = st.snapshot(), st.snaps
+    st.update_acks(1, 1)
+    st.stop()  # the final flush: snapshot number 2 written, the store closed
+    assert st.written == 2
+    assert st.write_snapshot(old, False, old_seq) is False  # the worker's batch, late
+    assert FileConsumerStore(tmp_path / "C").as_ == 1
+    # A batch holding the newest snapshot of a store stopped meanwhile (nothing changed since) is still written.
+    st2 = FileConsumerStore(tmp_path / "C")
+    st2.update_delivered(2, 2, 1, 0)
+    last, last_seq = st2.snapshot(), st2.snaps
+    st2.stop()  # nothing dirty: writes nothing
+    assert st2.write_snapshot(last, False, last_seq) is True
+    assert FileConsumerStore(tmp_path / "C").ds == 2
