@@ -368,7 +368,7 @@ class FileConsumerStore(MemoryConsumerStore):
             os.rename(self.dir, aside)
         except FileNotFoundError:
             return
-        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start (issue #13)
+        import shutil  # imported when used: shutil brings bz2 and lzma, ~5 ms of every start
 
         shutil.rmtree(aside, ignore_errors=True)
 

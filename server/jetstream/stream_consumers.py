@@ -180,7 +180,7 @@ class ConsumerSet:
         """Write the changed consumer states on this thread (restore, or no loop: the timer writes in a worker
         thread, :meth:`_flush_slice`); with ``budget`` (seconds) stop once it is spent and go on at the next
         loop turn: creating 10,000 consumers marks hundreds dirty per interval, and writing them in one turn
-        stalled every other client for 20-60 ms (issue #13, bench scale.admin_stalls)."""
+        stalled every other client for 20-60 ms (bench scale.admin_stalls)."""
         self._flush_timer = None
         dirty, self._dirty = self._dirty, set()
         durability = self.stream.js.durability
@@ -247,7 +247,7 @@ class ConsumerSet:
         # No file work per consumer: the stream's directory (obs/ included) was renamed aside before this runs
         # and is removed in a worker thread (JetStream.delete_stream).  A few consumers are stopped now; many are
         # halted now (nothing reaches them any more) and finished a slice per loop turn: stopping 1,000 at once held
-        # every other client 40-100 ms at load 8-12 (tests/jetstream/test_stream_delete.py, issue #13).
+        # every other client 40-100 ms at load 8-12 (tests/jetstream/test_stream_delete.py).
         files = self.stream.path is None
         stopped = list(self.consumers.values())
         if len(stopped) <= STOP_SLICE:
