@@ -8,6 +8,7 @@ schema of its ``type`` (schemas/ via ``load_schema``), so every reply a test loo
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import os
@@ -128,3 +129,16 @@ async def collect(sub, n: int | None = None, timeout: float = 0.5) -> list:
         except (nats.errors.TimeoutError, asyncio.TimeoutError):
             break
     return out
+
+
+@pytest.fixture
+def no_collector():
+    """The cyclic collector off for a test that checks objects are freed by reference counting alone (and what it
+    froze unfrozen after)."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    yield
+    gc.unfreeze()
+    if was:
+        gc.enable()

@@ -78,17 +78,6 @@ def _left(refs: list[weakref.ref]) -> list[str]:
     return [c.name for c in (r() for r in refs) if c is not None]
 
 
-@pytest.fixture
-def no_collector():
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    yield
-    gc.unfreeze()
-    if was:
-        gc.enable()
-
-
 @pytest.mark.parametrize("how", ["api_delete", "stream_delete", "stream_delete_sliced", "api_delete_after_freeze"])
 async def test_deleted_consumers_are_freed_without_the_collector(tmp_path, no_collector, monkeypatch, how):
     if how == "stream_delete_sliced":  # more consumers than one slice: freed over several loop turns

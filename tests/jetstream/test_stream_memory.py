@@ -87,17 +87,6 @@ async def _make(nc, shape: str, storage: str) -> None:
     await asyncio.sleep(0.2)  # sourcing has copied what it can, consumers delivered
 
 
-@pytest.fixture
-def no_collector():
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    yield
-    gc.unfreeze()
-    if was:
-        gc.enable()
-
-
 def _alive(srv: Server, name: str = "S") -> tuple[weakref.ref, weakref.ref]:
     stream = srv.jetstream.streams[name]
     return weakref.ref(stream), weakref.ref(stream.store)
