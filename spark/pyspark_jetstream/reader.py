@@ -81,15 +81,24 @@ def fetch_bounds(opts: ReadOptions, at_time: bool = False) -> tuple[StreamBounds
     with LoopRunner() as runner:
 
         async def info():
-            # a server restarting under a running streaming query: wait for it (or the next URL) up to timeout
-            deadline = asyncio.get_running_loop().time() + opts.connect.timeout
-            js = await open_jetstream_within(opts.connect, f"pyspark-jetstream plan {opts.stream}", deadline)
-            try:
-                info = await js.stream_info(opts.stream)
-                seq = await js.seq_at_time(opts.stream, opts.starting_timestamp) if at_time else None
-                return info, seq
-            finally:
-                await js.conn.close()
+            # a server restarting under a running streaming query: wait for it (or the next URL) up to timeout,
+            # also when the connection breaks while a request is in flight (the requests only read: asked again)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + opts.connect.timeout
+            name, first, why = f"pyspark-jetstream plan {opts.stream}", 0, ""
+            while True:
+                js = await open_jetstream_within(opts.connect, name, deadline, first, why)
+                try:
+                    info = await js.stream_info(opts.stream)
+                    seq = await js.seq_at_time(opts.stream, opts.starting_timestamp) if at_time else None
+                    return info, seq
+                except NatsError as e:
+                    if not _connection_failed(js, e, False) or loop.time() >= deadline:
+                        raise
+                    log.warning("jetstream %s: %s; planning again over a new connection", opts.stream, e)
+                    first, why = js.conn.server_index + 1, str(e)
+                finally:
+                    await js.conn.close()
 
         info, seq = runner.run(info())
         return StreamBounds.from_info(info), seq

@@ -125,11 +125,13 @@ async def raw_hpub(url: str, subject: str, hdr: bytes, data: bytes) -> None:
 class Proxy:
     """A loopback TCP proxy the test can cut (close both sides) or freeze (stop forwarding, keep sockets open)."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, cut_on: bytes | None = None) -> None:
         self.upstream_port = upstream_port
         self.frozen = False
         self.writers: list = []
         self.server = None
+        #: cut every connection (a reset, as a killed server gives) the first time a client sends these bytes
+        self.cut_on = cut_on
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -144,6 +146,10 @@ class Proxy:
                 while data := await r.read(65536):
                     while self.frozen:
                         await asyncio.sleep(3600)
+                    if self.cut_on is not None and r is cr and self.cut_on in data:
+                        self.cut_on = None
+                        self.cut()
+                        return
                     w.write(data)
                     await w.drain()
             except (OSError, asyncio.CancelledError):

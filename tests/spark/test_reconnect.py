@@ -138,6 +138,24 @@ async def test_the_next_server_holding_another_stream_of_that_name_is_data_loss(
         await proxy.close()
 
 
+async def test_planning_asks_again_when_the_connection_breaks_mid_request(shared_server, caplog):
+    """The driver's STREAM.INFO (planning every micro-batch) in flight when the connection is reset: asked again
+    over a new connection within ``timeout``, not a failed query (a server killed while a streaming query plans)."""
+    from pyspark_jetstream.reader import fetch_bounds
+
+    name, created = await fill(shared_server.url, n=30)
+    proxy = Proxy(shared_server.port, cut_on=b"STREAM.INFO")
+    url = await proxy.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="pyspark_jetstream"):
+            bounds, _ = await asyncio.to_thread(fetch_bounds, options(url, name, timeout="10"))
+        assert proxy.cut_on is None  # the first request was cut
+        assert (bounds.start, bounds.last_seq, bounds.created) == (1, 30, created)
+        assert "planning again over a new connection" in caplog.text
+    finally:
+        await proxy.close()
+
+
 def test_streaming_query_keeps_running_across_a_server_restart(spark, server_factory, tmp_path):
     """A micro-batch query reading a file-stored stream while its server is killed (-9) and started again on the
     same port and store: the query does not fail (planning and tasks wait up to ``timeout`` for the server) and
