@@ -312,18 +312,16 @@ def test_reload_pins_and_unpins_accounts_and_resizes_the_pool(pair, pairs):
     account's messages cross after each step."""
     p = pairs(pair, ("pool_size: 2", "pool_size: 2"))
     p.wait_routes(3)
-    for i in (0, 1):
-        _reload(p.nodes[i], "pool_size: 2", "pool_size: 2, accounts: [A]")
-    rz = p.wait_routes(4, timeout=15)
-    for z in rz:
-        assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "$SYS", "A"]
-    asyncio.run(_accounts_cross(p))
-    for i in (0, 1):
-        _reload(p.nodes[i], "pool_size: 2, accounts: [A]", "pool_size: 3")
-    rz = p.wait_routes(4, timeout=15)
-    for z in rz:
-        assert sorted(r.get("account", "") for r in z["routes"]) == ["", "", "", "$SYS"]
-    asyncio.run(_accounts_cross(p))
+    steps = [
+        ("pool_size: 2", "pool_size: 2, accounts: [A]", ["", "", "$SYS", "A"]),
+        ("pool_size: 2, accounts: [A]", "pool_size: 3", ["", "", "", "$SYS"]),
+    ]
+    for old, new, routes in steps:
+        for i in (0, 1):
+            _reload(p.nodes[i], old, new)
+        for z in p.wait_routes(4, timeout=15):
+            assert sorted(r.get("account", "") for r in z["routes"]) == routes
+        asyncio.run(_accounts_cross(p))
     for n in p.nodes:  # every remote answered the INFO that moved A (no 2 s timeout)
         assert "Timed out waiting for confirmation" not in n.log()
 
