@@ -75,11 +75,45 @@ class Account:
     limits: dict = field(default_factory=dict)  # max_connections, max_subscriptions, max_payload (-1/absent: none)
     num_conns: int = 0  # client connections registered with the account
     js_limits: dict = field(default_factory=dict)  # jetstream { max_mem, max_file, max_streams ... } (server/jetstream)
+    # The account's connections on the other servers of the cluster, as their account connection events report
+    # them (accounts.go strack, nrclients, nrleafs): server id -> (clients, leaf connections), and the sums.
+    strack: dict = field(default_factory=dict)
+    nrclients: int = 0
+    nrleafs: int = 0
 
     def limit(self, name: str) -> int:
-        """An account limit, or -1 for none (nats-server jwt.NoLimit)."""
-        v = self.limits.get(name, -1)
-        return v if v is not None and v >= 0 else -1
+        """An account limit, or -1 for none (nats-server jwt.NoLimit).  Only -1 means none: nats-server compares
+        any other value, so a limit below -1 is reached at once (``count >= -2``) and admits nothing (checked with
+        nats-server 2.15.1: ``conn: -2`` refuses every client, ``subs: -5`` every SUB, ``payload: -3`` every PUB)."""
+        v = self.limits.get(name)
+        return -1 if v is None else v
+
+    # ------------------------------------------------------------------ connection counts (cluster-wide)
+    def max_total_connections_reached(self, local_leafs: int) -> bool:
+        """accounts.go MaxTotalConnectionsReached: the account's clients and leaf connections here plus the clients
+        the other servers report (not their leafs: nrclients) against ``conn``."""
+        m = self.limit("max_connections")
+        return m != -1 and self.num_conns + local_leafs + self.nrclients >= m
+
+    def max_total_leafnodes_reached(self, local_leafs: int) -> bool:
+        """accounts.go maxTotalLeafNodesReached: the leaf connections here and on the other servers against
+        ``leaf``."""
+        m = self.limit("max_leafnodes")
+        return m != -1 and local_leafs + self.nrleafs >= m
+
+    def update_remote_server(self, sid: str, conns: int, leafs: int) -> None:
+        """accounts.go updateRemoteServer: one server's counts replace what it said before (idempotent)."""
+        prev = self.strack.get(sid, (0, 0))
+        self.strack[sid] = (conns, leafs)
+        self.nrclients += conns - prev[0]
+        self.nrleafs += leafs - prev[1]
+
+    def remove_remote_server(self, sid: str) -> None:
+        """accounts.go removeRemoteServer: a server that shut down (or went quiet) no longer counts."""
+        prev = self.strack.pop(sid, None)
+        if prev is not None:
+            self.nrclients -= prev[0]
+            self.nrleafs -= prev[1]
 
     def find_export(self, importer: str, subject: str, service: bool) -> Export | None:
         for e in self.exports:

@@ -498,20 +498,23 @@ class ClientConnection(asyncio.Protocol):
     def _register(self, acc) -> bool:
         """Join ``acc`` under its limits (nats-server registerWithAccount / applyAccountLimits): a full account
         refuses the connection; its payload and subscription limits lower the server's for this client."""
-        mconns = acc.limit("max_connections")
         # accounts.go MaxTotalConnectionsReached counts Account.clients, which holds the account's leaf connections
-        # too: links filling the limit refuse a client.
-        if mconns >= 0 and acc.num_conns + self.server.leaf_count(acc) >= mconns:
+        # too (links filling the limit refuse a client), and the clients other servers of the cluster report.
+        if acc.max_total_connections_reached(self.server.leaf_count(acc)):
             self.server.log_error("maximum account active connections exceeded", cid=self.cid)
             self.send(encoder.err("maximum account active connections exceeded"))
             self.close(MAX_ACCOUNT_CONNECTIONS)
             return False
         acc.num_conns += 1
         self.registered = True
+        # client.go applyAccountLimits / minLimit: any limit but -1 lowers the client's; one below -1 refuses every
+        # PUB (``size > -3``) and every SUB (``count >= -5``, which is what 0 does for the SUB check).
         mpay = acc.limit("max_payload")
-        if 0 <= mpay < self.parser.max_payload:
+        if mpay != -1 and mpay < self.parser.max_payload:
             self.parser.max_payload = mpay
         msubs = acc.limit("max_subscriptions")
+        if msubs < -1:
+            msubs = 0
         if msubs >= 0 and (self.max_subs < 0 or msubs < self.max_subs):
             self.max_subs = msubs
         return True

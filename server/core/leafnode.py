@@ -250,10 +250,8 @@ class LeafNodes(LinkSet):
     def max_leafs_reached(self, acc: Any) -> bool:
         """accounts.go maxTotalLeafNodesReached, asked when a link registers with its account on either end
         (client.go registerWithAccount): the account JWT's ``leaf`` limit against the account's leaf connections
-        here.  nats-server adds the ones other servers of its cluster report; Skiff's cluster does not exchange
-        account connection counts, so a Skiff cluster enforces the limit per server."""
-        m = acc.limit("max_leafnodes")
-        return m >= 0 and self.count(acc) >= m
+        here and the ones the other servers of the cluster report (core/events.py)."""
+        return acc.max_total_leafnodes_reached(self.count(acc))
 
     def count(self, acc: Any) -> int:
         """The account's leaf connections on this server (accounts.go nleafs)."""
@@ -262,16 +260,25 @@ class LeafNodes(LinkSet):
     def add(self, link: LeafConnection) -> None:
         self.links.append(link)
         self.lds_subject(link.account)
+        self._conns_changed(link.account)
 
     def closed(self, link: LeafConnection) -> None:
         self.pending.discard(link)
         if link in self.links:
             self.links.remove(link)
             self.server.log.info("Leafnode connection closed", remote=link.remote_name, reason=link.close_reason)
+            self._conns_changed(link.account)
         link.registered = False
         if self.running and link.solicited:
             self._dial(link.remote, LOOP_DELAY if link.loop_detected else
                        (self.options.reconnect_interval or RECONNECT_INTERVAL))
+
+    def _conns_changed(self, acc: Any) -> None:
+        """accounts.go addClient / removeClient: a leaf connection coming or going changes the account's counts,
+        which the other servers of the cluster are told (core/events.py account_conns_changed)."""
+        sysacc = self.server.system
+        if sysacc is not None and acc is not None:
+            sysacc.events.account_conns_changed(acc)
 
     # ------------------------------------------------------------------ interest
     def sub_changed(self, acc_name: str, sub: Any, delta: int) -> None:

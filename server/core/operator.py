@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 AUTH_EXPIRED = "Authentication Expired"
 AUTH_REVOKED = "Authentication Revoked"
 NO_LIMIT = -1
+_INT32_MAX = 2**31 - 1
 
 # "leaf" (jwt LeafNodeConn, accounts.go mleafs) counts the account's leaf connections (leafnode.py
 # max_leafs_reached); absent is 0 like the others, so an account JWT without it admits no leaf connection at all.
@@ -192,6 +193,8 @@ class OperatorMode:
         self._apply(acc, claims)
         if getattr(self.server, "running", False):
             self._serve_jetstream(acc)
+            if self.server.system is not None:  # registerAccount -> enableAccountTracking (core/events.py)
+                self.server.system.events.enable_account_tracking(acc)
         self.imports.rewire()
         return ""
 
@@ -216,7 +219,9 @@ class OperatorMode:
             if v is None:
                 v = 0
             if isinstance(v, int) and not isinstance(v, bool) and v != NO_LIMIT:
-                acc.limits[key] = v
+                # Any other value is a limit, below -1 too (one nothing meets); nats-server keeps it as an int32
+                # (accounts.go clampInt64ToInt32).
+                acc.limits[key] = max(min(v, _INT32_MAX), -_INT32_MAX - 1)
         js_src = dict(limits)
         tier = (limits.get("tiered_limits") or {}).get("R1")
         if isinstance(tier, dict):  # a single server: every stream is R1, so the R1 tier is the account's limit
@@ -332,7 +337,7 @@ class OperatorMode:
         conns += [lf for lf in ln.links if lf.account is acc and not lf.closed] if ln is not None else []
         mconns = acc.limit("max_connections")
         for i, c in enumerate(sorted(conns, key=lambda c: c.start_ns)):
-            if 0 <= mconns <= i:
+            if mconns != NO_LIMIT and i >= mconns:
                 c.send(encoder.err("maximum account active connections exceeded"))
                 c.close("Maximum Account Connections Exceeded")
                 continue
@@ -454,13 +459,16 @@ class OperatorMode:
         # v2: absent is 0, as for the account's limits; a v1 user JWT is migrated with no limits (checked against
         # 2.15.1: a v1 account JWT's absent "conn" still admits nobody, a v1 user JWT's absent "subs" is unlimited).
         absent = NO_LIMIT if juc.v1 else 0
+        # Only -1 is no limit (client.go applyAccountLimits); one below it refuses every SUB, as 0 does, and every
+        # PUB, even an empty one.
         subs = n.get("subs", absent)
-        if isinstance(subs, int) and not isinstance(subs, bool) and subs >= 0:
+        if isinstance(subs, int) and not isinstance(subs, bool) and subs != NO_LIMIT:
+            subs = max(subs, 0)
             conn.max_subs = subs if conn.max_subs < 0 else min(conn.max_subs, subs)
         pay = n.get("payload", absent)
-        if isinstance(pay, int) and not isinstance(pay, bool) and pay >= 0 and pay < conn.parser.max_payload:
+        if isinstance(pay, int) and not isinstance(pay, bool) and pay != NO_LIMIT and pay < conn.parser.max_payload:
             conn.parser.max_payload = pay
-        if conn.max_subs == 0 or (self._account_subs(juc) == 0):
+        if conn.max_subs == 0 or _at_limit(self._account_subs(juc), 0):
             # applyAccountLimits -> subsAtLimit: with a limit of 0 subscriptions the client is told at once and
             # closed 20 ms later (a user JWT that leaves "subs" out gets exactly that).
             def kick() -> None:
@@ -577,6 +585,11 @@ def validate_times(n: dict, now: float) -> tuple[bool, float]:
         if inside and (not ok or left > valid_for):
             ok, valid_for = True, left
     return ok, valid_for
+
+
+def _at_limit(limit: int, count: int) -> bool:
+    """nats-server's limit checks (subsAtLimit and the like): -1 is none, any other value is reached at ``count``."""
+    return limit != NO_LIMIT and count >= limit
 
 
 def _revoked(revs: dict, subject: str, iat: int) -> bool:

@@ -252,6 +252,8 @@ class Server:
             return
         self.lame_duck = True
         self.log.info("entering lame duck mode, stop accepting new clients")
+        if self.system is not None:
+            self.system.events.lame_duck()  # $SYS.SERVER.<id>.LAMEDUCK: the cluster stops counting our connections
         if self._listener is not None:
             self._listener.close()
         if self.websocket is not None:

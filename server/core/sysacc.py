@@ -22,7 +22,8 @@ turns it off).  Its subject space holds the server's services and events; the ot
   confused-deputy guard of Server.subscribe_internal): a delivery, an advisory or an event the server publishes can
   never trigger one.  The answer is routed in the account the request came in, to its reply subject.
 
-Events (connect, disconnect, statsz and account connection counts) are in events.py.
+Events (connect, disconnect, statsz, account connection counts and the cluster-wide counts built from the other
+servers' ones) are in events.py.
 """
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ class SystemAccount:
             self.server.unsubscribe_internal(s)
         self._subs.clear()
 
-    def _subscribe(self, subject: str, handler: Callable, account: "Account | None" = None) -> None:
+    def _subscribe(self, subject: str, handler: Callable, account: "Account | None" = None) -> Any:
         acc = account or self.account
 
         def cb(sub, subj, reply, hdr_len, data, origin) -> None:
@@ -162,7 +163,9 @@ class SystemAccount:
 
         # The system account's own services are announced to the cluster (every server answers a PING); what an
         # account imports from it is served by each server for its own clients.
-        self._subs.append(self.server.subscribe_internal(subject, cb, account=acc, local=acc is not self.account))
+        sub = self.server.subscribe_internal(subject, cb, account=acc, local=acc is not self.account)
+        self._subs.append(sub)
+        return sub
 
     # ------------------------------------------------------------------ sending
     def server_info(self) -> dict:
