@@ -305,3 +305,57 @@ def test_a_leaf_limit_below_minus_one_admits_no_leaf(target, tmp_path):
         oc.client(0).assert_up()
     finally:
         oc.cleanup()
+
+
+@pytest.mark.skiff_only
+async def test_a_silent_servers_counts_expire_after_150_seconds():
+    """events.go checkRemoteServers: every 90 s (chkOrph) the servers not heard from for more than 150 s (orphMax)
+    are dropped as if they had announced their shutdown; a server with connections reports them every 30 s, so
+    only one that went away unannounced (``kill -9``, a cut network) gets there.  nats-server's sweep runs on
+    real time; Skiff's on its clock, which this test drives (the limit here comes from the configuration, which
+    holds for the cluster as a JWT's does)."""
+    from skiff.server.clock import ManualClock
+    from skiff.server.core.server import Server
+    from skiff.server.options import options_from_string
+
+    clock = ManualClock()
+    opts = options_from_string("""
+accounts {
+  APP { users [ { user: a, password: a } ], limits { max_connections: 2 } }
+  SYS { users [ { user: s, password: s } ] }
+}
+system_account: SYS
+ping_interval: "1h"
+""", host="127.0.0.1", port=0)
+    async with Server(opts, clock=clock) as srv:
+        sys_nc = await nats.connect(srv.client_url, user="s", password="s")
+
+        async def report(seq: int) -> None:
+            await sys_nc.publish("$SYS.SERVER.ACCOUNT.APP.CONNS", json.dumps({
+                "acc": "APP", "conns": 1, "leafnodes": 0,
+                "server": {"name": "gone", "host": "127.0.0.1", "id": "NGONE", "seq": seq}}).encode())
+            await sys_nc.flush()
+
+        async def connect() -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            await reader.readline()  # INFO
+            writer.write(b'CONNECT {"user":"a","pass":"a","verbose":false}\r\nPING\r\n')
+            line = await asyncio.wait_for(reader.readline(), 2)
+            held.append(writer)
+            return line
+
+        held: list = []
+        try:
+            await report(1)
+            assert await connect() == b"PONG\r\n"
+            assert await connect() == b"-ERR 'maximum account active connections exceeded'\r\n"
+            clock.advance(100)  # first sweep at 90 s: 90 s of silence is not yet 150
+            await report(2)  # heard from again at 100 s
+            clock.advance(80)  # sweep at 180 s: 80 s of silence
+            assert await connect() == b"-ERR 'maximum account active connections exceeded'\r\n"
+            clock.advance(90)  # sweep at 270 s: 170 s of silence: gone
+            assert await connect() == b"PONG\r\n"
+        finally:
+            for w in held:
+                w.close()
+            await sys_nc.close()
