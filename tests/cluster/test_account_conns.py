@@ -326,7 +326,7 @@ accounts {
 }
 system_account: SYS
 ping_interval: "1h"
-""", host="127.0.0.1", port=0)
+""", host="127.0.0.1", port=-1)  # -1: a random port (0 is nats-server's default, 4222)
     async with Server(opts, clock=clock) as srv:
         sys_nc = await nats.connect(srv.client_url, user="s", password="s")
 
