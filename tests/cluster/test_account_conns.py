@@ -41,7 +41,7 @@ class OperatorCluster:
     """Operator-mode nodes (FULL resolver, the system account and APP preloaded) routed to the first, each with a
     leaf port."""
 
-    def __init__(self, kinds, tmp_path, limits: dict) -> None:
+    def __init__(self, kinds, tmp_path, limits: dict, extra: str = "") -> None:
         self.op, self.sys_key, self.app = jh.new_key("O"), jh.new_key("A"), jh.new_key("A")
         sys_user = jh.new_key("U")
         self.sys_creds = jh.write_creds(str(tmp_path / "sys.creds"), jh.user_jwt(sys_user, self.sys_key), sys_user)
@@ -58,7 +58,7 @@ class OperatorCluster:
                 f"resolver_preload {{\n  {self.sys_key.public}: {jh.account_jwt(self.sys_key, self.op, name='SYS')}\n"
                 f"  {self.app.public}: {jh.account_jwt(self.app, self.op, name='APP', limits=limits)}\n}}\n"
                 f'cluster {{ name: c1, listen: "127.0.0.1:{self.cluster_ports[i]}"{routes} }}\n'
-                f'leafnodes {{ listen: "127.0.0.1:{self.leaf_ports[i]}" }}\n')))
+                f'leafnodes {{ listen: "127.0.0.1:{self.leaf_ports[i]}" }}\n' + extra)))
 
     def start(self) -> "OperatorCluster":
         for node in self.nodes:
@@ -161,8 +161,8 @@ async def wait_routed(oc: OperatorCluster, watch: SysWatch) -> None:
 def operator_cluster(tmp_path):
     made: list[OperatorCluster] = []
 
-    def make(kinds, limits: dict) -> OperatorCluster:
-        oc = OperatorCluster(kinds, tmp_path, limits)
+    def make(kinds, limits: dict, extra: str = "") -> OperatorCluster:
+        oc = OperatorCluster(kinds, tmp_path, limits, extra)
         made.append(oc)
         return oc.start()
 
@@ -206,6 +206,48 @@ async def test_the_conn_limit_counts_the_clients_of_the_other_servers(pair, oper
         # queues it for its events goroutine: the next client may come a moment before.
         deadline = time.monotonic() + 5
         while True:
+            c = oc.client(1)
+            c.sock.sendall(b"PING\r\n")
+            line = c.next_line()
+            if line == b"PONG":
+                break
+            assert line == b"-ERR '" + LIMIT_ERR + b"'", line
+            assert time.monotonic() < deadline, oc.logs()
+            await asyncio.sleep(0.05)
+    finally:
+        await watch.nc.close()
+
+
+async def test_a_server_entering_lame_duck_mode_is_no_longer_counted(pair, operator_cluster):
+    """lameDuckMode announces itself (``$SYS.SERVER.<id>.LAMEDUCK``) and the others handle it as a shutdown
+    (remoteServerShutdown): its clients, still connected for the grace period, no longer fill the account."""
+    import signal
+
+    oc = operator_cluster(pair, {"conn": 2}, 'lame_duck_grace_period: "20s"\nlame_duck_duration: "30s"\n')
+    watch = await SysWatch(oc).start(1)
+    lame: list = []
+
+    async def cb(m):
+        lame.append(m.subject)
+    await watch.nc.subscribe("$SYS.SERVER.*.LAMEDUCK", cb=cb)
+    try:
+        await wait_routed(oc, watch)
+        warm = oc.client(1)
+        warm.assert_up()
+        warm.sock.close()
+        a0 = server_id(oc.nodes[0])
+        held = [oc.client(0), oc.client(0)]
+        for c in held:
+            c.assert_up()
+        await watch.counts(a0, 2)
+        oc.client(1).assert_refused(LIMIT_ERR)
+        oc.nodes[0].proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 10
+        while f"$SYS.SERVER.{a0}.LAMEDUCK" not in lame:
+            assert time.monotonic() < deadline, oc.logs()
+            await asyncio.sleep(0.02)
+        deadline = time.monotonic() + 5
+        while True:  # nats-server handles the announcement on its events goroutine: a moment later
             c = oc.client(1)
             c.sock.sendall(b"PING\r\n")
             line = c.next_line()
