@@ -11,6 +11,8 @@ PY     := $(VENV)/bin/python
 STAMP_SERVER := $(VENV)/.installed-server
 STAMP_TEST   := $(VENV)/.installed-test
 STAMP_SPARK  := $(VENV)/.installed-spark
+# The editable install compiles the parser's optional accelerator in place (setup.py): install again when it changes.
+ACCEL_SRC    := setup.py protocol/_speedups.c
 
 .PHONY: run test test-skiff test-nats bench bench-quick example-spark clean setup sysdeps java
 
@@ -19,17 +21,17 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 # Byte-compiled at install: the first start then costs what every later one does (0.10-0.17 s less).
-$(STAMP_SERVER): pyproject.toml | $(PY)
+$(STAMP_SERVER): pyproject.toml $(ACCEL_SRC) | $(PY)
 	$(PY) -m pip install -q -e .
 	$(PY) -m compileall -q skiff protocol server storage
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml $(ACCEL_SRC) | $(PY)
 	$(PY) -m pip install -q -e '.[test,spark]'
 	$(PY) -m compileall -q skiff protocol server storage
 	touch $@ $(STAMP_SERVER) $(STAMP_SPARK)
 
-$(STAMP_SPARK): pyproject.toml | $(PY)
+$(STAMP_SPARK): pyproject.toml $(ACCEL_SRC) | $(PY)
 	$(PY) -m pip install -q -e '.[spark]'
 	touch $@ $(STAMP_SERVER)
 

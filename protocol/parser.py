@@ -46,8 +46,20 @@ the connection's business: the parser only reports what was sent.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import NamedTuple
+
+# The compiled fast path (protocol/_speedups.c), when it was built and not turned off: SKIFF_PURE_PYTHON=1 forces
+# the pure path (docs/architecture.md "The optional accelerator").  Both take exactly the same inputs.
+if os.environ.get("SKIFF_PURE_PYTHON", "") not in ("", "0"):
+    scan_pubs = None
+else:
+    try:
+        from skiff.protocol._speedups import scan_pubs
+    except ImportError:  # an install without a compiler: the pure path, which is always complete on its own
+        scan_pubs = None
+ACCELERATED = scan_pubs is not None
 
 MAX_CONTROL_LINE = 4096
 MAX_PAYLOAD = 1024 * 1024
@@ -175,9 +187,15 @@ class _Collector:
 class Parser:
     """Incremental parser for one client connection."""
 
-    __slots__ = ("max_control_line", "max_payload", "msgs", "bytes", "_buf", "_pending", "_skip", "_dead")
+    __slots__ = ("max_control_line", "max_payload", "msgs", "bytes", "_buf", "_pending", "_skip", "_dead", "_scan")
 
-    def __init__(self, max_control_line: int = MAX_CONTROL_LINE, max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE, max_payload: int = MAX_PAYLOAD,
+                 accelerated: bool | None = None) -> None:
+        """``accelerated``: None takes the compiled fast path when it is there (``ACCELERATED``); True insists on
+        it (an ImportError without it), False runs the pure path (tests run both over the same inputs)."""
+        if accelerated and scan_pubs is None:
+            raise ImportError("skiff.protocol._speedups is not available (not built, or SKIFF_PURE_PYTHON is set)")
+        self._scan = scan_pubs if accelerated is not False else None
         self.max_control_line = max_control_line
         self.max_payload = max_payload
         self.msgs = 0  # PUB/HPUB parsed
@@ -249,11 +267,20 @@ class Parser:
         on_op = sink.on_op
         pub_match = _PUB_FAST.match
         hpub_match = _HPUB_FAST.match
+        scan = self._scan if type(buf) is bytes else None  # the compiled scanner reads bytes only
         msgs = nbytes = 0
         try:
             while pos < n:
                 if sink.closed:
                     return
+                if scan is not None:
+                    # The fast path below, compiled (protocol/_speedups.c): every consecutive message it takes, in
+                    # one call; it stops where the regex path would fall through, and counts what it handed over.
+                    pos = scan(self, buf, pos, maxp, mcl, on_pub, sink)
+                    if pos >= n:
+                        return
+                    if sink.closed:
+                        return
                 # Fast path for "PUB <subject> [reply] <size>\r\n" and "HPUB <subject> [reply] <hdr> <size>\r\n"
                 # with the whole payload in the buffer: one regex match (in C) gives the fields, no helper calls,
                 # straight to the sink.  The patterns take only lines that split_args() splits the same way: CRLF at
@@ -261,7 +288,7 @@ class Parser:
                 # of at most 18 digits (_parse_size).  Anything else, and every error (sizes over max_payload or
                 # max_control_line, a header size over the total, a payload not followed by CRLF), falls through
                 # to the general path below, which answers as nats-server does.
-                m = pub_match(buf, pos)
+                m = pub_match(buf, pos) if scan is None else None
                 if m is not None:
                     subj, rep, sz = m.groups()
                     size = int(sz)
@@ -275,7 +302,7 @@ class Parser:
                         on_pub(subj.decode("utf-8", "surrogateescape"),
                                rep.decode("utf-8", "surrogateescape") if rep else "", 0, buf[start:stop])
                         continue
-                elif buf[pos] == 72:  # H
+                elif buf[pos] == 72 and scan is None:  # H
                     m = hpub_match(buf, pos)
                     if m is not None:
                         subj, rep, hs, sz = m.groups()
@@ -391,6 +418,11 @@ class Parser:
                         return
                 elif word == b"CONNECT":
                     on_op(Connect(bytes(arg)))
+                    # A CONNECT may change how the connection takes a PUB (verbose, pedantic, headers: the client's
+                    # _update_pub_path) and its max_payload (the account's limit): the rest of this read uses the
+                    # new ones, as the general path (_pub, sink.on_pub) always does.
+                    on_pub = sink.on_pub
+                    maxp = self.max_payload
                 elif word == b"INFO":
                     on_op(Info(bytes(arg)))
                 else:  # -ERR

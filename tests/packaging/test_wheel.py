@@ -38,11 +38,16 @@ async def test_redelivery_without_waiting(nats_server, nats_clock):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    return build_wheel(tmp_path_factory)
+
+
+def build_wheel(tmp_path_factory, env: dict | None = None) -> Path:
     """Built from a copy of the tree: setuptools builds in place and keeps build/lib/ between builds, so a module
-    deleted from the source would still ship from a stale build/ of the checkout."""
+    deleted from the source would still ship from a stale build/ of the checkout (and so would the compiled
+    accelerator a checkout builds in place: ``*.so`` stays behind too)."""
     out = tmp_path_factory.mktemp("wheel")
     src = tmp_path_factory.mktemp("src") / "skiff"
-    everywhere = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", "node_modules")
+    everywhere = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", "node_modules", "*.so")
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         skip = set(everywhere(folder, names))
@@ -51,11 +56,41 @@ def wheel(tmp_path_factory) -> Path:
         return skip
 
     shutil.copytree(ROOT, src, ignore=ignore)
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
-                        str(src)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out),
+                        str(src)], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = out.glob("skiff-*.whl")
+    (whl.parent / "build.log").write_text(r.stdout + r.stderr)
     return whl
+
+
+ACCEL = re.compile(r"^skiff/protocol/_speedups\.[\w.-]+\.so$")
+
+
+def test_the_accelerator_is_in_the_wheel(wheel):
+    """Built where a compiler is (as here): the wheel holds the compiled scanner (protocol/_speedups.c), and is
+    therefore tagged for this interpreter and platform, not py3-none-any."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if ACCEL.match(n)], [n for n in names if n.startswith("skiff/protocol/")]
+    assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
+
+
+def test_a_wheel_built_without_a_compiler_runs_the_pure_parser(tmp_path_factory, tmp_path):
+    """The extension is optional (setup.py): where it cannot be compiled the build says so and goes on, and the
+    wheel's parser is the pure-Python one.  CC=false stands for a machine without a C compiler."""
+    whl = build_wheel(tmp_path_factory, env=dict(os.environ, CC="false"))
+    assert "building 'skiff.protocol._speedups' extension" in (whl.parent / "build.log").read_text()
+    names = zipfile.ZipFile(whl).namelist()
+    assert not [n for n in names if ACCEL.match(n)]
+    zipfile.ZipFile(whl).extractall(tmp_path / "site")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SKIFF_PURE_PYTHON")}
+    env["PYTHONPATH"] = str(tmp_path / "site")  # and -S: no site-packages, where the editable install is
+    code = ("import skiff.protocol.parser as p; assert p.__file__.startswith(%r), p.__file__; "
+            "print(p.ACCELERATED, p.Parser().feed(b'PUB a 2\\r\\nhi\\r\\n'))" % str(tmp_path / "site"))
+    r = subprocess.run([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "False [Pub(subject='a', reply='', hdr_len=0, data=b'hi')]"
 
 
 def test_one_top_level_name(wheel):
@@ -115,3 +150,9 @@ def test_fresh_venv_user_test_passes(wheel, tmp_path):
     r = subprocess.run([str(py), "-c", "import skiff, skiff.server; print(skiff.server.__file__)"], cwd=user,
                        env=env, capture_output=True, text=True, timeout=60)
     assert str(venv) in r.stdout, r.stdout + r.stderr
+    # with the compiled scanner the wheel brought, unless the user turns it off
+    check = "import skiff.protocol.parser as p; print(p.ACCELERATED)"
+    for value, want in (("", "True"), ("1", "False")):
+        r = subprocess.run([str(py), "-c", check], cwd=user, env=dict(env, SKIFF_PURE_PYTHON=value),
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.strip() == want, (value, r.stdout + r.stderr)

@@ -1,6 +1,9 @@
-"""The sans-IO parser: every operation, every input split at every byte, and malformed input (nats-server parser.go)."""
+"""The sans-IO parser: every operation, every input split at every byte, and malformed input (nats-server parser.go).
+
+Every test runs twice: on the compiled PUB/HPUB scanner (protocol/_speedups.c) and on the pure-Python fast path."""
 import pytest
 
+from skiff.protocol import parser as parser_mod
 from skiff.protocol.parser import (
     ERR_MAX_CONTROL_LINE,
     ERR_MAX_PAYLOAD,
@@ -18,6 +21,21 @@ from skiff.protocol.parser import (
     Unsub,
     split_args,
 )
+
+
+
+@pytest.fixture(autouse=True, params=["compiled", "pure"])
+def implementation(request, monkeypatch):
+    """The fast path every Parser() of the test takes.  "compiled" fails where the extension was not built (and
+    ignores SKIFF_PURE_PYTHON): the suite must not quietly test one implementation only."""
+    if request.param == "pure":
+        monkeypatch.setattr(parser_mod, "scan_pubs", None)
+    else:
+        from skiff.protocol import _speedups
+
+        monkeypatch.setattr(parser_mod, "scan_pubs", _speedups.scan_pubs)
+    return request.param
+
 
 # (input, expected operations): one table, run whole and split at every byte.
 CASES = [
@@ -214,6 +232,87 @@ def test_large_payload_in_many_reads():
     for i in range(0, len(data), 1000):
         ops += p.feed(data[i : i + 1000])
     assert ops == [Pub("big", "", 0, payload)]
+
+
+def test_counts_messages_and_payload_bytes():
+    p = Parser()
+    p.feed(b"PUB a 2\r\nhi\r\nHPUB a r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\nPUB a 1\r\n")
+    assert (p.msgs, p.bytes) == (2, 16)
+    p.feed(b"x\r\nPUB b 3\r\nabc\r\n")
+    assert (p.msgs, p.bytes) == (4, 20)
+
+
+class _Sink:
+    """A connection-like sink: CONNECT sets a lower max_payload and a new on_pub, as ClientConnection._connect may
+    (_register applies the account's max_payload, _update_pub_path picks the PUB path)."""
+
+    def __init__(self, parser):
+        self.parser, self.closed, self.ops = parser, False, []
+        self.on_pub = self.before
+
+    def before(self, *pub):
+        self.ops.append(("before", pub[0]))
+
+    def after(self, *pub):
+        self.ops.append(("after", pub[0]))
+
+    def on_op(self, op):
+        self.ops.append(type(op).__name__)
+        if type(op) is Connect:
+            self.parser.max_payload = 3
+            self.on_pub = self.after
+        elif type(op) is ProtocolError:
+            self.closed = True
+
+
+def test_connect_takes_effect_for_the_rest_of_the_read():
+    """A PUB after a CONNECT in the same read goes to the sink's new on_pub, under the new max_payload (nats-server
+    checks each PUB against c.mpay, set while processing CONNECT)."""
+    data = b"PUB a 1\r\nx\r\nCONNECT {}\r\nPUB b 1\r\nx\r\nHPUB c 0 3\r\nabc\r\nPUB d 4\r\nabcd\r\nPUB e 1\r\nx\r\n"
+    p = Parser()
+    sink = _Sink(p)
+    p.parse(data, sink)
+    assert sink.ops == [("before", "a"), "Connect", ("after", "b"), ("after", "c"), "ProtocolError"]
+    assert (p.msgs, p.bytes) == (3, 5)
+
+
+def test_closed_sink_stops_the_parser():
+    class Closing:
+        closed = False
+
+        def __init__(self):
+            self.got = []
+
+        def on_pub(self, subject, reply, hdr_len, data):
+            self.got.append(subject)
+            self.closed = subject == "b"
+
+        def on_op(self, op):
+            self.got.append(op)
+
+    sink = Closing()
+    p = Parser()
+    p.parse(b"PUB a 1\r\nx\r\nPUB b 1\r\nx\r\nPUB c 1\r\nx\r\n", sink)
+    assert sink.got == ["a", "b"] and (p.msgs, p.bytes) == (2, 2)
+
+
+def test_on_pub_exception_keeps_the_counts():
+    """An exception from the sink propagates (the connection's caller logs it) and the messages handed over so far,
+    that one included, are counted, as the pure path's finally does."""
+    class Boom:
+        closed = False
+
+        def on_pub(self, subject, reply, hdr_len, data):
+            if subject == "b":
+                raise RuntimeError("boom")
+
+        def on_op(self, op):
+            pass
+
+    p = Parser()
+    with pytest.raises(RuntimeError):
+        p.parse(b"PUB a 1\r\nx\r\nPUB b 2\r\nxy\r\nPUB c 1\r\nx\r\n", Boom())
+    assert (p.msgs, p.bytes) == (2, 3)
 
 
 @pytest.mark.parametrize(

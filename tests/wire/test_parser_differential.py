@@ -177,14 +177,18 @@ def canonical(out: bytes) -> list[bytes]:
     return result
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["compiled", "pure"])
 def pair(request):
+    """Skiff with its compiled PUB/HPUB scanner (protocol/_speedups.c) or with SKIFF_PURE_PYTHON=1, beside
+    nats-server: both parsers must give nats-server's answers."""
     if request.config.getoption("--target") != "both":
         pytest.skip("a differential test needs both servers (--target=both)")
     servers = [ServerProcess(kind=k, jetstream=False) for k in ("skiff", "nats-server")]
     try:
-        for s in servers:
-            s.start()
+        with pytest.MonkeyPatch.context() as mp:  # the server process's environment is this one's (server_env)
+            mp.setenv("SKIFF_PURE_PYTHON", "1" if request.param == "pure" else "0")
+            for s in servers:
+                s.start()
         yield servers
     finally:
         for s in servers:

@@ -1,0 +1,275 @@
+/* skiff.protocol._speedups: the optional compiled part of the client protocol's hot path (issue #13).
+
+   scan_pubs() is the parser's PUB/HPUB fast path (protocol/parser.py Parser._parse) run over every consecutive
+   complete message of one read in a single call, instead of one regex match, a tuple of groups, two int() and a
+   slice per message in the interpreter.  It recognises exactly the lines the pure path's _PUB_FAST/_HPUB_FAST
+   patterns take, with the same limit checks, and stops at the first byte where the pure fast path would fall
+   through: anything else, every error included, is left to the general Python path, so the answers (and the
+   -ERR texts) are those of protocol/parser.py by construction.  tests/protocol/test_parser.py and the
+   differential tests run both implementations over the same inputs.
+
+   The pure path stays the reference and is always there: an interpreter without this module (no compiler at
+   install time) or SKIFF_PURE_PYTHON=1 uses it.  Plain CPython C API, no dependency. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+static PyObject *str_closed;  /* "closed": the sink stops the parser by setting it (a client closed mid-read) */
+static PyObject *str_msgs;
+static PyObject *str_bytes;
+static PyObject *empty_str;
+
+/* A field of the fast path: a run of bytes that are none of space, tab, CR, LF ([^ \t\r\n]+ in the patterns). */
+static inline Py_ssize_t
+field_end(const unsigned char *b, Py_ssize_t i, Py_ssize_t n)
+{
+    while (i < n) {
+        unsigned char c = b[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+            break;
+        i++;
+    }
+    return i;
+}
+
+/* [0-9]{1,18}: the value, or -1 (18 digits always fit in a long long; nats-server parseSize takes no more). */
+static inline long long
+size_of(const unsigned char *b, Py_ssize_t s, Py_ssize_t e)
+{
+    long long v = 0;
+    if (e - s < 1 || e - s > 18)
+        return -1;
+    for (; s < e; s++) {
+        unsigned char c = b[s];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+static inline int
+crlf_at(const unsigned char *b, Py_ssize_t i, Py_ssize_t n)
+{
+    return i + 1 < n && b[i] == '\r' && b[i + 1] == '\n';
+}
+
+/* One fast-path line at b[p]: "PUB <subject> [reply] <size>\r\n" or "HPUB <subject> [reply] <hdr> <size>\r\n",
+   single spaces, fields as field_end() reads them.  Fills the field bounds and returns the payload's start, or -1
+   when the line is not of that form (or not complete in the buffer). */
+typedef struct {
+    Py_ssize_t subj_s, subj_e, rep_s, rep_e;
+    long long hdr, size;
+} publine;
+
+static Py_ssize_t
+match_line(const unsigned char *b, Py_ssize_t p, Py_ssize_t n, int hpub, publine *m)
+{
+    Py_ssize_t f[4][2];  /* up to four fields after the op word */
+    Py_ssize_t i = p + (hpub ? 5 : 4);
+    int nf = 0, want = hpub ? 3 : 2;  /* fields without a reply */
+    for (;;) {
+        Py_ssize_t e = field_end(b, i, n);
+        if (e == i)
+            return -1;
+        f[nf][0] = i;
+        f[nf][1] = e;
+        nf++;
+        if (crlf_at(b, e, n)) {
+            i = e + 2;
+            break;
+        }
+        /* another field must follow after exactly one space; with a reply there are want + 1 fields */
+        if (e >= n || b[e] != ' ' || nf == want + 1)
+            return -1;
+        i = e + 1;
+    }
+    if (nf < want)
+        return -1;
+    m->subj_s = f[0][0];
+    m->subj_e = f[0][1];
+    if (nf == want + 1) {
+        m->rep_s = f[1][0];
+        m->rep_e = f[1][1];
+    } else {
+        m->rep_s = m->rep_e = 0;
+    }
+    m->size = size_of(b, f[nf - 1][0], f[nf - 1][1]);
+    if (m->size < 0)
+        return -1;
+    if (hpub) {
+        m->hdr = size_of(b, f[nf - 2][0], f[nf - 2][1]);
+        if (m->hdr < 0)
+            return -1;
+    } else {
+        m->hdr = 0;
+    }
+    return i;
+}
+
+static long long
+as_limit(PyObject *o)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0)
+        return LLONG_MAX;
+    if (overflow < 0)
+        return -1;
+    return v;  /* -1 with an exception set on a non-int: the caller checks PyErr_Occurred */
+}
+
+/* Add the counts of this call to parser.msgs / parser.bytes (also when on_pub raised: the pure path counts a
+   message before handing it over, in a finally). */
+static int
+add_counts(PyObject *parser, Py_ssize_t msgs, long long nbytes)
+{
+    PyObject *exc = NULL, *val = NULL, *tb = NULL;
+    int rc = 0;
+    if (msgs == 0)
+        return 0;
+    PyErr_Fetch(&exc, &val, &tb);
+    PyObject *names[2] = {str_msgs, str_bytes};
+    long long add[2] = {msgs, nbytes};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        PyObject *cur = PyObject_GetAttr(parser, names[k]);
+        PyObject *inc = cur ? PyLong_FromLongLong(add[k]) : NULL;
+        PyObject *sum = inc ? PyNumber_Add(cur, inc) : NULL;
+        if (sum == NULL || PyObject_SetAttr(parser, names[k], sum) < 0)
+            rc = -1;
+        Py_XDECREF(cur);
+        Py_XDECREF(inc);
+        Py_XDECREF(sum);
+    }
+    if (exc != NULL || val != NULL || tb != NULL) {
+        if (rc < 0)
+            PyErr_Clear();  /* the callback's exception is the one to report */
+        PyErr_Restore(exc, val, tb);
+        return -1;
+    }
+    return rc;
+}
+
+PyDoc_STRVAR(scan_pubs_doc,
+"scan_pubs(parser, buf, pos, max_payload, max_control_line, on_pub, sink) -> int\n\n"
+"Hand every consecutive complete PUB/HPUB of bytes ``buf`` from ``pos`` on that the pure fast path takes to\n"
+"``on_pub(subject, reply, hdr_len, data)``; stop at the first other input or once ``sink.closed`` is set.\n"
+"Adds the messages and payload bytes to ``parser.msgs`` / ``parser.bytes`` and returns the new position.");
+
+static PyObject *
+scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan_pubs() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *parser = args[0], *buf = args[1], *on_pub = args[5], *sink = args[6];
+    if (!PyBytes_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "scan_pubs() needs bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    long long maxp = as_limit(args[3]);
+    long long mcl = as_limit(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    Py_ssize_t n = PyBytes_GET_SIZE(buf);
+    Py_ssize_t msgs = 0;
+    long long nbytes = 0;
+    int first = 1;
+    if (pos < 0)
+        pos = 0;
+
+    /* the buffer stays alive and unchanged while callbacks run: bytes are immutable and we hold args[1] */
+    while (pos < n) {
+        if (!first) {
+            /* the pure loop checks sink.closed before every operation; the caller did for the first one */
+            PyObject *closed = PyObject_GetAttr(sink, str_closed);
+            if (closed == NULL)
+                goto error;
+            int stop = PyObject_IsTrue(closed);
+            Py_DECREF(closed);
+            if (stop < 0)
+                goto error;
+            if (stop)
+                break;
+        }
+        first = 0;
+        int hpub;
+        if (n - pos >= 4 && memcmp(b + pos, "PUB ", 4) == 0)
+            hpub = 0;
+        else if (n - pos >= 5 && memcmp(b + pos, "HPUB ", 5) == 0)
+            hpub = 1;
+        else
+            break;
+        publine m;
+        Py_ssize_t start = match_line(b, pos, n, hpub, &m);
+        if (start < 0)
+            break;
+        /* the pure fast path's conditions, in its terms (parser.py _parse) */
+        if (m.hdr > m.size || m.size > maxp)
+            break;
+        if (start - pos - (hpub ? 7 : 6) > mcl)
+            break;
+        Py_ssize_t stop = start + (Py_ssize_t)m.size;
+        if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
+            break;
+        PyObject *call[4];
+        call[0] = PyUnicode_DecodeUTF8((const char *)b + m.subj_s, m.subj_e - m.subj_s, "surrogateescape");
+        if (call[0] == NULL)
+            goto error;
+        if (m.rep_e > m.rep_s) {
+            call[1] = PyUnicode_DecodeUTF8((const char *)b + m.rep_s, m.rep_e - m.rep_s, "surrogateescape");
+        } else {
+            call[1] = empty_str;
+            Py_INCREF(call[1]);
+        }
+        call[2] = call[1] ? PyLong_FromLongLong(m.hdr) : NULL;
+        call[3] = call[2] ? PyBytes_FromStringAndSize((const char *)b + start, stop - start) : NULL;
+        if (call[3] == NULL) {
+            Py_DECREF(call[0]);
+            Py_XDECREF(call[1]);
+            Py_XDECREF(call[2]);
+            goto error;
+        }
+        msgs++;
+        nbytes += m.size;
+        pos = stop + 2;
+        PyObject *r = PyObject_Vectorcall(on_pub, call, 4, NULL);
+        for (int k = 0; k < 4; k++)
+            Py_DECREF(call[k]);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
+    if (add_counts(parser, msgs, nbytes) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(pos);
+
+error:
+    add_counts(parser, msgs, nbytes);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_pubs", (PyCFunction)(void (*)(void))scan_pubs, METH_FASTCALL, scan_pubs_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "The optional compiled part of the client protocol's hot path (see protocol/_speedups.c).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    str_closed = PyUnicode_InternFromString("closed");
+    str_msgs = PyUnicode_InternFromString("msgs");
+    str_bytes = PyUnicode_InternFromString("bytes");
+    empty_str = PyUnicode_FromStringAndSize(NULL, 0);
+    if (!str_closed || !str_msgs || !str_bytes || !empty_str)
+        return NULL;
+    return PyModule_Create(&module);
+}
