@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from skiff.protocol.accel import speedups
+
 PING = b"PING\r\n"
 PONG = b"PONG\r\n"
 OK = b"+OK\r\n"
@@ -68,3 +70,10 @@ def msg_parts(subject: str, reply: str, hdr_len: int, size: int) -> tuple[bytes,
             _TAILS.clear()
         tail = _TAILS[size] = b" %d\r\n" % size
     return head, tail
+
+
+# The compiled msg_parts (protocol/_speedups.c) when it was built and not turned off (SKIFF_PURE_PYTHON=1): the same
+# bytes without the interpreter's call and formatting (tests/protocol/test_speedups.py compares the two).
+pure_msg_parts = msg_parts
+if speedups is not None:
+    msg_parts = speedups.msg_parts  # noqa: F811

@@ -46,19 +46,14 @@ the connection's business: the parser only reports what was sent.
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import NamedTuple
 
-# The compiled fast path (protocol/_speedups.c), when it was built and not turned off: SKIFF_PURE_PYTHON=1 forces
-# the pure path (docs/architecture.md "The optional accelerator").  Both take exactly the same inputs.
-if os.environ.get("SKIFF_PURE_PYTHON", "") not in ("", "0"):
-    scan_pubs = None
-else:
-    try:
-        from skiff.protocol._speedups import scan_pubs
-    except ImportError:  # an install without a compiler: the pure path, which is always complete on its own
-        scan_pubs = None
+from skiff.protocol.accel import speedups
+
+# The compiled fast path (protocol/_speedups.c) when it was built and not turned off (SKIFF_PURE_PYTHON=1), else
+# None and the regex fast path below.  Both take exactly the same inputs.
+scan_pubs = speedups.scan_pubs if speedups is not None else None
 ACCELERATED = scan_pubs is not None
 
 MAX_CONTROL_LINE = 4096

@@ -1,4 +1,5 @@
-"""The compiled PUB/HPUB scanner (protocol/_speedups.c) against the pure-Python fast path (protocol/parser.py).
+"""The compiled helpers (protocol/_speedups.c) against their pure-Python twins: the PUB/HPUB scanner against the
+parser's fast path (protocol/parser.py), msg_parts against protocol/encoder.py's.
 
 The compiled scanner must take exactly the lines the pure fast path takes and leave everything else to the general
 path, so the two parsers must hand the same operations to the sink, in the same order, for any input split at any
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skiff.protocol import encoder
 from skiff.protocol import parser as parser_mod
 from skiff.protocol.parser import Parser, ProtocolError
 
@@ -141,12 +143,13 @@ def test_the_generator_reaches_both_paths():
 def test_the_extension_is_built_and_used():
     """The suite's interpreter has the compiled scanner (``make test`` builds it with the editable install; in a
     checkout: ``python setup.py build_ext --inplace``), and a Parser takes it unless SKIFF_PURE_PYTHON is set."""
-    from skiff.protocol import _speedups
+    from skiff.protocol import _speedups, accel
 
     assert _speedups.__file__.startswith(os.path.join(ROOT, "protocol")), _speedups.__file__
-    pure_forced = os.environ.get("SKIFF_PURE_PYTHON", "") not in ("", "0")
-    assert parser_mod.ACCELERATED is not pure_forced
-    assert (Parser()._scan is _speedups.scan_pubs) is not pure_forced
+    assert accel.PURE_FORCED is (os.environ.get("SKIFF_PURE_PYTHON", "") not in ("", "0"))
+    assert parser_mod.ACCELERATED is not accel.PURE_FORCED
+    assert (Parser()._scan is _speedups.scan_pubs) is not accel.PURE_FORCED
+    assert (encoder.msg_parts is _speedups.msg_parts) is not accel.PURE_FORCED
     assert Parser(accelerated=False)._scan is None
 
 
@@ -156,10 +159,11 @@ def test_skiff_pure_python_environment_variable(value, accelerated):
     env = dict(os.environ, SKIFF_PURE_PYTHON=value)
     code = ("from skiff.protocol.parser import ACCELERATED, Parser\n"
             "try:\n    Parser(accelerated=True); insisted = 'ok'\nexcept ImportError:\n    insisted = 'ImportError'\n"
-            "print(ACCELERATED, Parser()._scan is not None, insisted)")
+            "from skiff.protocol import encoder\n"
+            "print(ACCELERATED, Parser()._scan is not None, insisted, encoder.msg_parts is not encoder.pure_msg_parts)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    want = "True True ok" if accelerated else "False False ImportError"
+    want = "True True ok True" if accelerated else "False False ImportError False"
     assert r.stdout.split() == want.split()
 
 
@@ -182,3 +186,35 @@ def test_the_scanner_takes_every_line_of_the_fast_path_form(line):
     assert scan_pubs(p, data, 0, 5, arg_len - 1, sink.on_pub, sink) == 0  # over max_control_line: the same
     assert scan_pubs(p, data[:-1], 2 * len(line), 5, arg_len, sink.on_pub, sink) == 2 * len(line)  # incomplete
     assert len(sink.ops) == 5 and (p.msgs, p.bytes) == (5, 25)
+
+
+text = st.text(st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["\udc80", "\udcff", "\ud800"]),
+               max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(text | st.sampled_from(["foo", "foo.bar", "$JS.ACK.x"]), text | st.just(""),
+                          st.integers(0, 70000) | st.just(0), st.integers(0, 2 ** 32 - 1)), min_size=1, max_size=20))
+def test_msg_parts_agrees_with_the_pure_one(calls):
+    """The same head and tail for any subject, reply (lone surrogates stand for bytes that were not UTF-8: the parser
+    decodes with surrogateescape), header size and size; called repeatedly, so the caches are exercised too.  Sizes
+    stay below 2**32: the pure one's tail cache keys (hdr_len << 32 | size) assume it, and a payload is at most
+    max_payload, an int32 (server/conf/mapping.py: "max_payload value is too big", as nats-server says)."""
+    from skiff.protocol._speedups import msg_parts
+
+    for args in calls + calls:
+        try:
+            want = encoder.pure_msg_parts(*args)
+        except UnicodeEncodeError:  # a surrogate surrogateescape cannot write: both refuse
+            with pytest.raises(UnicodeEncodeError):
+                msg_parts(*args)
+            continue
+        assert msg_parts(*args) == want, args
+
+
+def test_msg_parts_right_past_the_head_cache_bound():
+    """The head cache is cleared when full (8,192 subjects): the answers stay right across the clears."""
+    from skiff.protocol._speedups import msg_parts
+
+    for i in range(20000):
+        assert msg_parts(f"s.{i}", "", 0, 1) == (b"MSG s.%d " % i, b" 1\r\n")
