@@ -23,6 +23,29 @@ static PyObject *str_msgs;
 static PyObject *str_bytes;
 static PyObject *empty_str;
 
+/* The last subject decoded, kept: a publisher mostly repeats one subject, and the same str object (its hash
+   already computed) then serves the sublist's result cache lookup without a decode, an allocation and a hash. */
+#define SUBJ_CACHE 128
+static char last_subj[SUBJ_CACHE];
+static Py_ssize_t last_len = -1;
+static PyObject *last_str;
+
+static PyObject *
+subject_str(const char *p, Py_ssize_t len)
+{
+    if (len == last_len && memcmp(p, last_subj, (size_t)len) == 0) {
+        Py_INCREF(last_str);
+        return last_str;
+    }
+    PyObject *s = PyUnicode_DecodeUTF8(p, len, "surrogateescape");
+    if (s != NULL && len <= SUBJ_CACHE) {
+        Py_XSETREF(last_str, Py_NewRef(s));
+        memcpy(last_subj, p, (size_t)len);
+        last_len = len;
+    }
+    return s;
+}
+
 /* A field of the fast path: a run of bytes that are none of space, tab, CR, LF ([^ \t\r\n]+ in the patterns). */
 static inline Py_ssize_t
 field_end(const unsigned char *b, Py_ssize_t i, Py_ssize_t n)
@@ -221,7 +244,7 @@ scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
             break;
         PyObject *call[4];
-        call[0] = PyUnicode_DecodeUTF8((const char *)b + m.subj_s, m.subj_e - m.subj_s, "surrogateescape");
+        call[0] = subject_str((const char *)b + m.subj_s, m.subj_e - m.subj_s);
         if (call[0] == NULL)
             goto error;
         if (m.rep_e > m.rep_s) {
