@@ -31,9 +31,9 @@ def implementation(request, monkeypatch):
     if request.param == "pure":
         monkeypatch.setattr(parser_mod, "scan_pubs", None)
     else:
-        from skiff.protocol import _speedups
+        from tests.protocol.test_speedups import compiled
 
-        monkeypatch.setattr(parser_mod, "scan_pubs", _speedups.scan_pubs)
+        monkeypatch.setattr(parser_mod, "scan_pubs", compiled().scan_pubs)
     return request.param
 
 
