@@ -69,15 +69,19 @@ async def _all_msgs(nc, name: str, last: int) -> list[dict]:
     seq = 1
     while seq <= last:
         await nc.publish(f"$JS.API.DIRECT.GET.{name}", json.dumps({"seq": seq, "batch": 1000}).encode(), reply=inbox)
+        got = 0
         while True:
             m = await sub.next_msg(timeout=5)
             if not m.data and m.headers and m.headers.get("Status"):
                 break  # end of this direct-get batch (204 / 404)
+            got += 1
             out.append({"seq": int(m.headers["Nats-Sequence"]), "id": m.headers.get("Nats-Batch-Id"),
                         "bseq": int(m.headers.get("Nats-Batch-Sequence", 0)),
                         "commit": m.headers.get("Nats-Batch-Commit")})
             seq = out[-1]["seq"] + 1
-        if not out or out[-1]["seq"] >= last:
+        # Nothing at or after seq: the sequences up to last_seq are gone (a partial batch removed at recovery
+        # leaves last_seq past the last message); asking again would loop forever.
+        if not got or out[-1]["seq"] >= last:
             break
     await sub.unsubscribe()
     return out
