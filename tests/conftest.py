@@ -4,7 +4,8 @@
 ``--target=skiff`` or ``--target=nats-server`` (or ``SKIFF_TARGET``) picks one.  Tests marked ``skiff_only``
 exercise what only Skiff offers (embedding, the driven clock, fault injection) and run once.
 
-The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, the Makefile's ``test``): each test goes
+The suite runs on three pytest-xdist workers (``-n 3 --dist loadgroup``, the Makefile's ``test``; on 2 cores the
+workers' processes use about a third of the CPU time with two workers, the rest is waiting): each test goes
 to whichever worker is free, except the groups of ``XDIST_GROUPS``, each of which runs whole on one worker because
 its tests share something costly or single: a module-scoped fixture (built once per worker that runs any of its
 tests), the one SparkSession (a JVM), or a cache directory that an install fills.  Ports are picked race-free
