@@ -1,4 +1,4 @@
-/* skiff.protocol._speedups: the optional compiled part of the client protocol's hot path (issue #13).
+/* skiff.protocol._speedups: the optional compiled part of the client protocol's hot path.
    Loaded through protocol/accel.py, which also honours SKIFF_PURE_PYTHON.
 
    scan_pubs() is the parser's PUB/HPUB fast path (protocol/parser.py Parser._parse) run over every consecutive

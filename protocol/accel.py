@@ -1,4 +1,4 @@
-"""The optional compiled helpers of the hot path (protocol/_speedups.c), or None (issue #13).
+"""The optional compiled helpers of the hot path (protocol/_speedups.c), or None.
 
 ``speedups`` is the extension module when it was built (an install with a C compiler: setup.py declares it
 optional) and the environment does not turn it off: ``SKIFF_PURE_PYTHON=1`` forces the pure-Python path, which is
