@@ -53,7 +53,8 @@ java:
 run: $(STAMP_SERVER)
 	exec $(VENV)/bin/skiff -a 127.0.0.1 -js -sd ./data -m 8222
 
-test: $(STAMP_TEST) sysdeps
+# sysdeps first: as root it installs gcc, which the editable install needs for the optional accelerator
+test: sysdeps $(STAMP_TEST)
 	$(PY) -m pytest -q -p no:cacheprovider --target=both -n 3 --dist loadgroup
 
 test-skiff: $(STAMP_TEST)
@@ -62,10 +63,10 @@ test-skiff: $(STAMP_TEST)
 test-nats: $(STAMP_TEST)
 	$(PY) -m pytest -q --target=nats-server
 
-bench: $(STAMP_TEST) sysdeps
+bench: sysdeps $(STAMP_TEST)
 	$(PY) -m bench
 
-bench-quick: $(STAMP_TEST) sysdeps
+bench-quick: sysdeps $(STAMP_TEST)
 	$(PY) -m bench --quick
 
 example-spark: $(STAMP_SPARK) java
