@@ -32,7 +32,7 @@ Byte accounting follows nats-server: memory store msg size = len(subj)+len(hdr)+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from skiff.storage.config import StoreConfig
 from skiff.storage.records import ConsumerState, SimpleState, StoredMsg, StreamState
@@ -230,6 +230,13 @@ class ConsumerStore(ABC):
 
     @abstractmethod
     def update_delivered(self, dseq: int, sseq: int, dc: int, ts: int) -> None: ...
+
+    def update_delivered_run(self, dseq: int, msgs: Sequence[StoredMsg]) -> None:
+        """First deliveries (delivery count 1) of ``msgs``, in stream order, with delivery sequences ``dseq``,
+        ``dseq + 1``, ...: ``update_delivered`` for each, which a store may do in one pass."""
+        for m in msgs:
+            self.update_delivered(dseq, m.seq, 1, m.ts)
+            dseq += 1
 
     @abstractmethod
     def update_acks(self, dseq: int, sseq: int) -> bool:

@@ -91,6 +91,30 @@ class MemoryConsumerStore(ConsumerStore):
             if sseq > self.ds:
                 self.ds = self.as_ = sseq
 
+    def update_delivered_run(self, dseq: int, msgs) -> None:
+        """update_delivered(dseq + k, msgs[k].seq, 1, msgs[k].ts) for each k, in one pass: new messages (above
+        ``ds``) in stream order only add pending entries and move ``delivered`` to the last; anything else goes one
+        by one."""
+        if not msgs:
+            return
+        if dseq <= self.ac or msgs[0].seq <= self.ds:
+            super().update_delivered_run(dseq, msgs)
+            return
+        self.dirty = True
+        last = dseq + len(msgs) - 1
+        if self.ack_policy == ACK_NONE:
+            if last > self.dc:
+                self.dc = self.ac = last
+            self.ds = self.as_ = msgs[-1].seq
+            return
+        pending = self.pending
+        for m in msgs:
+            pending[m.seq] = Pending(dseq, m.ts)
+            dseq += 1
+        if last > self.dc:
+            self.dc = last
+        self.ds = msgs[-1].seq
+
     def update_acks(self, dseq: int, sseq: int) -> bool:
         if self.ack_policy == ACK_NONE:
             raise NoAckPolicyError()

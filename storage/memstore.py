@@ -13,6 +13,7 @@ from skiff.storage.base import Clock
 from skiff.storage.config import StoreConfig
 from skiff.storage.engine import Chunk, IndexedStore, SubjState
 from skiff.storage.records import StoredMsg
+from skiff.storage.seqindex import LIVE, _unpack_code
 
 CHUNK_SLOTS = 4096
 
@@ -55,6 +56,26 @@ class MemoryStreamStore(IndexedStore):
             return None
         ss = self._subject_at(chunk, i)
         return StoredMsg(ss.subject, seq, chunk.ts[i], p[0], p[1])  # type: ignore[union-attr]
+
+    def _read_run(self, chunk: MemChunk, i: int, hi: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
+        """:meth:`_read` for slots ``i`` .. ``hi - 1`` up to the first removed one, the subject looked up once per
+        change of subject code (a run is mostly one subject)."""
+        out: list[StoredMsg] = []
+        codes, payloads, ts = chunk.codes, chunk.payloads, chunk.ts
+        last = -1
+        subject = ""
+        while i < hi:
+            p = payloads[i]
+            if p is None or codes[i << 2] != LIVE:
+                break
+            icode = _unpack_code(codes, i << 2)[0]
+            if icode != last:
+                subject = self._state_of_code(icode).subject  # type: ignore[union-attr]
+                last = icode
+            out.append(StoredMsg(subject, seq, ts[i], p[0], p[1]))
+            i += 1
+            seq += 1
+        return out
 
     def _record_removal(self, chunk: MemChunk, i: int, seq: int, secure: bool) -> None:  # type: ignore[override]
         chunk.payloads[i] = None

@@ -101,6 +101,32 @@ class Queries(SeqIndex):
         self._check_open()
         return self._load_slot(seq)
 
+    def load_run(self, start: int, limit: int) -> list[StoredMsg]:
+        """The messages at ``start``, ``start + 1``, ... (at most ``limit`` of them), each what :meth:`load_msg`
+        would return: a consumer reading the stream in order takes a run in one call instead of one load per
+        sequence.  The run ends before the first sequence without a message (removed, not stored yet,
+        unreadable) and at the end of the chunk that holds ``start``; ``[]`` when ``start`` has none."""
+        self._check_open()
+        c, i = self._locate(start)
+        if c is None:
+            return []
+        return self._read_run(c, i, min(len(c.codes) >> 2, i + limit), start)
+
+    def _read_run(self, c, i: int, hi: int, seq: int) -> list[StoredMsg]:
+        """Slots ``i`` .. ``hi - 1`` of chunk ``c`` (sequence ``seq`` first) up to the first without a message;
+        the stores read a run their own way, this is the plain loop."""
+        out: list[StoredMsg] = []
+        codes = c.codes
+        read = self._read
+        while i < hi and codes[i << 2] == LIVE:
+            m = read(c, i, seq)
+            if m is None:
+                break
+            out.append(m)
+            i += 1
+            seq += 1
+        return out
+
     def load_next_msg(self, filter: str = "", start_seq: int = 0) -> tuple[StoredMsg | None, int]:
         self._check_open()
         seq = self._next_match(filter, start_seq)

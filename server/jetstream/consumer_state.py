@@ -51,6 +51,16 @@ class StateRecorder:
         if self.persistent:
             self.c.cset.dirty(self.c)
 
+    def delivered_run(self, dseq: int, msgs: list) -> None:
+        """First deliveries of the stored messages ``msgs`` (in stream order) with delivery sequences ``dseq``,
+        ``dseq + 1``, ...: :meth:`delivered` for each, in one store call (delivery.py ``_send_run``)."""
+        try:
+            self.store.update_delivered_run(dseq, msgs)
+        except Exception as e:  # noqa: BLE001 - a store refusing an update must never stop delivery
+            self._failed("deliver", e)
+        if self.persistent:
+            self.c.cset.dirty(self.c)
+
     def acked(self, dseq: int, sseq: int, op: str = "ack") -> None:
         """An ack (``dseq`` 0: a redelivered message left the stream, only its count goes)."""
         try:

@@ -75,6 +75,7 @@ from skiff.storage.filestore.index import Block, encode_summary
 from skiff.storage.filestore.recovery import Recovery
 from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path, write_state
 from skiff.storage.records import StoredMsg
+from skiff.storage.seqindex import LIVE, _unpack_code
 from skiff.storage.remove import unlink_in_background, unlink_quietly
 
 log = get_logger("skiff.storage")
@@ -334,6 +335,64 @@ class FileStreamStore(IndexedStore):
             return None
         ss = self._subject_at(b, i)
         return StoredMsg(ss.subject, seq, r[1], r[4], r[5])  # type: ignore[union-attr]
+
+    def _read_run(self, b: Block, i: int, hi: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
+        """:meth:`_read` for the live slots ``i`` .. up to ``hi - 1`` of a block in one pass: one read of the
+        flushed bytes they span (at least READ_AHEAD, kept as the read-ahead for the next load, as
+        :meth:`_read_flushed` keeps its own), the records parsed from it and the subject looked up once per change
+        of subject code.  A record that does not parse from that buffer is read by :meth:`_read` itself, which
+        logs and drops an unreadable one as lost; the run ends there."""
+        out: list[StoredMsg] = []
+        codes, offsets, sizes = b.codes, b.offsets, b.sizes
+        j = i
+        while j < hi and codes[j << 2] == LIVE:
+            j += 1
+        if j == i:
+            return out
+        flushed = b.flushed
+        base, buf = 0, b""
+        off0 = offsets[i]
+        if off0 < flushed:
+            end = min(flushed, offsets[j - 1] + sizes[j - 1] + 8)  # sizes + 8 >= record length (block.py)
+            ra = self._ra
+            if ra is not None and ra[0] is b and ra[1] <= off0 and end <= ra[1] + len(ra[2]):
+                base, buf = ra[1], ra[2]
+            else:
+                try:
+                    buf = os.pread(self._fd_for(b), min(flushed, max(end, off0 + READ_AHEAD)) - off0, off0)
+                except OSError:
+                    buf = b""  # each record is then read by _read, which logs the failure
+                base = off0
+        pend = b.pend
+        ra_end = -1  # file offset just after the last record parsed from buf
+        last = -1
+        subject = ""
+        while i < j:
+            off = offsets[i]
+            if off >= flushed:
+                r = parse_msg(pend, off - flushed)
+            elif off - base < len(buf):
+                r = parse_msg(buf, off - base)
+                if r is not None:
+                    ra_end = off + (sizes[i] + 4 if r[4] else sizes[i] + 8)  # the record's length, as _read_flushed
+            else:
+                r = None
+            if r is None or r[0] != seq:
+                m = self._read(b, i, seq)
+                if m is None:
+                    break
+                out.append(m)
+            else:
+                icode = _unpack_code(codes, i << 2)[0]
+                if icode != last:
+                    subject = self._state_of_code(icode).subject  # type: ignore[union-attr]
+                    last = icode
+                out.append(StoredMsg(subject, seq, r[1], r[4], r[5]))
+            i += 1
+            seq += 1
+        if ra_end >= 0 and buf:
+            self._ra = (b, base, buf, ra_end)
+        return out
 
     def _read_flushed(self, b: Block, off: int, n: int) -> tuple | None:
         """Parse the record at ``off`` (at most ``n`` bytes long) of a block's flushed part.

@@ -314,6 +314,14 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     by_seq = []
     orig_load = store.load_msg
     monkeypatch.setattr(store, "load_msg", lambda s: by_seq.append(s) or orig_load(s))
+    orig_run = store.load_run  # a run of sequences from one (delivery.py _send_run)
+
+    def load_run(start, limit):
+        run = orig_run(start, limit)
+        by_seq.extend(m.seq for m in run)
+        return run
+
+    monkeypatch.setattr(store, "load_run", load_run)
     from skiff.server.jetstream.consumer import Consumer
 
     matched = []
@@ -321,8 +329,8 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     monkeypatch.setattr(Consumer, "matches", lambda self, subj: matched.append(subj) or orig_matches(self, subj))
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
-    # Each message is read by its sequence (delivery.py _load_next_any) or found by an unfiltered search, never
-    # by the store's filtered one.
+    # Each message is read by its sequence (delivery.py _load_next_any, or in a run: _send_run) or found by an
+    # unfiltered search, never by the store's filtered one.
     assert by_seq[:10] == list(range(1, 11)) and set(filters) <= {""}
     assert matched == []  # "s.>" is checked with a prefix test, not the token walk
 

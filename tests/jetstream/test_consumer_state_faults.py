@@ -53,6 +53,12 @@ class _Faulty(FileConsumerStore):
             raise RuntimeError("injected state store failure")
         super().update_delivered(dseq, sseq, dc, ts)
 
+    def update_delivered_run(self, dseq: int, msgs) -> None:  # a run of deliveries (delivery.py _send_run)
+        if "deliver" in _Faulty.refuse:
+            _Faulty.refuse.discard("deliver")
+            raise RuntimeError("injected state store failure")
+        super().update_delivered_run(dseq, msgs)
+
     def write_snapshot(self, data: bytes, durable: bool) -> None:  # the group-commit worker thread
         import time
         if _Faulty.write_error is not None:
@@ -106,7 +112,8 @@ async def test_refused_ack_update_is_logged_and_state_rewritten(tmp_path):
         await srv.shutdown()
 
 
-async def test_refused_delivery_update_is_logged_and_state_rewritten(tmp_path):
+@pytest.mark.parametrize("batch", [1, 3])  # 1: the one-message path; 3: a run (delivery.py _send_run)
+async def test_refused_delivery_update_is_logged_and_state_rewritten(tmp_path, batch):
     srv = await Server(jetstream=True, store_dir=str(tmp_path)).start()
     errors = _Errors(srv)
     nc = await nats.connect(srv.client_url)
@@ -116,11 +123,12 @@ async def test_refused_delivery_update_is_logged_and_state_rewritten(tmp_path):
         _inject(store)
         _Faulty.refuse.add("deliver")
         psub = await nc.jetstream().pull_subscribe_bind("D", "F")
-        msgs = await psub.fetch(1, timeout=2)
-        assert len(msgs) == 1
+        msgs = await psub.fetch(batch, timeout=2)
+        assert len(msgs) == batch
         await asyncio.sleep(0.05)
         assert any(kw.get("op") == "deliver" for _, kw in errors.events), errors.events
-        assert store.delivered == SequencePair(1, 1) and 1 in store.pending
+        assert store.delivered == SequencePair(batch, batch)
+        assert sorted(store.pending) == list(range(1, batch + 1))
     finally:
         await nc.close()
         await srv.shutdown()

@@ -82,6 +82,38 @@ def test_accepts_bytearray_and_memoryview_payloads(make_store):
 
 
 # ---------------------------------------------------------------------------------------------------- loads
+def test_load_run_is_load_msg_per_sequence_up_to_the_first_gap(make_store, kind):
+    """``load_run`` (a consumer's in-order read) gives what ``load_msg`` gives for each sequence, up to the first
+    sequence without a message, at most ``limit``, never past the chunk (block) of its start; in the file store
+    with records written and records still in the write buffer."""
+    s = make_store(block_size=2048) if kind == "file" else make_store()
+    fill(s, 40, subjects=("a.1", "a.2", "b"), hdr=HDR)
+    fill(s, 20, subjects=("a.1",), data=b"x" * 7)
+    if kind == "file":
+        s.flush()
+        fill(s, 5, subjects=("c",))  # unflushed: read from the block's buffer
+    s.remove_msg(30)
+    last = s.last_seq
+    for start in (0, 1, 2, 25, 29, 30, 31, 50, last, last + 1, last + 5):
+        for limit in (1, 3, 100):
+            run = s.load_run(start, limit)
+            assert 0 <= len(run) <= limit
+            expect = []
+            for q in range(start, start + limit):
+                m = s.load_msg(q)
+                if m is None:
+                    break
+                expect.append(m)
+            assert run == expect[:len(run)], (start, limit)
+            if len(run) < len(expect):  # only a chunk's end cuts a run short
+                assert s.load_run(start + len(run), limit)[:1] == expect[len(run):len(run) + 1]
+                assert kind == "file" or len(run) % 4096 == 0
+    assert s.load_run(1, 100)[:3] == [s.load_msg(1), s.load_msg(2), s.load_msg(3)]
+    assert s.load_run(30, 10) == []
+    s2 = reopen(s)
+    assert s2.load_run(31, 10) == [s2.load_msg(q) for q in range(31, 41)]
+
+
 def test_load_next_literal_wildcard_and_all(make_store):
     s = make_store()
     for subj in ["a.1", "b.1", "a.2", "b.2", "a.1", "c"]:

@@ -199,6 +199,23 @@ def test_corruption_found_on_read_is_reported_not_raised(tmp_path):
     r.stop()
 
 
+def test_corruption_found_by_a_run_read_ends_the_run_and_is_reported(tmp_path):
+    s = FileStreamStore(tmp_path / "s", StoreConfig())
+    fill(s, 10)
+    s.flush()
+    blk = blocks(tmp_path / "s")[0]
+    off, rlen, _, seq = [r for r in record_offsets(blk) if r[3] == 5 and r[2] == 1][0]
+    with open(blk, "r+b") as f:  # corrupt under the running store
+        f.seek(off + rlen - 10)
+        f.write(b"\x00\x01\x02")
+    run = s.load_run(2, 100)
+    assert [m.seq for m in run] == [2, 3, 4]
+    assert s.state().lost.msgs == [5]
+    assert [m.seq for m in s.load_run(6, 100)] == [6, 7, 8, 9, 10]
+    assert s.load_run(5, 100) == []
+    s.stop()
+
+
 # ---------------------------------------------------------------------------------------------------- index
 def _with_summaries(tmp_path, n=3000):
     s = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192, max_msgs_per_subject=50))
