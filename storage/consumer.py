@@ -153,8 +153,12 @@ class MemoryConsumerStore(ConsumerStore):
                     nxt = next(iter(pending))  # the lowest: pending is kept in stream order (see set_state)
                     p2 = pending[nxt]
                 else:
-                    nxt = next((s for s in range(sseq + 1, self.ds + 1) if s in pending), 0)
-                    p2 = pending.get(nxt)
+                    # A loop, not a generator: in-order acks find the next one at sseq + 1 (once per ack).
+                    nxt, p2 = 0, None
+                    for nxt in range(sseq + 1, self.ds + 1):
+                        p2 = pending.get(nxt)
+                        if p2 is not None:
+                            break
                 if p2 is not None and p2.sequence > 0:
                     self.ac, self.as_ = p2.sequence - 1, nxt - 1
         return True

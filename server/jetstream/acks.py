@@ -76,15 +76,26 @@ def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
 
 def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
     """An ack arrived on ``toks`` (the ack subject's tokens) with payload ``msg``."""
-    sseq, dseq, dc = ack_reply_info(toks)
+    # ack_reply_info in-line (once per ack)
+    off = 2 if len(toks) == 9 else 4
+    s, d, n = toks[off + 3], toks[off + 4], toks[off + 2]
+    sseq = int(s) if s.isdigit() and s.isascii() else -1
+    dseq = int(d) if d.isdigit() and d.isascii() else -1
+    dc = int(n) if n.isdigit() and n.isascii() else -1
     skip_reply = sseq == 0
-    passes = c.delivery.passes
+    dl = c.delivery
+    passes = dl.passes
     idle = c.idle
     if idle is not None and idle.thresh > 0:
         idle.suppress()
     if not msg or msg == ACK_ACK or msg == ACK_OK:
         if not ack_msg(c, sseq, dseq, dc, reply, True):
             skip_reply = True
+        if reply and not skip_reply:
+            c.state.confirm_ack(reply)
+        # An ack leaves the consumer as ready as it was, unless it freed a slot at max_ack_pending, and then
+        # ack_msg asked for a delivery pass (kick_soon), which tells the stream: no readiness check per ack.
+        return
     elif msg.startswith(ACK_NEXT):
         ack_msg(c, sseq, dseq, dc, "", True)
         c.process_next_request(reply, b"", msg[len(ACK_NEXT):])
@@ -99,11 +110,10 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
             skip_reply = True
     if reply and not skip_reply:
         c.state.confirm_ack(reply)
-    d = c.delivery
     # A delivery pass (kicked by the ack) already told the stream whether c is ready, or one is scheduled to
     # (kick_soon) and will.
-    if d.passes == passes and not d.cont_scheduled:
-        d.after_change()
+    if dl.passes == passes and not dl.cont_scheduled:
+        dl.after_change()
 
 
 def ack_msg(c: "Consumer", sseq: int, dseq: int, dc: int, reply: str, sample: bool) -> bool:
