@@ -148,17 +148,20 @@ class MemoryConsumerStore(ConsumerStore):
         elif dseq == self.ac + 1:
             self.ac, self.as_ = dseq, sseq
             if self.dc > dseq:
-                # Move the floor up to just below the next outstanding delivery.
-                if len(pending) < self.ds - sseq:
-                    nxt = next(iter(pending))  # the lowest: pending is kept in stream order (see set_state)
-                    p2 = pending[nxt]
-                else:
-                    # A loop, not a generator: in-order acks find the next one at sseq + 1 (once per ack).
-                    nxt, p2 = 0, None
-                    for nxt in range(sseq + 1, self.ds + 1):
-                        p2 = pending.get(nxt)
-                        if p2 is not None:
-                            break
+                # Move the floor up to just below the next outstanding delivery: for acks in order the next
+                # sequence, looked at first (the first key of a dict that lost its oldest entries one by one is
+                # found by walking over their empty slots: O(acks since the dict was last resized)).
+                nxt = sseq + 1
+                p2 = pending.get(nxt)
+                if p2 is None:
+                    if len(pending) < self.ds - sseq:
+                        nxt = next(iter(pending))  # the lowest: pending is kept in stream order (see set_state)
+                        p2 = pending[nxt]
+                    else:
+                        for nxt in range(sseq + 2, self.ds + 1):
+                            p2 = pending.get(nxt)
+                            if p2 is not None:
+                                break
                 if p2 is not None and p2.sequence > 0:
                     self.ac, self.as_ = p2.sequence - 1, nxt - 1
         return True

@@ -291,7 +291,14 @@ class ConsumerCore:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         elif dseq == self.adflr + 1:
             self.adflr, self.asflr = dseq, sseq
-            if len(pending) < self.sseq - sseq:
+            p = pending.get(sseq + 1)
+            if p is not None:
+                # Acks in order: the next outstanding delivery is the next sequence.  Looked at first because
+                # the first key of a dict that lost its oldest entries one by one is found by walking over their
+                # empty slots (next(iter(pending)) cost ~45 us an ack while 50,000 pending were acked in order).
+                if p[0] > 0:
+                    self.adflr, self.asflr = p[0] - 1, sseq
+            elif len(pending) < self.sseq - sseq:
                 nxt = next(iter(pending))  # the lowest: pending is kept in stream order
                 p = pending[nxt]
                 if p[0] > 0:

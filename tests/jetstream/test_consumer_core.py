@@ -391,6 +391,37 @@ def test_invariants(policy, max_deliver, backoff, events):
             assert (c.adflr, c.asflr) == (c.dseq - 1, c.sseq - 1)
 
 
+@settings(max_examples=300, deadline=None)
+@given(gaps=st.lists(st.integers(1, 3), min_size=1, max_size=40), order=st.randoms(use_true_random=False),
+       in_order=st.booleans())
+def test_store_and_core_move_the_ack_floor_alike(gaps, order, in_order):
+    """The consumer store (storage/consumer.py update_acks) and the core keep the same ack floor for any order of
+    explicit acks, with stream sequences skipped (a filter) and acks repeated: both look at the next sequence first
+    and fall back to their walk (first key or sequence scan) only when it is not pending."""
+    from skiff.storage.consumer import MemoryConsumerStore
+    from skiff.storage.records import StoredMsg
+
+    c = ConsumerCore(ack_policy="explicit")
+    store = MemoryConsumerStore("explicit")
+    sent = []
+    seq = 0
+    for g in gaps:
+        seq += g
+        c.sseq = seq + 1
+        d = c.deliver(seq, 0)
+        sent.append((seq, d))
+    store.update_delivered_run(1, [StoredMsg("s", s, 0, b"", b"") for s, _ in sent])
+    acks = list(sent) + sent[: len(sent) // 3]  # some acked twice
+    if not in_order:
+        order.shuffle(acks)
+    for s, d in acks:
+        c.ack(s, d)
+        store.update_acks(d, s)
+        assert (store.ac, store.as_) == (c.adflr, c.asflr), (s, d)
+        assert list(store.pending) == list(c.pending)
+    assert (c.adflr, c.asflr) == sent[-1][::-1]
+
+
 # ---------------------------------------------------------------------------------------------- waiting pull requests
 def _wr(reply: str, expires: float = 0.0, no_wait: bool = False, d: int = 0, hb: float = 0.0) -> WaitingRequest:
     wr = WaitingRequest(reply, 10, 0, expires, 0.0, hb, no_wait)
