@@ -55,6 +55,7 @@ shifted by one offset, so that their relative order survives the next round (nat
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
 ACK_WAIT_DELAY = 0.001  # seconds, nats-server ackWaitDelay: the first timer waits ack_wait plus this
@@ -114,7 +115,7 @@ class ConsumerCore:
         self.asflr = 0
         self.pending: dict[int, list[int]] = {}
         self.rdc: dict[int, int] = {}
-        self.rdq: dict[int, None] = {}
+        self.rdq: dict[int, None] = {}  # an OrderedDict once something is queued (_queue)
 
     def configure(self, ack_policy: str, ack_wait: int, backoff, max_ack_pending: int, max_deliver: int,
                   flow_control: bool) -> None:
@@ -224,12 +225,25 @@ class ConsumerCore:
             pending.update(items)
         return dseq
 
+    def _queue(self) -> "OrderedDict[int, None]":
+        """The redelivery queue, to add to.  An OrderedDict once anything is queued: delivery takes its head one at
+        a time, which a plain dict finds by walking the slots of the heads taken before (O(taken) a take: 74 us a
+        redelivery while 50,000 expired messages went out again); a consumer that never redelivers keeps the
+        smaller plain dict."""
+        rdq = self.rdq
+        if type(rdq) is not OrderedDict:
+            rdq = self.rdq = OrderedDict(rdq)
+        return rdq
+
     def take_redelivery(self) -> tuple[int, int, MaxDelivered | None]:
         """Pop the head of the redelivery queue (the caller checked it is not empty): (stream seq, delivery count
         it goes out with, None), or (stream seq, count, :class:`MaxDelivered`) when it would exceed max_deliver."""
         rdq = self.rdq
-        seq = next(iter(rdq))
-        del rdq[seq]
+        if type(rdq) is OrderedDict:
+            seq = rdq.popitem(last=False)[0]
+        else:
+            seq = next(iter(rdq))
+            del rdq[seq]
         r = self.rdc.get(seq, 0) + 1
         self.rdc[seq] = r
         if self.maxdc and r >= self.maxdc:
@@ -241,7 +255,7 @@ class ConsumerCore:
         queue it again (no destination now); without, the message is gone from the stream."""
         self.rdc[seq] = self.rdc.get(seq, 1) - 1
         if requeue:
-            self.rdq[seq] = None
+            self._queue()[seq] = None
 
     # ------------------------------------------------------------------ acks
     def ack(self, sseq: int, dseq: int) -> Acked | None:
@@ -324,7 +338,7 @@ class ConsumerCore:
             p[1] = now - self.ack_wait + delay
             return NAK_DELAYED
         if sseq not in self.rdq:
-            self.rdq[sseq] = None
+            self._queue()[sseq] = None
         return NAK_QUEUED
 
     def progress(self, sseq: int, now: int) -> list | None:
@@ -354,7 +368,7 @@ class ConsumerCore:
 
     def _queue_expired(self, expired: list[int], now: int) -> None:
         expired.sort()
-        rdq, pending = self.rdq, self.pending
+        rdq, pending = self._queue(), self.pending
         for seq in expired:
             rdq[seq] = None
         off = now - pending[expired[0]][1]
