@@ -13,7 +13,7 @@ from skiff.storage.base import Clock
 from skiff.storage.config import StoreConfig
 from skiff.storage.engine import Chunk, IndexedStore, SubjState
 from skiff.storage.records import StoredMsg
-from skiff.storage.seqindex import LIVE, _unpack_code
+from skiff.storage.seqindex import _unpack_code
 
 CHUNK_SLOTS = 4096
 
@@ -57,16 +57,16 @@ class MemoryStreamStore(IndexedStore):
         ss = self._subject_at(chunk, i)
         return StoredMsg(ss.subject, seq, chunk.ts[i], p[0], p[1])  # type: ignore[union-attr]
 
-    def _read_run(self, chunk: MemChunk, i: int, hi: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
-        """:meth:`_read` for slots ``i`` .. ``hi - 1`` up to the first removed one, the subject looked up once per
-        change of subject code (a run is mostly one subject)."""
+    def _read_run(self, chunk: MemChunk, i: int, j: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
+        """:meth:`_read` for the live slots ``i`` .. ``j - 1``, the subject looked up once per change of subject
+        code (a run is mostly one subject)."""
         out: list[StoredMsg] = []
         codes, payloads, ts = chunk.codes, chunk.payloads, chunk.ts
         last = -1
         subject = ""
-        while i < hi:
+        while i < j:
             p = payloads[i]
-            if p is None or codes[i << 2] != LIVE:
+            if p is None:
                 break
             icode = _unpack_code(codes, i << 2)[0]
             if icode != last:

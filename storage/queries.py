@@ -8,11 +8,11 @@ resolve to a set of subject ids and either look at each subject (few) or scan wi
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Iterable
+from typing import Callable, Iterable
 
 from skiff.storage.errors import TooManyResultsError
 from skiff.storage.records import LostStreamData, SimpleState, StoredMsg, StreamState
-from skiff.storage.seqindex import LIVE, SeqIndex, SubjState
+from skiff.storage.seqindex import LIVE, SeqIndex, SubjState, _unpack_code
 from skiff.storage.subjects import is_all, is_literal
 
 _SMALL_SET = 32  # wildcard matches up to this many subjects are resolved per subject, more by scanning
@@ -101,24 +101,42 @@ class Queries(SeqIndex):
         self._check_open()
         return self._load_slot(seq)
 
-    def load_run(self, start: int, limit: int) -> list[StoredMsg]:
+    def load_run(self, start: int, limit: int, accept: "Callable[[str], bool] | None" = None) -> list[StoredMsg]:
         """The messages at ``start``, ``start + 1``, ... (at most ``limit`` of them), each what :meth:`load_msg`
         would return: a consumer reading the stream in order takes a run in one call instead of one load per
         sequence.  The run ends before the first sequence without a message (removed, not stored yet,
-        unreadable) and at the end of the chunk that holds ``start``; ``[]`` when ``start`` has none."""
+        unreadable), before the first whose subject ``accept`` refuses (asked once per change of subject, from the
+        index: a refused message is not read) and at the end of the chunk that holds ``start``; ``[]`` when
+        ``start`` has none."""
         self._check_open()
         c, i = self._locate(start)
         if c is None:
             return []
-        return self._read_run(c, i, min(len(c.codes) >> 2, i + limit), start)
-
-    def _read_run(self, c, i: int, hi: int, seq: int) -> list[StoredMsg]:
-        """Slots ``i`` .. ``hi - 1`` of chunk ``c`` (sequence ``seq`` first) up to the first without a message;
-        the stores read a run their own way, this is the plain loop."""
-        out: list[StoredMsg] = []
+        hi = min(len(c.codes) >> 2, i + limit)
         codes = c.codes
+        j = i
+        if accept is None:
+            while j < hi and codes[j << 2] == LIVE:
+                j += 1
+        else:
+            last = -1
+            while j < hi and codes[j << 2] == LIVE:
+                icode = _unpack_code(codes, j << 2)[0]
+                if icode != last:
+                    if not accept(self._state_of_code(icode).subject):  # type: ignore[union-attr]
+                        break
+                    last = icode
+                j += 1
+        if j == i:
+            return []
+        return self._read_run(c, i, j, start)
+
+    def _read_run(self, c, i: int, j: int, seq: int) -> list[StoredMsg]:
+        """The messages of slots ``i`` .. ``j - 1`` of chunk ``c`` (all live; sequence ``seq`` first), up to the
+        first unreadable one; the stores read a run their own way, this is the plain loop."""
+        out: list[StoredMsg] = []
         read = self._read
-        while i < hi and codes[i << 2] == LIVE:
+        while i < j:
             m = read(c, i, seq)
             if m is None:
                 break

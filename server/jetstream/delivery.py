@@ -305,13 +305,14 @@ class Delivery:
     def _send_run(self, room: int) -> int:
         """Deliver a run of new messages, at most ``room``, to a destination that is one client's plain
         subscription; how many went out.  0 means "not here": a redelivery or a last-per-subject list to serve, a
-        pacer, headers_only, a filter that is not a subject prefix (or whose last look missed), a pull queue of
+        pacer, headers_only, a single literal filter or a filter whose last look missed, a pull queue of
         other than one request without a byte budget, a destination with queue groups, several subscribers, an
         internal subscriber or a route, or no message at ``sseq``; the one-message path then takes the next message
         and handles every such case.
 
         A run is the one-message path's work with its per-message parts done once: one store call for the
-        messages (``load_run``: consecutive sequences from ``sseq``), one clock read, one destination lookup, the
+        messages (``load_run``: consecutive sequences from ``sseq``, up to the first the filters do not select,
+        checked from the store's index once per subject), one clock read, one destination lookup, the
         frames appended to the client's output as ``Server.route`` does for a plain subscriber (head per subject,
         tail per message: encoder.msg_parts' layout), pending entries added in stream order, the consumer store told
         once (``update_delivered_run``), the ack timer and the stream's set of consumers with pending messages told
@@ -325,11 +326,15 @@ class Delivery:
         cfg = c._config
         if cfg.headers_only:
             return 0
-        pre = None
-        if c.filters:  # even one that is the stream's only subject: older messages may be on others
-            pre = c.fwc_prefix
-            if pre is None or self.probe_miss:
+        accept = None
+        fs = c.filters
+        if fs:  # even one that is the stream's only subject: older messages may be on others
+            if self.probe_miss or (len(fs) == 1 and fs[0] in c.literal):
+                # A filter whose last look missed, or one literal subject: the store's filtered search finds
+                # the next message (_load_next), a run would end at the first message of another subject.
                 return 0
+            pre = c.fwc_prefix
+            accept = (lambda subj: subj.startswith(pre)) if pre is not None else c.matches
         policy = core.ack_policy
         track = policy != "none"
         if not track and c.stream.config.retention != "limits":
@@ -370,7 +375,7 @@ class Delivery:
         sseq = core.sseq
         if pending and next(reversed(pending)) >= sseq:
             return 0  # new deliveries keep pending in stream order (ConsumerCore.deliver)
-        msgs = c.stream.store.load_run(sseq, room)
+        msgs = c.stream.store.load_run(sseq, room, accept)
         if not msgs:
             return 0
         np = c.num_pending()  # left to deliver from sseq on: the first of the run is one of them
@@ -396,8 +401,6 @@ class Delivery:
                 break  # the payload alone, re-counted: Server._deliver's case
             subj = sm.subject
             if subj is not subject:
-                if pre is not None and not subj.startswith(pre):
-                    break
                 subject = subj
                 head = msg_parts(subj, "", 0, 0)[0]
                 hhead = b""

@@ -75,7 +75,7 @@ from skiff.storage.filestore.index import Block, encode_summary
 from skiff.storage.filestore.recovery import Recovery
 from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path, write_state
 from skiff.storage.records import StoredMsg
-from skiff.storage.seqindex import LIVE, _unpack_code
+from skiff.storage.seqindex import _unpack_code
 from skiff.storage.remove import unlink_in_background, unlink_quietly
 
 log = get_logger("skiff.storage")
@@ -336,19 +336,14 @@ class FileStreamStore(IndexedStore):
         ss = self._subject_at(b, i)
         return StoredMsg(ss.subject, seq, r[1], r[4], r[5])  # type: ignore[union-attr]
 
-    def _read_run(self, b: Block, i: int, hi: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
-        """:meth:`_read` for the live slots ``i`` .. up to ``hi - 1`` of a block in one pass: one read of the
+    def _read_run(self, b: Block, i: int, j: int, seq: int) -> list[StoredMsg]:  # type: ignore[override]
+        """:meth:`_read` for the live slots ``i`` .. ``j - 1`` of a block in one pass: one read of the
         flushed bytes they span (at least READ_AHEAD, kept as the read-ahead for the next load, as
         :meth:`_read_flushed` keeps its own), the records parsed from it and the subject looked up once per change
         of subject code.  A record that does not parse from that buffer is read by :meth:`_read` itself, which
         logs and drops an unreadable one as lost; the run ends there."""
         out: list[StoredMsg] = []
         codes, offsets, sizes = b.codes, b.offsets, b.sizes
-        j = i
-        while j < hi and codes[j << 2] == LIVE:
-            j += 1
-        if j == i:
-            return out
         flushed = b.flushed
         base, buf = 0, b""
         off0 = offsets[i]

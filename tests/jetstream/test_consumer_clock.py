@@ -301,6 +301,18 @@ async def test_idle_consumers_do_no_work_per_published_message(env, target, monk
     assert "kick" in calls and cset.ready == set()
 
 
+def _record_runs(store, seqs: list, monkeypatch) -> None:
+    """Record the sequences of what the store's run loads return (delivery.py _send_run) in ``seqs``."""
+    orig_run = store.load_run
+
+    def load_run(start, limit, accept=None):
+        run = orig_run(start, limit, accept)
+        seqs.extend(m.seq for m in run)
+        return run
+
+    monkeypatch.setattr(store, "load_run", load_run)
+
+
 async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target, monkeypatch):
     """A consumer filtered on the stream's only subject (a wildcard) reads the next live message instead of the
     store's per-subject search (which cost ~17 us a message for 10 subjects, the unfiltered load ~5 us)."""
@@ -314,14 +326,7 @@ async def test_filter_equal_to_stream_subject_uses_unfiltered_loads(env, target,
     by_seq = []
     orig_load = store.load_msg
     monkeypatch.setattr(store, "load_msg", lambda s: by_seq.append(s) or orig_load(s))
-    orig_run = store.load_run  # a run of sequences from one (delivery.py _send_run)
-
-    def load_run(start, limit):
-        run = orig_run(start, limit)
-        by_seq.extend(m.seq for m in run)
-        return run
-
-    monkeypatch.setattr(store, "load_run", load_run)
+    _record_runs(store, by_seq, monkeypatch)
     from skiff.server.jetstream.consumer import Consumer
 
     matched = []
@@ -347,9 +352,10 @@ async def test_wildcard_filter_looks_at_the_next_message_first(env, target, monk
     filters = []
     orig = store.load_next_msg
     monkeypatch.setattr(store, "load_next_msg", lambda f="", s=0: filters.append(f) or orig(f, s))
-    by_seq = []  # the unfiltered look reads the next sequence first (delivery.py _load_next_any)
+    by_seq = []  # the unfiltered look reads the next sequence first (delivery.py _load_next_any), or a run
     orig_load = store.load_msg
     monkeypatch.setattr(store, "load_msg", lambda s: by_seq.append(s) or orig_load(s))
+    _record_runs(store, by_seq, monkeypatch)
     await env.consumer("S", "C", ack_policy="none", filter_subject="s.*")
     sub = await env.request("S", "C", {"batch": 10, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"m%d" % i for i in range(10)]
@@ -362,8 +368,8 @@ async def test_wildcard_filter_looks_at_the_next_message_first(env, target, monk
     by_seq.clear()
     sub = await env.request("S", "C", {"batch": 20, "expires": 5 * SECOND})
     assert [m.data for m in await drain(sub)] == [b"y%d" % i for i in range(20)]
-    # PROBE_MISSES looks (each finds the stored "no" by its sequence), then only the search (the batch ends with
-    # the 20th)
+    # PROBE_MISSES looks (each finds the stored "no" by its sequence; a run ends before it unread), then only the
+    # search (the batch ends with the 20th)
     assert len(by_seq) == PROBE_MISSES and "" not in filters
     assert filters.count("s.*") == 20
 

@@ -163,3 +163,28 @@ async def test_new_messages_after_a_run_continue_it(jsc):
         await nc2.close()
     assert [m.data for m in msgs] == [d for _, d, _ in stored]
     assert [ack_info(m.reply)["stream_seq"] for m in msgs] == list(range(1, 16))
+
+
+async def test_filtered_runs_skip_what_the_filter_does_not_select(jsc):
+    """Runs of a wildcard filter end at the first message it does not select; the next run starts after it: with
+    a prefix filter (``s.a.>``) and a token wildcard (``s.*``) over interleaved subjects, each consumer gets
+    exactly its messages, in order, with the pending count of what it still has to get."""
+    s = jsc.name()
+    await jsc.create(s)
+    subjects = []
+    for i in range(60):
+        subj = (f"{s}.a.{i % 3}" if i % 7 else f"{s}.b") if i % 11 else f"{s}.a"
+        subjects.append(subj)
+        await jsc.pub(subj, b"%d" % i)
+    for filt, sel in ((f"{s}.a.>", lambda x: x.startswith(f"{s}.a.")),
+                      (f"{s}.*", lambda x: x.count(".") == 1)):
+        want = [(subj, b"%d" % i) for i, subj in enumerate(subjects) if sel(subj)]
+        name = "P" + str(len(filt))
+        dsubj = jsc.name("dlv")
+        sub = await jsc.nc.subscribe(dsubj)
+        await add_consumer(jsc, s, name, deliver_subject=dsubj, ack_policy="explicit", filter_subject=filt)
+        msgs = await collect(sub, len(want), timeout=1)
+        assert [(m.subject, m.data) for m in msgs] == want, filt
+        assert [ack_info(m.reply)["pending"] for m in msgs] == list(range(len(want) - 1, -1, -1)), filt
+        assert [ack_info(m.reply)["consumer_seq"] for m in msgs] == list(range(1, len(want) + 1)), filt
+        assert (await cinfo(jsc, s, name))["num_pending"] == 0

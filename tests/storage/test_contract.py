@@ -110,6 +110,18 @@ def test_load_run_is_load_msg_per_sequence_up_to_the_first_gap(make_store, kind)
                 assert kind == "file" or len(run) % 4096 == 0
     assert s.load_run(1, 100)[:3] == [s.load_msg(1), s.load_msg(2), s.load_msg(3)]
     assert s.load_run(30, 10) == []
+    # accept: asked once per change of subject; the run ends before the first subject it refuses
+    asked = []
+
+    def only_a(subj):
+        asked.append(subj)
+        return subj.startswith("a.")
+
+    assert [m.seq for m in s.load_run(1, 100, only_a)] == [1, 2]  # "b" at 3
+    assert asked == ["a.1", "a.2", "b"]
+    assert s.load_run(3, 100, only_a) == []
+    assert [m.seq for m in s.load_run(41, 100, lambda subj: subj == "a.1")] == list(range(41, 61))[:len(
+        s.load_run(41, 100))]
     s2 = reopen(s)
     assert s2.load_run(31, 10) == [s2.load_msg(q) for q in range(31, 41)]
 
