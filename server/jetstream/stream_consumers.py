@@ -164,13 +164,13 @@ class ConsumerSet:
         try:
             failed = fut.result()
         except Exception as e:  # noqa: BLE001 - as a failure of every write of the batch
-            failed = [(c, e) for c, _, _ in batch]
+            failed = [(c, str(e)) for c, _, _ in batch]  # the text: no traceback (and frame) held, as above
         more = bool(self._dirty)
         for c, e in failed:
             if c.closed:
                 continue
             self.server.log_error("JetStream consumer state write failed", stream=self.stream.name,
-                                  consumer=c.name, error=str(e))
+                                  consumer=c.name, error=e)
             c.store.dirty = True  # the next change retries, as a failed write on the loop did
             self._dirty.add(c)
         if more and self._flush_timer is None and not self.stream.closed:
@@ -320,7 +320,10 @@ def _write_states(batch: list) -> list:
             store.write_snapshot(data, store.durable, seq)
         except Exception as e:  # noqa: BLE001 - reported on the loop
             if not store.closed:
-                failed.append((c, e))
+                # The text, not the exception: its traceback holds this frame, whose locals hold ``failed`` and
+                # ``batch``, a cycle that kept the batch's consumers alive until a collection (the collector is
+                # off for long stretches: server/core/gcpolicy.py).
+                failed.append((c, str(e)))
     return failed
 
 
