@@ -52,6 +52,41 @@ def nats_values(hdr: bytes) -> dict[bytes, bytes]:
     return values
 
 
+_ID_KEY = b"Nats-Msg-Id:"
+_STREAM_KEY = b"Nats-Expected-Stream:"
+
+
+def id_values(hdr: bytes) -> tuple[bytes | None, bytes | None] | None:
+    """The raw values of ``Nats-Msg-Id`` and ``Nats-Expected-Stream`` (None for an absent one) of a header block that
+    holds nothing else: no status, one or both of these lines, each once, and ``Nats-`` nowhere else in it (so no
+    other key, and no value that a substring test for a key could take for one).  That is every JetStream publish of
+    the Spark connector and of the clients' ``publish(msg_id=...)``; None for any other block, which then takes
+    :func:`nats_values`.  When it is not None, ``nats_values(hdr)`` is exactly these keys with these values
+    (tests/protocol/test_headers.py holds the two side by side), without the regular expression and the dict."""
+    if hdr[:10] != b"NATS/1.0\r\n" or hdr[-4:] != b"\r\n\r\n":
+        return None
+    n = hdr.count(b"Nats-")
+    if n == 1:
+        line = hdr[10:-4]
+        if b"\r\n" in line:
+            return None
+        if line[:12] == _ID_KEY:
+            return line[12:].lstrip(b" \t"), None
+        if line[:21] == _STREAM_KEY:
+            return None, line[21:].lstrip(b" \t")
+        return None
+    if n != 2:
+        return None
+    first, sep, second = hdr[10:-4].partition(b"\r\n")
+    if b"\r\n" in second:
+        return None
+    if first[:12] == _ID_KEY and second[:21] == _STREAM_KEY:
+        return first[12:].lstrip(b" \t"), second[21:].lstrip(b" \t")
+    if first[:21] == _STREAM_KEY and second[:12] == _ID_KEY:
+        return second[12:].lstrip(b" \t"), first[21:].lstrip(b" \t")
+    return None
+
+
 def text(raw: bytes) -> str:
     """A raw value of :func:`nats_values` as :func:`get` returns it."""
     return raw.decode("utf-8", "surrogateescape").rstrip(" \t")

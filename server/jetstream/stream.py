@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
+from skiff.protocol.headers import id_values
 from skiff.protocol.jsapi.stream_config import StreamConfig, with_dynamic_metadata
 from skiff.protocol.jsapi.timefmt import SECOND, format_go_duration, format_time
 from skiff.protocol.subjects import is_valid_literal_subject, subject_matches
@@ -290,6 +291,15 @@ class Stream:
         if hdr_len:
             hdr = bytes(data[:hdr_len])
             msg = bytes(data[hdr_len:])
+            if self._plain and reply[-4:] != FAST_BATCH_SUFFIX:
+                ids = id_values(hdr)
+                if ids is not None:
+                    try:
+                        self._publish_with_ids(subject, reply, hdr, msg, ids[0], ids[1])
+                    except Exception as e:
+                        self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                              subject=subject, error=repr(e))
+                    return
             if hdr[8:9] == b" ":  # removeHeaderStatusIfPresent: a status line is not stored
                 hdr = _strip_status(hdr)
         elif self._plain and reply[-4:] != FAST_BATCH_SUFFIX:
@@ -354,6 +364,39 @@ class Stream:
                 self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
             return 0
         return self._nak(reply, can_respond, res)
+
+    def _publish_with_ids(self, subject: str, reply: str, hdr: bytes, msg: bytes, raw_id: bytes | None,
+                          raw_stream: bytes | None) -> None:
+        """:meth:`process` for a publish whose headers are only Nats-Msg-Id and/or Nats-Expected-Stream
+        (:func:`~protocol.headers.id_values`: the Spark connector's writes, the clients' ``publish(msg_id=...)``) on
+        a :attr:`_plain` stream: what :meth:`check` and :func:`.publish_checks.check_headers` do for such a block,
+        in their order (expected stream 10060, the duplicate, the sizes 10054 / 10097, the resources), then
+        :meth:`store_checked`.  No batch, schedule, counter, TTL or roll-up check applies: their keys are absent."""
+        can_respond = bool(reply) and not self._no_ack
+        if raw_stream:
+            sname = raw_stream.decode("utf-8", "surrogateescape").rstrip(" \t")  # headers.text in-line
+            if sname and sname != self.name:
+                self._nak(reply, can_respond, ApiError.of("JSStreamNotMatchErr"))
+                return
+        msg_id = raw_id.decode("utf-8", "surrogateescape").rstrip(" \t") if raw_id else ""
+        if msg_id:
+            dup = self.dedupe.check(msg_id)
+            if dup:
+                if can_respond:
+                    self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup)
+                return
+        hlen = len(hdr)
+        mms = self._max_msg_size
+        if mms >= 0 and (hlen > mms or len(msg) > mms - hlen):
+            err = ApiError.of("JSStreamMessageExceedsMaximumErr")
+        elif hlen > MAX_HEADER_SIZE:
+            err = ApiError.of("JSStreamHeaderExceedsMaximumErr")
+        else:
+            err = self.js.check_resources(self, len(subject) + hlen + len(msg))
+        if err is not None:
+            self._nak(reply, can_respond, err)
+            return
+        self.store_checked(subject, reply, hdr, msg, msg_id, "", b"}", can_respond)
 
     def check(self, subject: str, hdr: bytes, msg: bytes, sourced: bool = False) -> "tuple | Duplicate | ApiError":
         """The checks half of :meth:`process`: ``(hdr, msg, msg_id, rollup, ack_tail)`` for the store (counters

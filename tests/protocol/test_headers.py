@@ -64,3 +64,46 @@ def test_nats_values_agree_with_get_on_random_blocks():
         for key in itertools.chain(("Nats-Msg-Id", "Nats-TTL", "Nats-", "Nats-a"), listed):
             raw = values.get(key.encode())
             assert (headers.text(raw) if raw is not None else None) == headers.get(hdr, key), (hdr, key)
+
+
+_ID, _ES = b"Nats-Msg-Id", b"Nats-Expected-Stream"
+
+
+@pytest.mark.parametrize("hdr,expected", [
+    (b"NATS/1.0\r\nNats-Msg-Id: w:0:1:abc\r\nNats-Expected-Stream: S\r\n\r\n", (b"w:0:1:abc", b"S")),
+    (b"NATS/1.0\r\nNats-Expected-Stream: S\r\nNats-Msg-Id: a\r\n\r\n", (b"a", b"S")),
+    (b"NATS/1.0\r\nNats-Msg-Id:\t a \r\n\r\n", (b"a ", None)),
+    (b"NATS/1.0\r\nNats-Expected-Stream:\r\n\r\n", (None, b"")),
+    (b"NATS/1.0\r\nNats-Msg-Id: a\rb\nc\r\n\r\n", (b"a\rb\nc", None)),
+    # anything else is left to nats_values
+    (b"", None),
+    (b"NATS/1.0\r\n\r\n", None),
+    (b"NATS/1.0 503\r\nNats-Msg-Id: a\r\n\r\n", None),  # a status line
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\nNats-Msg-Id: b\r\n\r\n", None),  # a repeated key
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\nNats-TTL: 1s\r\n\r\n", None),
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\nX: 1\r\n\r\n", None),
+    (b"NATS/1.0\r\nNats-Msg-Id: Nats-Rollup: all\r\n\r\n", None),  # a key named in a value
+    (b"NATS/1.0\r\nNats-Msg-Id : a\r\n\r\n", None),
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\n", None),  # no end of block
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n\r\n", None),
+    (b"NATS/1.0\r\nNats-Msg-Id: a\r\nNats-Expected-Stream: S\r\nNats-Expected-Stream: T\r\n\r\n", None),
+])
+def test_id_values_reads_the_two_keys_of_a_block_that_holds_only_them(hdr, expected):
+    assert headers.id_values(hdr) == expected
+
+
+def test_id_values_agree_with_nats_values_on_random_blocks():
+    """Whenever id_values answers, nats_values lists exactly those keys with those values."""
+    rnd = random.Random(13)
+    pieces = [b"\r\n", b"\r", b"\n", b":", b" ", b"\t", b"a", b"Nats-Msg-Id:", b"Nats-Expected-Stream:", b"Nats-",
+              b"\r\nNats-Msg-Id: ", b"\r\nNats-Expected-Stream: ", b"\xff", b"\r\n\r\n"]
+    answered = 0
+    for _ in range(20000):
+        hdr = b"NATS/1.0\r\n" + b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 8))) + b"\r\n\r\n"
+        ids = headers.id_values(hdr)
+        if ids is None:
+            continue
+        answered += 1
+        expected = {k: v for k, v in ((_ID, ids[0]), (_ES, ids[1])) if v is not None}
+        assert headers.nats_values(hdr) == expected, hdr
+    assert answered > 500  # the random blocks do reach the direct path

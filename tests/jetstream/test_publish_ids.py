@@ -1,0 +1,87 @@
+"""Publishes whose headers are only Nats-Msg-Id and Nats-Expected-Stream (the Spark connector's writes, the clients'
+``publish(msg_id=...)``): Skiff answers them on a direct path (stream.py ``_publish_with_ids``); every PubAck and
+every stored header must stay byte for byte what nats-server gives, next to blocks that look alike and take the
+general path.  The header blocks are written by hand (nats-py would normalise them)."""
+from __future__ import annotations
+
+import base64
+import json
+
+from tests.wire.rawclient import RawClient
+
+# (header lines, payload size, the PubAck with {n} for the stream's name); published in this order to one stream
+# with max_msg_size 200.
+CASES = [
+    # the connector's block, then its retry
+    (b"Nats-Msg-Id: w:0:1\r\nNats-Expected-Stream: {n}", 3, b'{"stream":"{n}","seq":1}'),
+    (b"Nats-Msg-Id: w:0:1\r\nNats-Expected-Stream: {n}", 3, b'{"stream":"{n}","seq":1,"duplicate": true}'),
+    # the other order, one key alone, spaces before the value
+    (b"Nats-Expected-Stream: {n}\r\nNats-Msg-Id: w:0:1", 3, b'{"stream":"{n}","seq":1,"duplicate": true}'),
+    (b"Nats-Msg-Id:   w:0:1", 3, b'{"stream":"{n}","seq":1,"duplicate": true}'),
+    (b"Nats-Expected-Stream: {n}", 3, b'{"stream":"{n}","seq":2}'),
+    # the wrong stream is refused before the duplicate is looked at
+    (b"Nats-Msg-Id: w:0:1\r\nNats-Expected-Stream: X{n}",
+     3, b'{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"},"stream":"{n}",'
+        b'"seq":0}'),
+    # an empty expected stream expects nothing; an empty id is no id
+    (b"Nats-Expected-Stream:\r\nNats-Msg-Id: w:0:2", 3, b'{"stream":"{n}","seq":3}'),
+    (b"Nats-Msg-Id:", 3, b'{"stream":"{n}","seq":4}'),
+    (b"Nats-Msg-Id:", 3, b'{"stream":"{n}","seq":5}'),
+    # too large
+    (b"Nats-Msg-Id: w:0:3", 250,
+     b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"},'
+     b'"stream":"{n}","seq":0}'),
+    # blocks of the general path: an id that names a key, a repeated key (the first wins), a third key
+    (b"Nats-Msg-Id: Nats-Rollup: all", 3, b'{"stream":"{n}","seq":6}'),
+    (b"Nats-Msg-Id: Nats-Rollup: all", 3, b'{"stream":"{n}","seq":6,"duplicate": true}'),
+    (b"Nats-Msg-Id: w:0:4\r\nNats-Msg-Id: w:0:5", 3, b'{"stream":"{n}","seq":7}'),
+    (b"Nats-Msg-Id: w:0:4", 3, b'{"stream":"{n}","seq":7,"duplicate": true}'),
+    (b"Nats-Msg-Id: w:0:5", 3, b'{"stream":"{n}","seq":8}'),
+    (b"Nats-Msg-Id: w:0:6\r\nNats-Expected-Stream: {n}\r\nNats-Expected-Last-Sequence: 1",
+     3, b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 8"},"stream":"{n}","seq":0}'),
+    (b"Nats-Msg-Id: w:0:6\r\nX-Other: 1", 3, b'{"stream":"{n}","seq":9}'),
+    (b"Nats-Msg-Id: w:0:6", 3, b'{"stream":"{n}","seq":9,"duplicate": true}'),
+]
+
+
+async def test_id_header_publishes_answer_as_nats_server(jsc):
+    name = jsc.name()
+    await jsc.create(name, storage="file", max_msg_size=200)
+    n = name.encode()
+    stored = {}  # seq -> the header block sent
+    with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+        c.send(b"SUB _r.* 1\r\n")
+        for i, (lines, size, want) in enumerate(CASES):
+            hdr = b"NATS/1.0\r\n" + lines.replace(b"{n}", n) + b"\r\n\r\n"
+            c.send(b"HPUB %s.a _r.%d %d %d\r\n%s%s\r\n" % (n, i, len(hdr), len(hdr) + size, hdr, b"x" * size))
+            line, payload = c.read_msg()
+            assert line.split()[1] == b"_r.%d" % i
+            ack = payload[:-2]
+            assert ack == want.replace(b"{n}", n), (i, lines)
+            seq = json.loads(ack)["seq"]
+            if seq and b"duplicate" not in ack:
+                stored[seq] = hdr
+    # every stored message keeps the header block it was sent with, byte for byte
+    assert sorted(stored) == list(range(1, 10))
+    for seq, hdr in stored.items():
+        got = await jsc.api(f"STREAM.MSG.GET.{name}", {"seq": seq})
+        assert base64.b64decode(got["message"]["hdrs"]) == hdr, seq
+
+
+async def test_id_header_publishes_with_no_reply_and_no_ack(jsc):
+    """Without a reply subject, and on a stream with ``no_ack``, the same blocks are stored and nothing answers."""
+    for no_ack in (False, True):
+        name = jsc.name()
+        await jsc.create(name, storage="file", no_ack=no_ack)
+        n = name.encode()
+        hdr = b"NATS/1.0\r\nNats-Msg-Id: a\r\nNats-Expected-Stream: %s\r\n\r\n" % n
+        with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+            c.send(b"SUB _r 1\r\n")
+            reply = b" _r" if no_ack else b""
+            for _ in range(2):  # the second one is a duplicate
+                c.send(b"HPUB %s.a%s %d %d\r\n%sxy\r\n" % (n, reply, len(hdr), len(hdr) + 2, hdr))
+            c.send(b"PING\r\n")
+            c.expect(b"PONG\r\n")
+            c.expect_nothing(0.2)
+        st = (await jsc.info(name))["state"]
+        assert (st["messages"], st["last_seq"]) == (1, 1), no_ack
