@@ -356,6 +356,12 @@ class Stream:
                 elif self.config.allow_atomic:
                     return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
                 return self._nak(reply, can_respond, ApiError.of(batch))
+        mms = self._max_msg_size
+        if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
+            # nats-server 2.15.1 refuses a message over max_msg_size before any header check (a duplicate, a wrong
+            # expected stream or sequence, a TTL or counter refusal: measured); check() repeats it after a counter or
+            # a schedule rewrote the message, as processJetStreamMsg does.
+            return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
         res = self.check(subject, hdr, msg, sourced)
         if res.__class__ is tuple:
             return self.store_checked(subject, reply, *res, can_respond, sourced)
@@ -369,10 +375,15 @@ class Stream:
                           raw_stream: bytes | None) -> None:
         """:meth:`process` for a publish whose headers are only Nats-Msg-Id and/or Nats-Expected-Stream
         (:func:`~protocol.headers.id_values`: the Spark connector's writes, the clients' ``publish(msg_id=...)``) on
-        a :attr:`_plain` stream: what :meth:`check` and :func:`.publish_checks.check_headers` do for such a block,
-        in their order (expected stream 10060, the duplicate, the sizes 10054 / 10097, the resources), then
-        :meth:`store_checked`.  No batch, schedule, counter, TTL or roll-up check applies: their keys are absent."""
+        a :attr:`_plain` stream: what :meth:`process`, :meth:`check` and :func:`.publish_checks.check_headers` do for
+        such a block, in their order (max_msg_size 10054, expected stream 10060, the duplicate, the header size 10097,
+        the resources), then :meth:`store_checked`.  No batch, schedule, counter, TTL or roll-up check applies: their keys are absent."""
         can_respond = bool(reply) and not self._no_ack
+        hlen = len(hdr)
+        mms = self._max_msg_size
+        if mms >= 0 and (hlen > mms or len(msg) > mms - hlen):
+            self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+            return
         if raw_stream:
             sname = raw_stream.decode("utf-8", "surrogateescape").rstrip(" \t")  # headers.text in-line
             if sname and sname != self.name:
@@ -385,11 +396,7 @@ class Stream:
                 if can_respond:
                     self.js.durability.send(reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup)
                 return
-        hlen = len(hdr)
-        mms = self._max_msg_size
-        if mms >= 0 and (hlen > mms or len(msg) > mms - hlen):
-            err = ApiError.of("JSStreamMessageExceedsMaximumErr")
-        elif hlen > MAX_HEADER_SIZE:
+        if hlen > MAX_HEADER_SIZE:
             err = ApiError.of("JSStreamHeaderExceedsMaximumErr")
         else:
             err = self.js.check_resources(self, len(subject) + hlen + len(msg))

@@ -7,7 +7,12 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from tests.wire.rawclient import RawClient
+
+TOO_LARGE = b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"},' \
+            b'"stream":"{n}","seq":0}'
 
 # (header lines, payload size, the PubAck with {n} for the stream's name); published in this order to one stream
 # with max_msg_size 200.
@@ -27,10 +32,11 @@ CASES = [
     (b"Nats-Expected-Stream:\r\nNats-Msg-Id: w:0:2", 3, b'{"stream":"{n}","seq":3}'),
     (b"Nats-Msg-Id:", 3, b'{"stream":"{n}","seq":4}'),
     (b"Nats-Msg-Id:", 3, b'{"stream":"{n}","seq":5}'),
-    # too large
-    (b"Nats-Msg-Id: w:0:3", 250,
-     b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"},'
-     b'"stream":"{n}","seq":0}'),
+    # too large: refused before any header check, a duplicate's or a wrong stream's (nats-server 2.15.1)
+    (b"Nats-Msg-Id: w:0:3", 250, TOO_LARGE),
+    (b"Nats-Msg-Id: w:0:2", 250, TOO_LARGE),
+    (b"Nats-Msg-Id: w:0:2\r\nNats-Expected-Stream: X{n}", 250, TOO_LARGE),
+    (b"Nats-Msg-Id: w:0:2\r\nNats-Expected-Last-Sequence: 1", 250, TOO_LARGE),
     # blocks of the general path: an id that names a key, a repeated key (the first wins), a third key
     (b"Nats-Msg-Id: Nats-Rollup: all", 3, b'{"stream":"{n}","seq":6}'),
     (b"Nats-Msg-Id: Nats-Rollup: all", 3, b'{"stream":"{n}","seq":6,"duplicate": true}'),
@@ -85,3 +91,27 @@ async def test_id_header_publishes_with_no_reply_and_no_ack(jsc):
             c.expect_nothing(0.2)
         st = (await jsc.info(name))["state"]
         assert (st["messages"], st["last_seq"]) == (1, 1), no_ack
+
+
+@pytest.mark.parametrize("hdrs", [
+    {"Nats-Msg-Id": "m1"},  # a duplicate
+    {"Nats-Expected-Stream": "other"},
+    {"Nats-Expected-Last-Sequence": "9"},
+    {"Nats-Expected-Last-Subject-Sequence": "9"},
+    {"Nats-Expected-Last-Msg-Id": "zz"},
+    {"Nats-TTL": "5s"},  # TTL disabled
+    {"Nats-Incr": "1"},  # counters disabled
+    {"Nats-Schedule": "@every 1s"},  # schedules disabled
+    {"Nats-Rollup": "all"},  # roll-ups not permitted
+    {"Nats-Msg-Id": "m1", "Nats-TTL": "5s", "Nats-Rollup": "all"},
+], ids=lambda v: "+".join(v))
+async def test_max_msg_size_is_checked_before_the_headers(jsc, hdrs):
+    """nats-server 2.15.1 answers 10054 to a message over max_msg_size whatever else its headers would be refused
+    (or deduplicated) for; the stream keeps its one message."""
+    name = jsc.name()
+    await jsc.create(name, storage="file", max_msg_size=100)
+    assert (await jsc.pub(f"{name}.a", b"x", {"Nats-Msg-Id": "m1"}))["seq"] == 1
+    ack = await jsc.pub(f"{name}.a", b"x" * 150, hdrs)
+    assert ack == {"error": {"code": 400, "err_code": 10054, "description": "message size exceeds maximum allowed"},
+                   "stream": name, "seq": 0}
+    assert (await jsc.info(name))["state"]["messages"] == 1
