@@ -1,8 +1,9 @@
 """NATS header blocks (ADR-4): ``NATS/1.0[ <code>[ <text>]]\\r\\n`` then ``Key: Value\\r\\n`` lines, then ``\\r\\n``.
 
 nats-server looks headers up case-sensitively, first match, the key at a line start directly followed by ``:``,
-leading spaces of the value skipped (server/client.go getHeader).  ``get`` does the same so that Skiff reads
-``Nats-Msg-Id`` and friends exactly as the Go server does.
+leading spaces of the value skipped and nothing else trimmed (server/client.go getHeader, sliceHeader).
+``get_exact``, ``nats_values`` + ``text`` and ``id_values`` read exactly that, so that Skiff reads ``Nats-Msg-Id``
+and the other keys of a JetStream publish as the Go server does; ``get`` also trims tabs and trailing blanks.
 """
 from __future__ import annotations
 
@@ -31,18 +32,19 @@ def _value_at(hdr: bytes, key: str) -> tuple[int, int] | None:
     return i, (j if j >= 0 else len(hdr))
 
 
-# A ``Nats-*`` key at a line start, up to its colon, and its value: leading blanks skipped as ``get`` does, then
-# everything up to the next CRLF (a lone CR or LF belongs to the value, as in nats-server sliceHeader).  A match can
-# only begin at a CRLF and its value stops before the next one, so the matches never overlap a line that ``get``
-# would find (tests/protocol/test_headers.py holds the two side by side).
+# A ``Nats-*`` key at a line start, up to its colon, and its value: leading spaces skipped as nats-server sliceHeader
+# does (not tabs), then everything up to the next CRLF (a lone CR or LF belongs to the value, as in sliceHeader).  A
+# match can only begin at a CRLF and its value stops before the next one, so the matches never overlap a line that
+# ``get_exact`` would find (tests/protocol/test_headers.py holds the two side by side).
 # (The value is written as runs of [^\r] so that the engine repeats one character class, not an alternation.)
-_NATS_FIELD = re.compile(rb"\r\n(Nats-[^\r\n:]*):[ \t]*([^\r]*(?:\r(?!\n)[^\r]*)*)")
+_NATS_FIELD = re.compile(rb"\r\n(Nats-[^\r\n:]*): *([^\r]*(?:\r(?!\n)[^\r]*)*)")
 
 
 def nats_values(hdr: bytes) -> dict[bytes, bytes]:
     """The first raw value of every ``Nats-*`` key of a header block, one scan (the publish checks of stream.py
     and publish_checks.py read a dozen of them per message, most absent).  ``text(nats_values(hdr)[key])`` is
-    ``get(hdr, key)`` for each of them; a key not in the dict is one ``get`` does not find."""
+    ``get_exact(hdr, key)`` (nats-server getHeader) for each of them; a key not in the dict is one it does not
+    find."""
     if not hdr:
         return {}
     found = _NATS_FIELD.findall(hdr)
@@ -71,9 +73,9 @@ def id_values(hdr: bytes) -> tuple[bytes | None, bytes | None] | None:
         if b"\r\n" in line:
             return None
         if line[:12] == _ID_KEY:
-            return line[12:].lstrip(b" \t"), None
+            return line[12:].lstrip(b" "), None
         if line[:21] == _STREAM_KEY:
-            return None, line[21:].lstrip(b" \t")
+            return None, line[21:].lstrip(b" ")
         return None
     if n != 2:
         return None
@@ -81,15 +83,15 @@ def id_values(hdr: bytes) -> tuple[bytes | None, bytes | None] | None:
     if b"\r\n" in second:
         return None
     if first[:12] == _ID_KEY and second[:21] == _STREAM_KEY:
-        return first[12:].lstrip(b" \t"), second[21:].lstrip(b" \t")
+        return first[12:].lstrip(b" "), second[21:].lstrip(b" ")
     if first[:21] == _STREAM_KEY and second[:12] == _ID_KEY:
-        return second[12:].lstrip(b" \t"), first[21:].lstrip(b" \t")
+        return second[12:].lstrip(b" "), first[21:].lstrip(b" ")
     return None
 
 
 def text(raw: bytes) -> str:
-    """A raw value of :func:`nats_values` as :func:`get` returns it."""
-    return raw.decode("utf-8", "surrogateescape").rstrip(" \t")
+    """A raw value of :func:`nats_values` or :func:`id_values` as :func:`get_exact` returns it."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def get(hdr: bytes, key: str) -> str | None:

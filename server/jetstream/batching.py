@@ -304,7 +304,7 @@ class Batching:
         stream = self.stream
         cfg = stream.config
         store = stream.store
-        get = headers.get
+        get = headers.get_exact  # nats-server getHeader, as check_headers reads the same keys
         lseq = stream.last_seq
         msg_ids: set[str] = set()
         inflight: dict[str, list[int]] = {}  # subject -> [ops, bytes]

@@ -24,7 +24,8 @@ batching_fast.py handle the rest.
 Size checks, TTL validity (10165) and the store's own limits come after, in :mod:`.stream`.
 
 Numbers are read with Go's ``parseInt64`` (digits only, else -1), so a malformed expectation is a mismatch.
-Header lookups use :func:`protocol.headers.get`, nats-server's ``getHeader`` semantics.
+Header values are read as nats-server's ``getHeader`` reads them (:func:`protocol.headers.nats_values` and
+``text``: leading spaces skipped, nothing else trimmed, so ``Nats-Msg-Id: a `` is another id than ``a``).
 """
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
     """``sourced`` (nats-server processJetStreamMsg ``sourced``): a message a source brought in (its
     Nats-Expected-* headers removed) or a fired schedule is stored as it was: no TTL-enabled, schedule or roll-up
     permission check.  ``values``: ``headers.nats_values(hdr)`` when the caller has it; ``headers.text(raw)`` of
-    a value there is what ``headers.get`` (nats-server getHeader) reads."""
+    a value there is what ``headers.get_exact`` (nats-server getHeader) reads."""
     if values is None:
         values = headers.nats_values(hdr)
     if not values:

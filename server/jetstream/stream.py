@@ -385,11 +385,11 @@ class Stream:
             self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
             return
         if raw_stream:
-            sname = raw_stream.decode("utf-8", "surrogateescape").rstrip(" \t")  # headers.text in-line
+            sname = raw_stream.decode("utf-8", "surrogateescape")  # headers.text in-line
             if sname and sname != self.name:
                 self._nak(reply, can_respond, ApiError.of("JSStreamNotMatchErr"))
                 return
-        msg_id = raw_id.decode("utf-8", "surrogateescape").rstrip(" \t") if raw_id else ""
+        msg_id = raw_id.decode("utf-8", "surrogateescape") if raw_id else ""
         if msg_id:
             dup = self.dedupe.check(msg_id)
             if dup:
@@ -651,7 +651,7 @@ class Stream:
             return
         last = store.load_last_msg("")
         if last is not None and last.hdr:
-            self.last_msg_id = headers.get(last.hdr, MSG_ID) or ""
+            self.last_msg_id = headers.get_exact(last.hdr, MSG_ID) or ""
         if self.config.duplicate_window > 0:
             self.dedupe.set_loader(partial(self._stored_msg_ids, store.last_seq))
 
@@ -663,7 +663,7 @@ class Stream:
             if m is None or m.seq > up_to:
                 return
             if m.hdr:
-                msg_id = headers.get(m.hdr, MSG_ID)
+                msg_id = headers.get_exact(m.hdr, MSG_ID)
                 if msg_id:
                     yield msg_id, m.seq, m.ts
             seq = m.seq + 1

@@ -115,3 +115,41 @@ async def test_max_msg_size_is_checked_before_the_headers(jsc, hdrs):
     assert ack == {"error": {"code": 400, "err_code": 10054, "description": "message size exceeds maximum allowed"},
                    "stream": name, "seq": 0}
     assert (await jsc.info(name))["state"]["messages"] == 1
+
+
+def _raw_pub(c: RawClient, subject: bytes, lines: bytes, payload: bytes = b"x") -> dict:
+    hdr = b"NATS/1.0\r\n" + lines + b"\r\n\r\n"
+    c.send(b"HPUB %s _r %d %d\r\n%s%s\r\n" % (subject, len(hdr), len(hdr) + len(payload), hdr, payload))
+    return json.loads(c.read_msg()[1])
+
+
+def _err_code(ack: dict) -> int:
+    return ack["error"]["err_code"] if "error" in ack else 0
+
+
+async def test_header_values_are_read_as_nats_server_reads_them(jsc):
+    """nats-server getHeader: spaces before the value skipped, nothing else trimmed.  A tab or a trailing blank makes
+    another id, another stream name, a malformed sequence, an invalid roll-up."""
+    name = jsc.name()
+    await jsc.create(name, storage="file", allow_rollup_hdrs=True)
+    n = name.encode()
+    s = n + b".a"
+    with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+        c.send(b"SUB _r 1\r\n")
+        assert _raw_pub(c, s, b"Nats-Msg-Id: a")["seq"] == 1
+        assert _raw_pub(c, s, b"Nats-Msg-Id:    a").get("duplicate") is True
+        assert _raw_pub(c, s, b"Nats-Msg-Id:\ta") == {"stream": name, "seq": 2}
+        assert _raw_pub(c, s, b"Nats-Msg-Id: a ") == {"stream": name, "seq": 3}
+        assert _raw_pub(c, s, b"Nats-Msg-Id: a \r\nNats-Expected-Stream: " + n).get("duplicate") is True
+        assert _err_code(_raw_pub(c, s, b"Nats-Expected-Stream: " + n + b" ")) == 10060
+        assert _err_code(_raw_pub(c, s, b"Nats-Expected-Stream:\t" + n)) == 10060
+        assert _raw_pub(c, s, b"Nats-Expected-Stream:   " + n)["seq"] == 4
+        # the general path reads the other keys the same way
+        assert _err_code(_raw_pub(c, s, b"Nats-Expected-Last-Sequence: 4 ")) == 10071
+        assert _raw_pub(c, s, b"Nats-Expected-Last-Sequence:  4")["seq"] == 5
+        assert _err_code(_raw_pub(c, s, b"Nats-Expected-Last-Msg-Id: a ")) == 10070
+        assert _err_code(_raw_pub(c, s, b"Nats-Rollup: sub ")) == 10111
+        assert _raw_pub(c, s, b"Nats-Msg-Id: b \r\nNats-Rollup: sub")["seq"] == 6
+        assert _raw_pub(c, s, b"Nats-Expected-Last-Msg-Id: b ")["seq"] == 7
+    st = (await jsc.info(name))["state"]
+    assert (st["messages"], st["last_seq"]) == (2, 7)  # the roll-up at 6 left 6 and 7
