@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-Every stored message that carried ``Nats-Msg-Id`` is remembered as ``id -> (seq, ts)`` and appended to a FIFO in
-arrival order.  An id is a duplicate while ``now - ts < window`` (nats-server ``purgeMsgIds`` drops entries with
+Every stored message that carried ``Nats-Msg-Id`` is remembered as one entry ``(seq, ts, id)``, held by the map
+``id -> entry`` and by a FIFO in arrival order (one tuple per publish, not one for each).  An id is a duplicate while ``now - ts < window`` (nats-server ``purgeMsgIds`` drops entries with
 ``now - ts >= window``).  Instead of nats-server's timer we prune lazily from the head of the FIFO whenever the
 window is consulted or extended: the result is the same for every observer, and time comes from the server clock
 only, so a test that moves a ``ManualClock`` sees ids expire exactly at the window.  ``window == 0`` disables
@@ -27,8 +27,8 @@ class DedupeWindow:
     def __init__(self, window_ns: int, now: Callable[[], int]) -> None:
         self.window = window_ns
         self._now = now
-        self._ids: dict[str, tuple[int, int]] = {}
-        self._fifo: deque[tuple[str, int, int]] = deque()
+        self._ids: dict[str, tuple[int, int, str]] = {}  # id -> (seq, ts, id), the very tuple in _fifo
+        self._fifo: deque[tuple[int, int, str]] = deque()
         self._loader: Callable[[], Iterable[tuple[str, int, int]]] | None = None
 
     def set_loader(self, loader: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
@@ -39,8 +39,9 @@ class DedupeWindow:
         newer_ids, newer_fifo = self._ids, self._fifo
         self._ids, self._fifo = {}, deque()
         for msg_id, seq, ts in loader():
-            self._ids[msg_id] = (seq, ts)
-            self._fifo.append((msg_id, seq, ts))
+            entry = (seq, ts, msg_id)
+            self._ids[msg_id] = entry
+            self._fifo.append(entry)
         self._ids.update(newer_ids)
         self._fifo.extend(newer_fifo)
 
@@ -56,11 +57,10 @@ class DedupeWindow:
             return
         limit = self._now() - self.window
         ids = self._ids
-        while fifo and fifo[0][2] <= limit:
-            msg_id, seq, ts = fifo.popleft()
-            cur = ids.get(msg_id)
-            if cur is not None and cur[0] == seq:
-                del ids[msg_id]
+        while fifo and fifo[0][1] <= limit:
+            entry = fifo.popleft()
+            if ids.get(entry[2]) is entry:  # not stored again since
+                del ids[entry[2]]
 
     def check(self, msg_id: str) -> int:
         """The sequence a live duplicate was stored at, or 0.  An id not in the map costs one dict lookup and no
@@ -80,20 +80,19 @@ class DedupeWindow:
         ids, fifo = self._ids, self._fifo
         if fifo:
             limit = ts - self.window
-            while fifo and fifo[0][2] <= limit:
-                old, oseq, _ = fifo.popleft()
-                cur = ids.get(old)
-                if cur is not None and cur[0] == oseq:
-                    del ids[old]
-        ids[msg_id] = (seq, ts)
-        fifo.append((msg_id, seq, ts))
+            while fifo and fifo[0][1] <= limit:
+                entry = fifo.popleft()
+                if ids.get(entry[2]) is entry:
+                    del ids[entry[2]]
+        ids[msg_id] = entry = (seq, ts, msg_id)
+        fifo.append(entry)
 
     def forget_seqs(self, seqs: set[int]) -> None:
         """Drop ids of messages that were not stored after all (a failed flush rolled them back)."""
         if not seqs or not self._ids:
             return
-        for msg_id, (seq, _ts) in list(self._ids.items()):
-            if seq in seqs:
+        for msg_id, entry in list(self._ids.items()):
+            if entry[0] in seqs:
                 del self._ids[msg_id]
 
     def set_window(self, window_ns: int) -> None:

@@ -30,6 +30,7 @@ from skiff.protocol.jsapi._subjects import any_collide
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.storage.layout import StoreRoot
 
+from ..clock import LoopClock
 from ..version import API_LEVEL
 from . import advisories, persist
 from .api import ApiRouter
@@ -81,7 +82,9 @@ class JetStream:
         # store limit and the account's (-1 none).  The limits are fixed for the engine's life.
         self._usage = [0, 0]
         self._usage_at = -1e9
-        self._monotonic = server.clock.monotonic
+        # LoopClock.monotonic is time.monotonic behind a method: read here without the method's frame (as
+        # Stream._time_ns reads time.time_ns); any other clock (ManualClock in tests) through itself.
+        self._monotonic = time.monotonic if type(server.clock) is LoopClock else server.clock.monotonic
         self._server_max = (self.max_memory, self.max_storage)
         self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
         # Called with each stream recovered at start, after it started (consumers recover through this).
