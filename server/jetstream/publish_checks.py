@@ -91,8 +91,9 @@ def parse_message_ttl(text: str) -> int | ApiError:
 
 
 def message_ttl(hdr: bytes) -> int | ApiError:
-    """getMessageTTL: 0 when the header is absent."""
-    v = headers.get(hdr, MSG_TTL)
+    """getMessageTTL: 0 when the header is absent.  The value as getHeader gives it (get_exact): ``5s `` or a tab
+    before it is an invalid TTL (10165) there, as measured on nats-server 2.15.1."""
+    v = headers.get_exact(hdr, MSG_TTL)
     if not v:
         return 0
     return parse_message_ttl(v)

@@ -153,3 +153,20 @@ async def test_header_values_are_read_as_nats_server_reads_them(jsc):
         assert _raw_pub(c, s, b"Nats-Expected-Last-Msg-Id: b ")["seq"] == 7
     st = (await jsc.info(name))["state"]
     assert (st["messages"], st["last_seq"]) == (2, 7)  # the roll-up at 6 left 6 and 7
+
+
+async def test_ttl_values_are_read_as_nats_server_reads_them(jsc):
+    """getMessageTTL reads getHeader's value: a tab before it or a blank after it makes it invalid (10165), on a
+    stream with per-message TTLs and on one without."""
+    for allow in (True, False):
+        name = jsc.name()
+        await jsc.create(name, storage="file", allow_msg_ttl=allow)
+        s = name.encode() + b".a"
+        with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+            c.send(b"SUB _r 1\r\n")
+            for lines in (b"Nats-TTL: 5s ", b"Nats-TTL:\t5s", b"Nats-TTL: never ", b"Nats-TTL: 7 "):
+                assert _err_code(_raw_pub(c, s, lines)) == 10165, (allow, lines)
+            ack = _raw_pub(c, s, b"Nats-TTL:   5s")
+            assert ack == ({"stream": name, "seq": 1} if allow else
+                           {"error": {"code": 400, "err_code": 10166, "description": "per-message TTL is disabled"},
+                            "stream": name, "seq": 0}), allow
