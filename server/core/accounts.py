@@ -75,6 +75,7 @@ class Account:
     limits: dict = field(default_factory=dict)  # max_connections, max_subscriptions, max_payload (-1/absent: none)
     num_conns: int = 0  # client connections registered with the account
     js_limits: dict = field(default_factory=dict)  # jetstream { max_mem, max_file, max_streams ... } (server/jetstream)
+    js_tier: str = ""  # "R1" when js_limits are an account JWT's tiered_limits (core/operator.py)
     # The account's connections on the other servers of the cluster, as their account connection events report
     # them (accounts.go strack, nrclients, nrleafs): server id -> (clients, leaf connections), and the sums.
     strack: dict = field(default_factory=dict)

@@ -60,6 +60,7 @@ _LIMITS = {"conn": "max_connections", "subs": "max_subscriptions", "payload": "m
 _JS_LIMITS = {"mem_storage": "max_memory", "disk_storage": "max_storage", "streams": "max_streams",
               "consumer": "max_consumers", "max_ack_pending": "max_ack_pending",
               "mem_max_stream_bytes": "memory_max_stream_bytes", "disk_max_stream_bytes": "storage_max_stream_bytes"}
+_JS_AS_IS = ("mem_storage", "disk_storage", "streams", "consumer")
 _CONN_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
 
 
@@ -222,27 +223,30 @@ class OperatorMode:
                 # Any other value is a limit, below -1 too (one nothing meets); nats-server keeps it as an int32
                 # (accounts.go clampInt64ToInt32).
                 acc.limits[key] = max(min(v, _INT32_MAX), -_INT32_MAX - 1)
-        js_src = dict(limits)
-        tier = (limits.get("tiered_limits") or {}).get("R1")
-        if isinstance(tier, dict):  # a single server: every stream is R1, so the R1 tier is the account's limit
-            js_src.update(tier)
+        # jwt v2 loadAccount drops the plain JetStream limits of a JWT with tiered_limits, and IsJSEnabled is then
+        # true when a tier has mem_storage or disk_storage other than 0, else when the plain ones do; nats-server
+        # takes the limits from there (accounts.go updateAccountClaimsWithRefresh).  R1 is the only tier a single
+        # server has (unsupported() refuses others).  A value the JWT leaves out is Go's 0.
+        tiers = limits.get("tiered_limits") or {}
+        js_src = (tiers.get("R1") or {}) if tiers else limits
+        acc.jetstream = bool(js_src.get("mem_storage") or js_src.get("disk_storage"))
+        acc.js_tier = "R1" if tiers else ""
         js: dict = {}
-        for jk, key in _JS_LIMITS.items():
-            v = js_src.get(jk, 0)
-            if isinstance(v, int) and not isinstance(v, bool) and v != NO_LIMIT:
-                js[key] = v
-        if js_src.get("max_bytes_required"):
-            js["max_bytes_required"] = True
+        for jk, key in (_JS_LIMITS.items() if acc.jetstream else ()):
+            v = js_src.get(jk)
+            v = v if isinstance(v, int) and not isinstance(v, bool) else 0
+            # streams, consumer, mem_storage, disk_storage as they are (0 and below -1 mean no limit where checked,
+            # yet are reported so); the per-stream bytes and max_ack_pending through toUnlimited: -1 unless > 0.
+            js[key] = v if jk in _JS_AS_IS or v > 0 else NO_LIMIT
+        if acc.jetstream:
+            js["max_bytes_required"] = bool(js_src.get("max_bytes_required"))
         acc.js_limits = js
-        mem, disk = js_src.get("mem_storage", 0), js_src.get("disk_storage", 0)
-        acc.jetstream = bool(mem) or bool(disk)
         acc.exports = self.imports.exports(claims)
         if self._started:  # before start there is no loop to time on: start() arms every loaded account
             self._arm_expiry(acc, claims)
         engine = getattr(self.server, "jetstreams", {}).get(acc.name)
         if engine is not None:  # limits of a running engine follow the account JWT
-            engine.limits = dict(js)
-            engine.max_streams = js.get("max_streams", 0)
+            engine.set_account_limits(js, acc.js_tier)
 
     def _arm_expiry(self, acc: "Account", claims: Claims) -> None:
         """accounts.go checkExpiration / expiredTimeout: when the account JWT expires, every client and leaf

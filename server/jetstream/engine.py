@@ -41,6 +41,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 
+#: JetStreamAccountLimits' numbers, in its JSON order (jetstream.go).
+_REPORTED_LIMITS = ("max_memory", "max_storage", "max_streams", "max_consumers", "max_ack_pending",
+                    "memory_max_stream_bytes", "storage_max_stream_bytes")
+_STORED_OVERHEAD = (16, 30)  # bytes a stored message takes beyond subject, header and payload: memory, file
 WAKE_SLICE = 4096  # asleep subjects woken per event-loop turn after a restart (_start_waking)
 
 
@@ -64,9 +68,9 @@ class JetStream:
         self.root = StoreRoot(os.path.abspath(base), server.js_account.name)
         self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
         self.max_storage = opts.max_file_store if opts.max_file_store and opts.max_file_store > 0 else _default_disk(self.store_dir)
-        # The account's JetStream limits (accounts { A { jetstream { max_mem ... } } }); absent keys are unlimited.
-        self.limits: dict = dict(getattr(server.js_account, "js_limits", None) or {})
-        self.max_streams = self.limits.get("max_streams", 0)  # 0 / -1 = unlimited (the global account has none)
+        self.limits: dict = {}
+        self.max_streams = 0
+        self.tier = ""
         self.has_pending = False
         self.streams: dict[str, Stream] = {}
         self.router = ApiRouter(self)
@@ -79,14 +83,16 @@ class JetStream:
         self.unloaded: set[str] = set()
         self._verify_task: asyncio.Task | None = None
         # check_resources, per storage kind (Stream.storage_kind: 0 memory, 1 file): the bytes in use, the server's
-        # store limit and the account's (-1 none).  The limits are fixed for the engine's life.
+        # store limit and the account's (-1 none).  The account's follow its JWT (set_account_limits).
         self._usage = [0, 0]
+        self._usage_seen = False  # check_resources: whether nats-server would have the account's usage entry
         self._usage_at = -1e9
         # LoopClock.monotonic is time.monotonic behind a method: read here without the method's frame (as
         # Stream._time_ns reads time.time_ns); any other clock (ManualClock in tests) through itself.
         self._monotonic = time.monotonic if type(server.clock) is LoopClock else server.clock.monotonic
         self._server_max = (self.max_memory, self.max_storage)
-        self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
+        acc = server.js_account
+        self.set_account_limits(getattr(acc, "js_limits", None) or {}, getattr(acc, "js_tier", ""))
         # Called with each stream recovered at start, after it started (consumers recover through this).
         self.stream_recovered: list = []
 
@@ -221,6 +227,15 @@ class JetStream:
         others = [a for s in self.streams.values() if s is not own for a in s.config.subjects or []]
         return any_collide(subjects, others)  # indexed: all pairs froze the event loop
 
+    def set_account_limits(self, limits: dict, tier: str = "") -> None:
+        """The account's JetStream limits (accounts { A { jetstream { max_mem ... } } } or the account JWT's, as
+        nats-server keeps them: core/operator.py), absent keys unlimited; ``tier`` "R1" when they came from the
+        JWT's tiered_limits (reported under ``tiers``).  A JWT update sets them again on the running engine."""
+        self.limits = dict(limits)
+        self.tier = tier
+        self.max_streams = self.limits.get("max_streams", 0)  # 0 or below: unlimited (jsNonClusteredStreamLimitsCheck)
+        self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
+
     def account_limit(self, key: str) -> int:
         """An account limit as nats-server reports it: -1 when not configured."""
         v = self.limits.get(key)
@@ -267,7 +282,18 @@ class JetStream:
         used = self._usage[kind]
         if used >= self._server_max[kind]:
             return ApiError.of("JSInsufficientResourcesErr")
+        # jsAccount.wouldExceedLimits counts the message as stored: memStoreMsgSize (subject + header + payload +
+        # 16) or fileStoreMsgSize (22 + subject + payload + 8 hash; a header adds 4 more, not counted here: the
+        # callers pass one sum).
+        size += _STORED_OVERHEAD[kind]
         acc = self._account_max[kind]
+        if not self._usage_seen:
+            # wouldExceedLimits passes while the account has no usage entry, made by the first change of a stream's
+            # stored bytes (jetstream.go updateUsage): the account's first message is stored whatever its size
+            # (checked with nats-server 2.15.1: mem_storage 5 takes one 25-byte message, then refuses).
+            self._usage_seen = True
+            if not (self._usage[0] or self._usage[1]):
+                acc = -1
         if acc >= 0 and used + size > acc:  # jsAccount.wouldExceedLimits
             return ApiError.of("JSAccountResourcesExceededErr")
         # What this publish adds counts at once, until the next refresh (nats-server accounts each stored message
@@ -392,7 +418,12 @@ class JetStream:
                 "memory": mem, "storage": sto}
 
     def account_info(self) -> dict:
+        """JetStreamUsage: the limits as the account has them (-1 where none is set).  With tiered limits (an
+        account JWT's tiered_limits) the top-level ``limits`` are Go's zero value and the tier's usage and limits
+        are under ``tiers`` (jetstream.go JetStreamUsage, non-clustered branch)."""
         t = self.totals()
+        limits = {k: self.account_limit(k) for k in _REPORTED_LIMITS}
+        limits["max_bytes_required"] = bool(self.limits.get("max_bytes_required"))
         out: dict = {
             "memory": t["memory"],
             "storage": t["storage"],
@@ -400,21 +431,18 @@ class JetStream:
             "reserved_storage": self._reserved("file"),
             "streams": t["streams"],
             "consumers": t["consumers"],
-            "limits": {
-                "max_memory": self.account_limit("max_memory"),
-                "max_storage": self.account_limit("max_storage"),
-                "max_streams": self.max_streams if self.max_streams > 0 else -1,
-                "max_consumers": self.account_limit("max_consumers"),
-                "max_ack_pending": self.account_limit("max_ack_pending"),
-                "memory_max_stream_bytes": self.account_limit("memory_max_stream_bytes"),
-                "storage_max_stream_bytes": self.account_limit("storage_max_stream_bytes"),
-                "max_bytes_required": bool(self.limits.get("max_bytes_required")),
-            },
         }
+        if self.tier:
+            tier = {**out, "limits": limits}  # every stream is R1 on a single server: the tier holds them all
+            out["limits"] = {**dict.fromkeys(_REPORTED_LIMITS, 0), "max_bytes_required": False}
+        else:
+            out["limits"] = limits
         domain = self.server.options.jetstream_domain
         if domain:
             out["domain"] = domain
         out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
+        if self.tier:
+            out["tiers"] = {self.tier: tier}
         return out
 
     def config_doc(self) -> dict:
