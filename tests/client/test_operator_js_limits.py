@@ -274,3 +274,37 @@ async def test_claims_update_moves_a_running_account_to_tiered_limits(server_fac
     finally:
         await sys_nc.close()
         await nc.close()
+
+
+@pytest.mark.parametrize("v", [-2, 2])
+async def test_updates_and_stream_consumer_limits_meet_the_account_limits(server_factory, tmp_path, v):
+    """A stream update past the per-stream bytes (10122; -1 is not past it), a consumer update past the account's
+    max_ack_pending (10121), and a consumer taking its max_ack_pending from the stream's consumer_limits, checked
+    against the account's as if it had asked for it (consumer.go checkConsumerCfg)."""
+    limited = v > 0
+    srv, *_, app = start(server_factory, jetstream={
+        "mem_storage": MB, "disk_storage": MB, "streams": -1, "consumer": -1, "max_ack_pending": v,
+        "mem_max_stream_bytes": 2000 if limited else v, "disk_max_stream_bytes": 2000 if limited else v})
+    nc = await connect(srv, app, tmp_path)
+    ack_err = {"code": 400, "err_code": 10121, "description": f"consumer max ack pending exceeds system limit of {v}"}
+    try:
+        assert "error" not in await api(nc, *stream("A", max_bytes=100))
+        r = await api(nc, "$JS.API.STREAM.UPDATE.A", stream("A", max_bytes=2001)[1])
+        assert r.get("error") == (STREAM_BYTES_ERR if limited else None)
+        r = await api(nc, "$JS.API.STREAM.UPDATE.A", stream("A", max_bytes=-1)[1])
+        assert r["config"]["max_bytes"] == -1
+        assert (await api(nc, *consumer("A", "c", 1)))["config"]["max_ack_pending"] == 1
+        r = await api(nc, *consumer("A", "c", 5))
+        assert r.get("error") == (ack_err if limited else None)
+        assert (await api(nc, *consumer("A", "c", 2)))["config"]["max_ack_pending"] == 2
+        subject, cfg = stream("L")
+        r = await api(nc, subject, {**cfg, "consumer_limits": {"max_ack_pending": 5}})
+        assert r["config"]["consumer_limits"] == {"max_ack_pending": 5}
+        for name, asked, taken in (("x", None, 5), ("y", 4, 4)):
+            r = await api(nc, *consumer("L", name, asked))
+            if limited:
+                assert r["error"] == ack_err
+            else:
+                assert r["config"]["max_ack_pending"] == taken
+    finally:
+        await nc.close()
