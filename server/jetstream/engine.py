@@ -71,6 +71,9 @@ class JetStream:
         self.limits: dict = {}
         self.max_streams = 0
         self.tier = ""
+        # Streams made under the account's other kind of limits (plain "" or tiered "R1") before a JWT update
+        # switched it: nats-server's mset.tier, chosen when a stream is made (set_account_limits).
+        self._stale_tiers: dict[str, str] = {}
         self.has_pending = False
         self.streams: dict[str, Stream] = {}
         self.router = ApiRouter(self)
@@ -203,6 +206,10 @@ class JetStream:
         return False
 
     def update_stream(self, stream: Stream, cfg: StreamConfig) -> None:
+        if self.tier and self._stale_tiers.pop(stream.name, None) is not None:
+            # stream.go updateWithAdvisory: a stream whose tier has no limits moves to its replicas' tier (R1)
+            # when the account has limits for that; with plain limits there is no R1 tier to move to.
+            self._usage_seen = False  # only its bytes are in the tier now
         if stream.path is not None:
             persist.write_stream_meta(self.root, cfg, stream.created)
         stream.update_config(cfg)
@@ -212,6 +219,7 @@ class JetStream:
         # Atomic on disk first (persist.py "Deleting a stream"): renamed aside, files removed off the loop.
         aside = persist.move_stream_aside(self.root, stream.name) if stream.path is not None else None
         self.streams.pop(stream.name, None)
+        self._stale_tiers.pop(stream.name, None)
         self.durability.forget(stream)
         stream.stop(delete=True)
         if aside is not None:
@@ -232,6 +240,15 @@ class JetStream:
         nats-server keeps them: core/operator.py), absent keys unlimited; ``tier`` "R1" when they came from the
         JWT's tiered_limits (reported under ``tiers``).  A JWT update sets them again on the running engine."""
         self.limits = dict(limits)
+        if tier != self.tier:
+            # Every stream keeps the tier it was made in (nats-server 2.15.1: a publish to a stream made under
+            # plain limits, after a JWT update to tiered ones, gets 10120 until a stream update moves it to R1).
+            # The new tier starts with no usage entry (check_resources).
+            for name in self.streams:
+                self._stale_tiers.setdefault(name, self.tier)
+            self._stale_tiers = {n: t for n, t in self._stale_tiers.items() if t != tier}
+            self._usage_seen = False
+            self._usage_at = -1e9
         self.tier = tier
         self.max_streams = self.limits.get("max_streams", 0)  # 0 or below: unlimited (jsNonClusteredStreamLimitsCheck)
         self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
@@ -274,8 +291,10 @@ class JetStream:
         # Summing every stream on every publish would cost O(streams); the usage is refreshed at most every 50 ms
         # (nats-server's own usage accounting is also updated asynchronously).
         now = self._monotonic()
+        if self._stale_tiers and stream.name in self._stale_tiers:
+            return ApiError.of("JSNoLimitsErr")  # wouldExceedLimits: no limits for the stream's tier
         if now - self._usage_at > 0.05 or now < self._usage_at:
-            t = self.totals()
+            t = self.totals(self._stale_tiers)
             self._usage = [t["memory"], t["storage"]]
             self._usage_at = now
         kind = stream.storage_kind
@@ -403,9 +422,14 @@ class JetStream:
         loop.call_soon(step)
 
     # ------------------------------------------------------------------ stats
-    def totals(self) -> dict:
+    def totals(self, leave_out: "dict | set" = ()) -> dict:
+        """Usage of the account's streams, those named in ``leave_out`` left out."""
         mem = sto = msgs = byts = cons = 0
+        n = 0
         for s in self.streams.values():
+            if leave_out and s.name in leave_out:
+                continue
+            n += 1
             b = s.store.bytes
             if s.config.storage == "memory":
                 mem += b
@@ -414,7 +438,7 @@ class JetStream:
             msgs += s.store.msgs
             byts += b
             cons += len(s.consumers)
-        return {"streams": len(self.streams), "consumers": cons, "messages": msgs, "bytes": byts,
+        return {"streams": n, "consumers": cons, "messages": msgs, "bytes": byts,
                 "memory": mem, "storage": sto}
 
     def account_info(self) -> dict:
@@ -432,9 +456,10 @@ class JetStream:
             "streams": t["streams"],
             "consumers": t["consumers"],
         }
+        zero = {**dict.fromkeys(_REPORTED_LIMITS, 0), "max_bytes_required": False}
         if self.tier:
-            tier = {**out, "limits": limits}  # every stream is R1 on a single server: the tier holds them all
-            out["limits"] = {**dict.fromkeys(_REPORTED_LIMITS, 0), "max_bytes_required": False}
+            out["limits"] = zero
+            tiers = self._tiers_info(out, limits, zero)
         else:
             out["limits"] = limits
         domain = self.server.options.jetstream_domain
@@ -442,8 +467,45 @@ class JetStream:
             out["domain"] = domain
         out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
         if self.tier:
-            out["tiers"] = {self.tier: tier}
+            out["tiers"] = tiers
         return out
+
+    def _tiers_info(self, out: dict, limits: dict, zero: dict) -> dict:
+        """JetStreamUsage's ``tiers`` (non-clustered), step by step as jetstream.go builds them from the account's
+        usage entries: one per tier whose streams stored something (R1; "" for streams made before the limits
+        became tiered, which keep that tier: set_account_limits).  An entry with no usage and no limits is left
+        out; the R1 limits are added when the counts differ (a Go quirk kept: with only a "" entry in use they are
+        not, checked with nats-server 2.15.1); streams and consumers are counted in their stream's tier, making an
+        empty entry for a tier not listed yet.  Every listed entry reserves what all streams reserve (every stream
+        is R1: reservedStorage goes by replicas)."""
+        cur = self.totals(self._stale_tiers)
+        usage: dict[str, tuple[int, int]] = {}
+        if self._stale_tiers:
+            st = self.totals(set(self.streams) - set(self._stale_tiers))
+            usage[""] = (st["memory"], st["storage"])
+        if self._usage_seen or cur["memory"] or cur["storage"]:
+            usage[self.tier] = (cur["memory"], cur["storage"])
+        reserved = {"reserved_memory": out["reserved_memory"], "reserved_storage": out["reserved_storage"]}
+        tiers: dict[str, dict] = {}
+        skipped = 0
+        for name, (mem, sto) in usage.items():
+            if name != self.tier and not (mem or sto):
+                skipped += 1
+                continue
+            tiers[name] = {"memory": mem, "storage": sto, **reserved, "streams": 0, "consumers": 0,
+                           "limits": limits if name == self.tier else zero}
+        if len(usage) - skipped != 1 and self.tier not in tiers:
+            tiers[self.tier] = {"memory": 0, "storage": 0, **reserved, "streams": 0, "consumers": 0,
+                                "limits": limits}
+        for s in self.streams.values():
+            name = self._stale_tiers.get(s.name, self.tier)
+            u = tiers.get(name)
+            if u is None:
+                u = tiers[name] = {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
+                                   "streams": 0, "consumers": 0, "limits": zero}
+            u["streams"] += 1
+            u["consumers"] += len(s.consumers)
+        return dict(sorted(tiers.items()))  # encoding/json writes a map's keys sorted
 
     def config_doc(self) -> dict:
         """JetStreamConfig as /varz and /jsz show it (jetstream.go; omitempty fields left out when empty)."""

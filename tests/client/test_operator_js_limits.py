@@ -243,34 +243,62 @@ accounts {{
         await nc.close()
 
 
-async def test_claims_update_moves_a_running_account_to_tiered_limits(server_factory, tmp_path, target):
-    """A pushed JWT replaces the running account's limits: from plain (1 stream) to an R1 tier (3 streams).  The
-    stream made before counts against the tier's stream limit (countStreams compares replicas), yet nats-server
-    reports it in a tier named "" until a restart (mset.tier is chosen when the stream is made, jetstream.go
-    JetStreamUsage); Skiff reports it under R1 (docs/parity.md)."""
-    srv, op, sys_key, app = start(server_factory, jetstream=jwt_limits(1))
+NO_LIMITS_ERR = {"code": 400, "err_code": 10120, "description": "no JetStream default or applicable tiered limit present"}
+
+
+async def push(sys_nc, op, app, jetstream: dict) -> None:
+    token = jh.account_jwt(app, op, name="APP", jetstream=jetstream)
+    msg = await sys_nc.request(f"$SYS.REQ.ACCOUNT.{app.public}.CLAIMS.UPDATE", token.encode(), timeout=5)
+    assert json.loads(msg.data)["data"]["message"] == "jwt updated"
+
+
+@pytest.mark.parametrize("first", ["plain", "tiered"])
+async def test_claims_update_between_plain_and_tiered_limits(server_factory, tmp_path, first):
+    """A stream keeps the tier it was made in (mset.tier): after a pushed JWT switches the running account between
+    plain and tiered limits, a publish to a stream made before gets 10120 (wouldExceedLimits finds no limits for
+    its tier), while it still counts against the new stream limit (countStreams goes by replicas).  Under tiered
+    limits it is listed in a tier "" with no limits, and a stream update moves it to R1; under plain limits no
+    update can (stream.go updateWithAdvisory: no R1 limits to move to)."""
+    plain = {"mem_storage": MB, "disk_storage": MB, "streams": 1}
+    tiered = {"mem_storage": 0, "disk_storage": 0, "tiered_limits": {"R1": {**plain, "streams": 3}}}
+    before, after = (plain, tiered) if first == "plain" else (tiered, plain)
+    srv, op, sys_key, app = start(server_factory, jetstream=before)
     nc = await connect(srv, app, tmp_path)
     su = jh.new_key("U")
     sys_nc = await nats.connect(srv.url, allow_reconnect=False, user_credentials=jh.write_creds(
         str(tmp_path / "sys.creds"), jh.user_jwt(su, sys_key), su))
     try:
         assert "error" not in await api(nc, *stream("A"))
-        assert (await api(nc, *stream("B")))["error"] == STREAMS_ERR
-        token = jh.account_jwt(app, op, name="APP", jetstream={
-            "mem_storage": 0, "disk_storage": 0, "tiered_limits": {"R1": jwt_limits(3)}})
-        msg = await sys_nc.request(f"$SYS.REQ.ACCOUNT.{app.public}.CLAIMS.UPDATE", token.encode(), timeout=5)
-        assert json.loads(msg.data)["data"]["message"] == "jwt updated"
+        assert await api(nc, "a", {"x": 1}) == {"stream": "A", "seq": 1}
+        await push(sys_nc, op, app, after)
+        assert await api(nc, "a", {"x": 1}) == {"error": NO_LIMITS_ERR, "stream": "A", "seq": 0}
         info = await api(nc, "$JS.API.INFO")
-        assert info["limits"]["max_streams"] == 0
-        assert info["tiers"]["R1"]["limits"] == reported(3)
-        assert info["streams"] == 1
-        if target == "nats-server":
-            assert (info["tiers"][""]["streams"], info["tiers"]["R1"]["streams"]) == (1, 0)
+        assert (info["streams"], info["memory"]) == (1, 25)
+        if after is plain:
+            assert "tiers" not in info and info["limits"]["max_streams"] == 1
+            assert (await api(nc, *stream("B")))["error"] == STREAMS_ERR
         else:
-            assert list(info["tiers"]) == ["R1"] and info["tiers"]["R1"]["streams"] == 1
-        assert "error" not in await api(nc, *stream("B"))
-        assert "error" not in await api(nc, *stream("C"))
-        assert (await api(nc, *stream("D")))["error"] == STREAMS_ERR
+            # Only the "" tier, holding A: jetstream.go adds the unused R1 limits only when the number of tiers
+            # with usage differs from the number with limits (both 1 here).
+            assert list(info["tiers"]) == [""]
+            assert info["tiers"][""] == {"memory": 25, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
+                                         "streams": 1, "consumers": 0, "limits": info["limits"]}
+            assert "error" not in await api(nc, *stream("B"))
+            assert "error" not in await api(nc, *stream("C"))
+            assert (await api(nc, *stream("D")))["error"] == STREAMS_ERR
+            info = await api(nc, "$JS.API.INFO")
+            assert [(k, t["streams"]) for k, t in info["tiers"].items()] == [("", 1), ("R1", 2)]
+            # R1 is listed by the streams in it, with Go's zero limits (the R1 limits were never added, see above).
+            assert info["tiers"]["R1"]["limits"] == info["limits"]
+        assert "error" not in await api(nc, "$JS.API.STREAM.UPDATE.A", {**stream("A")[1], "max_msgs": 10})
+        r = await api(nc, "a", {"x": 1})
+        if after is plain:
+            assert r == {"error": NO_LIMITS_ERR, "stream": "A", "seq": 0}
+        else:
+            assert r == {"stream": "A", "seq": 2}
+            info = await api(nc, "$JS.API.INFO")
+            assert list(info["tiers"]) == ["R1"]
+            assert (info["tiers"]["R1"]["streams"], info["tiers"]["R1"]["memory"]) == (3, 50)
     finally:
         await sys_nc.close()
         await nc.close()
