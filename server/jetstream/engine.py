@@ -286,7 +286,7 @@ class JetStream:
                 return ApiError.of("JSStorageResourcesExceededErr")
         return None
 
-    def check_resources(self, stream: Stream, size: int) -> ApiError | None:
+    def check_resources(self, stream: Stream, size: int, hdr: int = 0) -> ApiError | None:
         """jetStream.limitsExceeded for a publish: the server-wide store limit is already used up (10023)."""
         # Summing every stream on every publish would cost O(streams); the usage is refreshed at most every 50 ms
         # (nats-server's own usage accounting is also updated asynchronously).
@@ -302,9 +302,9 @@ class JetStream:
         if used >= self._server_max[kind]:
             return ApiError.of("JSInsufficientResourcesErr")
         # jsAccount.wouldExceedLimits counts the message as stored: memStoreMsgSize (subject + header + payload +
-        # 16) or fileStoreMsgSize (22 + subject + payload + 8 hash; a header adds 4 more, not counted here: the
-        # callers pass one sum).
-        size += _STORED_OVERHEAD[kind]
+        # 16) or fileStoreMsgSize (22 + subject + payload + 8 hash, and 4 more for the header length word when
+        # there is a header).  ``size`` includes the header's ``hdr`` bytes.
+        size += _STORED_OVERHEAD[kind] + (4 if hdr and kind else 0)
         acc = self._account_max[kind]
         if not self._usage_seen:
             # wouldExceedLimits passes while the account has no usage entry, made by the first change of a stream's

@@ -261,7 +261,7 @@ class RestoreSession:
         if ttl > 0 and self.server.clock.time_ns() > e.timestamp + ttl * 1_000_000_000:
             store.skip_msgs(seq, 1)  # expired already: keep the sequence, not the message
             return
-        err = self.js.check_resources(self.stream, len(e.data) + len(e.name))
+        err = self.js.check_resources(self.stream, len(e.data) + len(e.name), e.header_size)
         if err is not None:
             raise err
         store.store_raw(seq, e.name, hdr, body, e.timestamp, ttl)

@@ -344,7 +344,7 @@ class Stream:
             if batch is not None:
                 # nats-server processJetStream{Atomic,Fast}BatchMsg: sealed, the server and account limits, the
                 # size, then "disabled".
-                err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
+                err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg), len(hdr))
                 if err is not None:
                     return self._nak(reply, can_respond, err)
                 mms = self._max_msg_size
@@ -399,7 +399,7 @@ class Stream:
         if hlen > MAX_HEADER_SIZE:
             err = ApiError.of("JSStreamHeaderExceedsMaximumErr")
         else:
-            err = self.js.check_resources(self, len(subject) + hlen + len(msg))
+            err = self.js.check_resources(self, len(subject) + hlen + len(msg), hlen)
         if err is not None:
             self._nak(reply, can_respond, err)
             return
@@ -439,7 +439,7 @@ class Stream:
             return ApiError.of("JSStreamMessageExceedsMaximumErr")
         if len(hdr) > MAX_HEADER_SIZE:
             return ApiError.of("JSStreamHeaderExceedsMaximumErr")
-        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg))
+        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg), len(hdr))
         if err is not None:
             return err
         return (hdr, msg, msg_id, rollup, ack_tail)

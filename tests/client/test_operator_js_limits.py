@@ -220,6 +220,25 @@ async def test_account_storage_counts_stored_message_size(server_factory, tmp_pa
         await nc.close()
 
 
+@pytest.mark.parametrize("short", [0, 1], ids=["fits", "one-byte-short"])
+async def test_account_file_storage_counts_the_header_length_word(server_factory, tmp_path, short):
+    """fileStoreMsgSize adds 4 bytes for a message with headers (the header length word): after a 39-byte message
+    without headers, a file storage limit of 39 + 22 + subject + 4 + header + payload + 8 takes the message with
+    headers, and one byte less refuses it."""
+    hdr = b"NATS/1.0\r\nX: y\r\n\r\n"  # what nats-py sends for headers={"X": "y"}
+    size = 22 + len("e") + 4 + len(hdr) + len(b'{"x": 1}') + 8
+    srv, *_, app = start(server_factory, jetstream={"mem_storage": 0, "disk_storage": 39 + size - short})
+    nc = await connect(srv, app, tmp_path)
+    try:
+        assert (await api(nc, *stream("E", "file")))["config"]["name"] == "E"
+        assert await api(nc, "e", {"x": 1}) == {"stream": "E", "seq": 1}
+        r = json.loads((await nc.request("e", b'{"x": 1}', headers={"X": "y"}, timeout=5)).data)
+        assert r == ({"stream": "E", "seq": 2} if not short else
+                     {"error": ACCOUNT_RESOURCES_ERR, "stream": "E", "seq": 0})
+    finally:
+        await nc.close()
+
+
 @pytest.mark.parametrize("v", [0, -2, 2])
 async def test_config_file_account_limits_reported_as_written_and_enforced(server_factory, v):
     per_stream = 2000 if v > 0 else v
