@@ -26,6 +26,8 @@ import hashlib
 import struct
 import zlib
 
+from skiff.protocol.accel import speedups
+
 DATA, PING, CLOSE = 0, 1, 2
 
 # Opcodes (RFC 6455 5.2)
@@ -108,7 +110,7 @@ def control(opcode: int, payload: bytes = b"") -> bytes:
     return _header(opcode, len(payload)) + payload
 
 
-def _unmask(data: bytes, key: bytes, pos: int) -> bytes:
+def _unmask_py(data: bytes, key: bytes, pos: int) -> bytes:
     """XOR ``data`` with the 4-byte mask starting at mask offset ``pos`` (one big-int XOR: no per-byte loop)."""
     n = len(data)
     if not n:
@@ -116,6 +118,10 @@ def _unmask(data: bytes, key: bytes, pos: int) -> bytes:
     k = key[pos % 4:] + key[: pos % 4]
     mask = (k * (n // 4 + 1))[:n]
     return (int.from_bytes(data, "little") ^ int.from_bytes(mask, "little")).to_bytes(n, "little")
+
+
+# The compiled one when the accelerator is there (protocol/accel.py; SKIFF_PURE_PYTHON=1: the pure one above).
+_unmask = speedups.unmask if speedups is not None else _unmask_py
 
 
 class FrameReader:

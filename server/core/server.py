@@ -581,7 +581,8 @@ class Server:
                 self.no_responders(subject, reply, origin)
             return False
         head = tail = None
-        delivered = False
+        size = 0
+        delivered = False  # an internal subscriber or a route took it (a client delivery leaves ``head`` set)
         msubj = msg_subject or subject
         routes = None  # remote servers to forward to: route -> queue groups they should serve
         for sub in plain:
@@ -604,8 +605,9 @@ class Server:
                 continue
             if conn.deny_delivery and conn.perms.deliver_denied(msubj):
                 continue
-            if head is None:
-                head, tail = msg_parts(msubj, reply, hdr_len, len(data))
+            if head is None:  # built once, for the first receiver: from here on the message counts as delivered
+                size = len(data)
+                head, tail = msg_parts(msubj, reply, hdr_len, size)
             if sub.max_msgs or conn.replies is not None or (hdr_len and not conn.headers):
                 self._deliver(sub, conn, head, tail, hdr_len, data, reply)
             elif not conn.closed:
@@ -615,27 +617,45 @@ class Server:
                 if not out:
                     self.mark_pending(conn)
                 out += (head, sub.sid_b, tail, data, b"\r\n")
-                conn.out_bytes += len(data)
+                conn.out_bytes += size
                 conn.out_msgs += 1
                 sub.delivered += 1
-            delivered = True
         for members in queues:
-            sub = self._pick(members, origin, msubj)
-            if sub is None:
-                continue
-            if sub.conn is None:
-                if sub.route is not None:  # a remote server's member: that server picks which one
-                    if routes is None:
-                        routes = {}
-                        racc = sub.account
-                    routes.setdefault(sub.route, []).append(sub.queue)
+            # The member _pick would try first (its random start); when that is a plain local client able to
+            # take the message, it is the pick, without the call.  Anything else goes through _pick from the
+            # same start, so the choice is exactly _pick's.
+            n = len(members)
+            start = int(_random() * n) if n > 1 else 0  # random.randrange costs 4x as much, per queue message
+            sub = members[start]
+            conn = sub.conn
+            if conn is None or conn.closed or conn is origin or conn.deny_delivery:
+                sub = self._pick(members, origin, msubj, True, start)
+                if sub is None:
                     continue
-                sub.callback(sub, subject, reply, hdr_len, data, origin)
-            else:
-                if head is None:
-                    head, tail = msg_parts(msubj, reply, hdr_len, len(data))
-                self._deliver(sub, sub.conn, head, tail, hdr_len, data, reply)
-            delivered = True
+                conn = sub.conn
+                if conn is None:
+                    if sub.route is not None:  # a remote server's member: that server picks which one
+                        if routes is None:
+                            routes = {}
+                            racc = sub.account
+                        routes.setdefault(sub.route, []).append(sub.queue)
+                        continue
+                    sub.callback(sub, subject, reply, hdr_len, data, origin)
+                    delivered = True
+                    continue
+            if head is None:
+                size = len(data)
+                head, tail = msg_parts(msubj, reply, hdr_len, size)
+            if sub.max_msgs or conn.replies is not None or (hdr_len and not conn.headers):
+                self._deliver(sub, conn, head, tail, hdr_len, data, reply)
+            else:  # not closed: checked above, or by _pick
+                out = conn.out
+                if not out:
+                    self.mark_pending(conn)
+                out += (head, sub.sid_b, tail, data, b"\r\n")
+                conn.out_bytes += size
+                conn.out_msgs += 1
+                sub.delivered += 1
         if routes is not None:
             from_route = origin is not None and origin.is_route
             for rt, qs in routes.items():
@@ -644,7 +664,7 @@ class Server:
                     continue
                 rt.send_msg(racc, subject, reply, qs, hdr_len, data)  # the remote matches the routed subject
                 delivered = True
-        return delivered
+        return delivered or head is not None
 
     def deliver_routed(self, link: Any, sublist: Any, subject: str, reply: str, queues: tuple, hdr_len: int,
                        data: bytes) -> None:
@@ -701,15 +721,16 @@ class Server:
 
     @staticmethod
     def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str,
-              routes_ok: bool = True) -> Subscription | None:
+              routes_ok: bool = True, start: int = -1) -> Subscription | None:
         """The queue member to get a message: tried from a random start, the first one able to take it
         (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
         passed over for the next).  A remote server's members take their turn like local ones (one entry per
         route: nats-server weighs it by the member count the RS+ gave, sublist.go addNodeToResults), unless the
         message came from a route; a leaf connection's members only when nobody else can take it, and never the
-        leaf connection the message came from."""
+        leaf connection the message came from.  ``start``: the random start route() already drew."""
         n = len(members)
-        start = int(_random() * n) if n > 1 else 0  # random.randrange costs 4x as much, per queue message
+        if start < 0:
+            start = int(_random() * n) if n > 1 else 0  # random.randrange costs 4x as much, per queue message
         leaf = None
         for i in range(n):
             sub = members[(start + i) % n]

@@ -234,3 +234,33 @@ def test_msg_parts_right_past_the_head_cache_bound():
     msg_parts = compiled().msg_parts
     for i in range(20000):
         assert msg_parts(f"s.{i}", "", 0, 1) == (b"MSG s.%d " % i, b" 1\r\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.binary(min_size=4, max_size=4), st.integers(0, 2 ** 40))
+def test_unmask_agrees_with_the_pure_one(data, key, pos):
+    """A WebSocket client frame's payload unmasked (protocol/websocket.py): the compiled XOR, eight bytes at a time
+    with a byte tail, gives the pure big-int one's bytes for any length, key and mask offset (a frame's payload
+    arrives in pieces, each starting where the previous one left the key)."""
+    from skiff.protocol import websocket as wsp
+
+    unmask = compiled().unmask
+    want = wsp._unmask_py(data, key, pos)
+    assert unmask(data, key, pos) == want
+    assert unmask(want, key, pos) == data  # XOR twice is the identity
+    assert unmask(data, key, pos + 1) == wsp._unmask_py(data, key, pos + 1)  # the next piece of the same frame
+
+
+def test_unmask_refuses_what_the_pure_one_cannot_take():
+    unmask = compiled().unmask
+    with pytest.raises(TypeError):
+        unmask(b"abc", b"123", 0)  # a mask key is 4 bytes
+    with pytest.raises(TypeError):
+        unmask("abc", b"1234", 0)
+
+
+def test_websocket_reader_uses_the_compiled_unmask():
+    from skiff.protocol import accel
+    from skiff.protocol import websocket as wsp
+
+    assert (wsp._unmask is compiled().unmask) is not accel.PURE_FORCED
