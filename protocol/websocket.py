@@ -106,6 +106,11 @@ def frame(payload: bytes, compress: bool = False) -> bytes:
     return _header(OP_BINARY, len(payload)) + payload
 
 
+def binary_header(n: int) -> bytes:
+    """The header of an uncompressed binary frame of ``n`` payload bytes: ``frame(payload)`` is this + payload."""
+    return _header(OP_BINARY, n)
+
+
 def control(opcode: int, payload: bytes = b"") -> bytes:
     return _header(opcode, len(payload)) + payload
 

@@ -245,7 +245,12 @@ class _WSTransport:
 
     def write(self, data: bytes) -> None:
         ws = self.ws
-        ws.write(wsp.frame(data, ws.compress))
+        if ws.compress or ws.tls is not None:
+            ws.write(wsp.frame(data, ws.compress))
+        else:
+            # The frame header and the output as two buffers of one write (uvloop: one writev), rather than the
+            # output copied behind its header: a copy of every flush, 1.5% of a WebSocket pub/sub's instructions.
+            ws.transport.writelines((wsp.binary_header(len(data)), data))
 
     def close(self) -> None:
         ws = self.ws
