@@ -294,6 +294,16 @@ class Durability:
         self._dirty.pop(stream, None)
         self._unsynced.pop(stream, None)
 
+    def release(self) -> None:
+        """After :meth:`stop` and the streams' stops (JetStream.stop): drop every reference to a stream or a
+        consumer store.  Nothing is left to write: stop flushed, committed and released what was queued."""
+        self._dirty.clear()
+        self._unsynced.clear()
+        self._acks.clear()
+        self._sync_wait.clear()
+        self._cwrites.clear()
+        self._csnap.clear()
+
 
 def _sync_all(stores: list) -> None:
     """Runs in a worker thread.  A store deleted meanwhile must not stop the others; the first error is raised."""

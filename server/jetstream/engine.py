@@ -140,6 +140,10 @@ class JetStream:
                 stream.stop()
             except Exception as e:
                 self.server.log_error("JetStream stream stop failed", stream=stream.name, error=str(e))
+        # A stopped engine lets go of its streams, as a delete does (delete_stream): whoever still holds the engine
+        # (an embedding test, the Server object) must not keep every stream and its memory store alive.
+        self.streams.clear()
+        self.durability.release()
         if self.temp_dir:
             import shutil
 
