@@ -363,9 +363,10 @@ class FileConsumerStore(MemoryConsumerStore):
         meta.fsync_dir(self.dir)
 
     def write_meta(self, obj: object) -> None:
-        """Write the consumer's metadata (``meta.inf``: its config) atomically, fsynced only with ``durable``
-        (nats-server writeConsumerMeta: sync_always)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        """Rewrite the metadata of an existing consumer (``meta.inf``: its config) atomically, fsynced only with
+        ``durable`` (nats-server writeConsumerMeta: sync_always); any thread (an update writes it in a worker).
+        No directory is created: a consumer or stream deleted meanwhile (its directory renamed aside) must not
+        come back, so the write fails with FileNotFoundError instead (a new consumer's: :meth:`create_meta`)."""
         meta.write_meta(self.dir / meta.META_FILE, obj, durable=self.durable)
 
     def create_meta(self, obj: object) -> None:

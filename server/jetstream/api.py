@@ -16,6 +16,14 @@ A handler takes an :class:`ApiRequest` and returns a dict (the reply without ``t
 counts answered requests, ``errors`` the error replies (``trackAPI`` / ``trackAPIErr``), both after the reply is
 built (so ``$JS.API.INFO`` does not count itself).
 
+A handler may return a coroutine (work that waits for a worker thread or goes on in slices): its reply goes out
+when it finishes, and the requests that arrive meanwhile wait, so the API acts in arrival order.  By default every
+later request waits.  A handler marked ``stream_scope=True`` (consumer create, update and pause, which wait for a
+``meta.inf`` write) holds only the requests that name the same stream (the first ``*`` token of their row's
+pattern, :attr:`Route.stream_at`); requests for other streams and account-level ones (``INFO``, ``STREAM.NAMES``,
+``STREAM.LIST``) go on, so a slow disk under one stream does not delay the others (issue #13).  The held requests of
+a stream are dispatched in order when its handler finishes, each one again through the same checks.
+
 Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
 ``API_LEVEL`` (or not a number) is 10185.  Handlers where nats-server checks it later (consumer create: after the
 body; the cluster-only operations: never on a standalone server, 10010 comes first) are marked
@@ -76,15 +84,16 @@ class Serves(NamedTuple):
     accounted: bool  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
     level_check: bool  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
     prepare: str | None  # the name of the method that parses and checks a large body in a worker thread
+    stream_scope: bool  # True: while its coroutine runs, only requests naming the same stream wait
 
 
 def serves(*names: str, count_success: bool = True, accounted: bool = True, level_check: bool = True,
-           prepare: str | None = None) -> Callable:
+           prepare: str | None = None, stream_scope: bool = False) -> Callable:
     """Mark a method as the handler of the API table rows ``names`` (protocol/jsapi/subjects.py ``API``)."""
     for name in names:
         if name not in API:
             raise KeyError(f"@serves({name!r}): no such row in protocol/jsapi/subjects.py API")
-    spec = Serves(names, count_success, accounted, level_check, prepare)
+    spec = Serves(names, count_success, accounted, level_check, prepare, stream_scope)
 
     def mark(fn: Callable) -> Callable:
         fn.serves = spec
@@ -115,6 +124,10 @@ class Route:
     # The request's parse-and-check part, pure but for reads of the engine's state: for a large body it runs in a
     # worker thread and the handler gets its result as ``req.prepared`` (see ApiRouter._offload).
     prepare: Callable[[ApiRequest], Any] | None = None
+    # The index of the token that names the stream (the pattern's first ``*``: STREAM.INFO.*, CONSUMER.CREATE.*.>,
+    # CONSUMER.DURABLE.CREATE.*.*), None for the account-level rows (INFO, STREAM.NAMES, STREAM.LIST).
+    stream_at: int | None = None
+    stream_scope: bool = False  # a coroutine of the handler holds only the requests naming the same stream
 
     def matches(self, tokens: list[str]) -> bool:
         pat = self.pattern
@@ -142,6 +155,8 @@ class ApiRouter:
         # While an offloaded request is prepared, later requests wait here, so the API acts in arrival order and
         # what ``prepare`` read (streams, limits) is still true when its handler runs.
         self._held: deque | None = None
+        # stream name -> the requests naming that stream that wait for a ``stream_scope`` handler's coroutine.
+        self._busy: dict[str, deque] = {}
         self._stopped = False
         self.fault: dict | None = None  # skiff.testing.faults api_status: answer the next requests with a status
 
@@ -167,8 +182,12 @@ class ApiRouter:
             fn, spec, obj = self._handlers[row.name]
             toks = tuple(row.pattern.split("."))
             prepare = getattr(obj, spec.prepare) if spec.prepare else None
+            stream_at = toks.index("*") if "*" in toks else None
+            if spec.stream_scope and stream_at is None:
+                raise ValueError(f"API table row {row.name}: stream_scope on a row that names no stream")
             route = Route(toks, fn, TYPE_PREFIX + row.reply_type, dict(row.error_fields),
-                          spec.count_success and spec.accounted, spec.accounted, spec.level_check, prepare)
+                          spec.count_success and spec.accounted, spec.accounted, spec.level_check, prepare,
+                          stream_at, spec.stream_scope)
             self._routes.setdefault(toks[0], []).append(route)
 
     def start(self) -> None:
@@ -228,6 +247,10 @@ class ApiRouter:
     def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         if self.fault is not None and reply and self._faulted(reply):
             return
+        self._dispatch_now(sub, subject, reply, hdr_len, data, origin)
+
+    def _dispatch_now(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        """:meth:`_dispatch` after the test fault check; a held request comes back here when its turn comes."""
         if self._held is not None:
             self._held.append((sub, subject, reply, hdr_len, bytes(data), origin))
             return
@@ -240,6 +263,11 @@ class ApiRouter:
             if reply and origin is not None and subject.startswith(_OUTSIDE_API):
                 self._no_responders(sub, subject, reply, origin)
             return
+        if self._busy and route.stream_at is not None:
+            waiting = self._busy.get(tokens[route.stream_at])
+            if waiting is not None:  # a request on this stream is still at work: this one acts after it
+                waiting.append((sub, subject, reply, hdr_len, bytes(data), origin))
+                return
         hdr = bytes(data[:hdr_len]) if hdr_len else b""
         body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
         req = ApiRequest(subject, tokens, reply, hdr, body, origin)
@@ -282,7 +310,19 @@ class ApiRouter:
             if self._held is not None:  # a held request went off the loop or awaits: the rest wait for it
                 self._held.extend(held)
                 return
-            self._dispatch(*held.popleft())
+            self._dispatch_now(*held.popleft())
+
+    def _release_stream(self, name: str, held: deque) -> None:
+        """Dispatch the requests that waited for stream ``name``, in order, until one of them has to wait in turn
+        (another write on that stream, or a request that holds the whole API).  Those that wait again go in front
+        of what waits there already: they arrived before it (while the API was held no request reached this
+        stream's queue, so all that the API's queue holds came later)."""
+        while held:
+            waiting = self._held if self._held is not None else self._busy.get(name)
+            if waiting is not None:
+                waiting.extendleft(reversed(held))
+                return
+            self._dispatch_now(*held.popleft())
 
     def _outcome(self, fut, req: ApiRequest):
         try:
@@ -300,6 +340,9 @@ class ApiRouter:
             self.server.log_error("JetStream API handler failed", subject=req.subject, error=repr(e))
             res = ApiError.of("JSStreamGeneralErrorF", err=str(e) or type(e).__name__)
         if asyncio.iscoroutine(res):
+            if route.stream_scope:
+                self._await_on_stream(route, req, res)
+                return
             # A handler that finishes its work in slices (a 5,000-subject create): later requests wait for it.
             self._held = deque()
 
@@ -311,6 +354,18 @@ class ApiRouter:
             asyncio.get_running_loop().create_task(res).add_done_callback(done)
             return
         self._answer(route, req, res)
+
+    def _await_on_stream(self, route: Route, req: ApiRequest, coro) -> None:
+        """Run a ``stream_scope`` handler's coroutine; until it answers, the requests naming its stream wait."""
+        name = req.tokens[route.stream_at]
+        self._busy[name] = deque()
+
+        def done(task) -> None:
+            held = self._busy.pop(name)
+            self._answer(route, req, self._outcome(task, req))
+            self._release_stream(name, held)
+
+        asyncio.get_running_loop().create_task(coro).add_done_callback(done)
 
     def _answer(self, route: Route, req: ApiRequest, res) -> None:
         if res is None:

@@ -46,7 +46,7 @@ from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
 from .consumer_reset import reset_request, reset_starting_seq
-from .stream_consumers import consumer_set, create_files, meta_doc, open_store, recover
+from .stream_consumers import consumer_set, create_files, meta_doc, open_store, recover, when_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -126,7 +126,8 @@ class ConsumerApi:
 
     # ------------------------------------------------------------------ create
     # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level
-    @serves("CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", level_check=False)
+    # stream_scope: while a create waits for its files, only the requests naming the same stream wait (api.py)
+    @serves("CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", level_check=False, stream_scope=True)
     def create(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         creq = parse_create_consumer_request(req.body, strict=self.strict)
@@ -182,13 +183,18 @@ class ConsumerApi:
                 return err
             ucfg = apply_inactive_threshold_default(ncfg)
             eo.update_config(ucfg)
-            cs.write_meta(eo)
+            written = cs.write_meta(eo)
             if ucfg.sourcing:
                 reset_starting_seq(eo, 0)  # updateConfig: a sourcing consumer starts over from its ack floor
-            info = eo.info()
-            if eo.paused():  # nats-server's create handler announces the pause on every request that finds it
-                pause_advisory(eo, eo.config)
-            return with_identity(info, ident)
+
+            def updated() -> dict | WithHeader:
+                info = eo.info()
+                if eo.paused():  # nats-server's create handler announces the pause on every request that finds it
+                    pause_advisory(eo, eo.config)
+                return with_identity(info, ident)
+            # The reply waits for the new meta.inf (nats-server writes it before it answers: updateConfig ->
+            # store.UpdateConfig), written off the loop; the requests on this stream wait with it (stream_scope).
+            return updated() if written is None else when_written(written, eo, updated)
         if creq.action == "update":
             return ApiError.of("JSConsumerDoesNotExist")
         # nats-server 2.15 caps a stream without max_consumers at 1000 consumers (the "default_max_consumers"
@@ -232,8 +238,9 @@ class ConsumerApi:
         """The store is opened and ``meta.inf`` written in a worker thread (stream_consumers.create_files) and the
         reply waits for it, so a consumer acknowledged as created survives kill -9 (as nats-server, which writes
         the metadata before it answers: addConsumerWithAssignment).  Meanwhile the loop serves the other clients;
-        the router holds the later API requests (api.py ``_run``), so nothing can delete, update or create this
-        consumer or its stream between the checks above and the registration below."""
+        the router holds the later API requests naming this stream (api.py, ``stream_scope``), so nothing can
+        delete, update or create this consumer or its stream between the checks above and the registration below;
+        requests for other streams go on."""
         doc = meta_doc(ncfg, created)
         try:
             store = await asyncio.get_running_loop().run_in_executor(None, create_files, stream, name, ncfg, doc)
@@ -348,7 +355,7 @@ class ConsumerApi:
 
     # ------------------------------------------------------------------ pause
     # jsConsumerPauseRequest, too, decodes the body before the level check
-    @serves("CONSUMER.PAUSE", level_check=False)
+    @serves("CONSUMER.PAUSE", level_check=False, stream_scope=True)  # waits for its meta.inf, as an update
     def pause(self, req: ApiRequest) -> dict | ApiError:
         return pause_request(self.js, req, self.strict)
 

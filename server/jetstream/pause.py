@@ -125,7 +125,7 @@ def _wake_like_go(c: "Consumer") -> None:
         c.clock.call_later(max(delay, 0.001), c.kick)
 
 
-def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | ApiError:
+def pause_request(js: "JetStream", req: "ApiRequest", strict: bool):
     """``$JS.API.CONSUMER.PAUSE.<stream>.<consumer>`` (nats-server jsConsumerPauseRequest, single server)."""
     preq = rq.JSApiConsumerPauseRequest()
     body = req.body.lstrip(b" \t\r\n")
@@ -151,10 +151,19 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool) -> dict | Ap
     # the loop's own timers: see _wake_like_go).
     c.update_config(ncfg)
     _wake_like_go(c)
-    c.cset.write_meta(c)
-    now = js.server.clock.time_ns()
-    out: dict = {"paused": pu is not None and now < pu.unix_ns,
-                 "pause_until": format_time(pu.unix_ns) if pu is not None else ZERO_TIME}
-    if out["paused"]:
-        out["pause_remaining"] = pu.unix_ns - now
-    return out
+    written = c.cset.write_meta(c)
+
+    def reply() -> dict:
+        now = js.server.clock.time_ns()
+        out: dict = {"paused": pu is not None and now < pu.unix_ns,
+                     "pause_until": format_time(pu.unix_ns) if pu is not None else ZERO_TIME}
+        if out["paused"]:
+            out["pause_remaining"] = pu.unix_ns - now
+        return out
+    # Answered once the new meta.inf is written (off the loop: stream_consumers.ConsumerSet.write_meta), as
+    # nats-server answers after updateConfig wrote it.
+    if written is None:
+        return reply()
+    from .stream_consumers import when_written  # stream_consumers -> consumer -> this module
+
+    return when_written(written, c, reply)

@@ -26,6 +26,7 @@ implemented: such a backup fails with a restore error that says so, rather than 
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from ..ids import nuid
 from . import advisories, jsonout, persist
 from .consumer import Consumer
 from .publish_checks import message_ttl
-from .stream_consumers import consumer_set, open_store
+from .stream_consumers import consumer_set, meta_doc, open_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.protocol.jsapi.stream_config import StreamConfig
@@ -103,13 +104,16 @@ class RestoreSession:
         self.eob = False
         self.total = 0
         self.closed = False
+        self.finishing = False  # the end came; the consumers' files are being written (_finish)
+        self.stores: dict | None = None  # consumer name -> its store, opened and written by _consumer_files
+        self.created = 0  # the restored consumers' creation time (their meta.inf says it)
         self.max_payload = int(getattr(self.server.options, "max_payload", 1024 * 1024) or 1024 * 1024)
         self.sub = self.server.subscribe_internal(self.subject, self._on_chunk)
         self.timer = self.server.clock.call_later(STALL_TIMEOUT, self._stalled)
 
     # ------------------------------------------------------------------ input
     def _on_chunk(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
-        if self.closed:
+        if self.closed or self.finishing:
             return
         if not reply:
             self.server.log_warning("JetStream restore requires a reply subject for each chunk, cancelled",
@@ -287,6 +291,31 @@ class RestoreSession:
         err = self.error
         if err is None and not self.eob:
             err = self._input_error()
+        if err is None and self.stream is not None and self.stream.path is not None and self.consumers:
+            # The consumers' stores are opened and their meta.inf and state written in a worker thread before
+            # the reply (issue #13: metadata writes off the loop); later chunks are dropped meanwhile.
+            self.finishing = True
+            self.timer.cancel()
+            now = self.server.clock.time_ns()
+            todo = [(name, cfg, cst, meta_doc(cfg, now)) for name, cfg, cst in self.consumers]
+            fut = asyncio.get_running_loop().run_in_executor(None, _consumer_files, self.stream, todo)
+            fut.add_done_callback(lambda f: self._files_written(reply, now, f))
+            return
+        self._conclude(reply, err)
+
+    def _files_written(self, reply: str, now: int, fut) -> None:
+        if self.closed:  # cancelled meanwhile (the server stops)
+            return
+        err = None
+        try:
+            self.stores = fut.result()
+        except Exception as e:  # noqa: BLE001 - a failing disk or a bad consumer state fails the restore
+            self.server.log_error("JetStream restore failed", stream=self.name, error=repr(e))
+            err = str(e) or type(e).__name__
+        self.created = now
+        self._conclude(reply, err)
+
+    def _conclude(self, reply: str, err: str | None) -> None:
         if err is None:
             try:
                 self._complete()
@@ -328,16 +357,17 @@ class RestoreSession:
             self.server.log_warning("JetStream dedupe rebuild failed", stream=stream.name, error=str(e))
         stream.start()
         cs = consumer_set(stream)
-        now = self.server.clock.time_ns()
+        now = self.created or self.server.clock.time_ns()
+        stores = self.stores or {}
         for name, cfg, cst in self.consumers:
-            cstore = open_store(stream, name, cfg)
-            cstore.set_state(cst, force=True)
+            cstore = stores.get(name)
+            if cstore is None:  # a memory stream's: nothing on disk
+                cstore = open_store(stream, name, cfg)
+                cstore.set_state(cst, force=True)
             c = Consumer(cs, cfg, name, now, cstore)
             cs.add(c)
-            cs.write_meta(c)
             c.start(has_state=cst.delivered.consumer_seq != 0 or cst.delivered.stream_seq != 0)
             c.kick()
-        cs.flush()
         advisories.stream_action(self.server, stream.name, advisories.ACTION_CREATE)
 
     def _close(self, failed: bool) -> None:
@@ -357,3 +387,19 @@ class RestoreSession:
                 stream.stop(delete=True)
                 if aside is not None:
                     persist.remove_in_background(aside)
+
+
+def _consumer_files(stream: "Stream", todo: list) -> dict:
+    """Worker thread: open the store of each restored consumer of a file stream, set its state, write its
+    ``meta.inf`` (unless ``mem_storage``) and its state file; the stores by name.  The stream is not registered
+    yet: nothing else touches these stores.  Both files are written before the restore answers, so a restored
+    consumer survives a kill -9 right after the reply (as the meta.inf and state written on the loop did)."""
+    out = {}
+    for name, cfg, cst, doc in todo:
+        store = open_store(stream, name, cfg)
+        store.set_state(cst, force=True)
+        if not cfg.mem_storage:
+            store.create_meta(doc)
+            store.flush()
+        out[name] = store
+    return out

@@ -31,6 +31,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.consumer_config import ConsumerConfig
 from skiff.storage.consumer import MemoryConsumerStore
 
@@ -210,13 +211,26 @@ class ConsumerSet:
                                   consumer=c.name, error=str(e))
             self._dirty.add(c)
 
-    def write_meta(self, c: Consumer) -> None:
-        """Rewrite the metadata of an existing consumer on the loop (update, pause, restore); a new consumer's is
-        written in a worker thread by :func:`create_files`."""
+    def write_meta(self, c: Consumer) -> "asyncio.Future | None":
+        """Rewrite the metadata of an existing consumer (update, pause) in a worker thread; the future of the
+        write, or None when there is nothing to wait for (a consumer in memory, or no loop: written here).  The
+        document is built now, on the loop, from the config just changed.  The caller answers once the future is
+        done (:func:`when_written`), so an acknowledged update survives kill -9 as one written on the loop did;
+        the callers are API handlers with ``stream_scope`` (api.py), so the next request on the stream waits
+        for the write and two writes of one ``meta.inf`` never overlap.  A new consumer's metadata is written by
+        :func:`create_files`."""
         if not c.persistent:
-            return
+            return None
         # As nats-server writeConsumerMeta: fsync only with sync_always (the store's ``durable`` flag).
-        c.store.write_meta(meta_doc(c.config, c.created))
+        doc = meta_doc(c.config, c.created)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous unit test)
+            c.store.write_meta(doc)
+            return None
+        # On a loaded disk one atomic rewrite (temp file, rename, and with sync_always two fsyncs) blocked every
+        # client for tens of milliseconds (issue #13).
+        return loop.run_in_executor(None, c.store.write_meta, doc)
 
     # ------------------------------------------------------------------ stream signals
     def _new_message(self, seq: int, subject: str) -> None:
@@ -370,6 +384,21 @@ def open_store(stream: "Stream", name: str, cfg: ConsumerConfig):
 def meta_doc(config: ConsumerConfig, created: int) -> dict:
     """A consumer's ``meta.inf`` document (built on the loop, where the config is changed)."""
     return {"v": META_VERSION, "config": config.to_json(), "created": created}
+
+
+async def when_written(written: "asyncio.Future", c: Consumer, reply):
+    """The reply of a request that rewrote ``c``'s metadata (:meth:`ConsumerSet.write_meta`), once the write is
+    done: ``reply()``, or 10014 when the consumer or its stream went away meanwhile outside the API (shutdown,
+    account removal: its directory is gone and the write failed, or it was no longer needed).  Another failure of
+    the write is raised to the router (logged and answered as any handler failure, api.py ``_outcome``)."""
+    try:
+        await written
+    except FileNotFoundError:
+        if not c.closed:
+            raise
+    if c.closed:
+        return ApiError.of("JSConsumerNotFoundErr")
+    return reply()
 
 
 def create_files(stream: "Stream", name: str, cfg: ConsumerConfig, doc: dict):

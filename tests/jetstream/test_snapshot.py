@@ -251,3 +251,31 @@ async def test_backup_restores_on_the_other_server(source, dest):
     finally:
         src.cleanup()
         dst.cleanup()
+
+
+async def test_a_restored_consumer_survives_kill9(server_factory):
+    """The restore's reply promises the consumers too: killed right after it, the server comes back with each
+    restored consumer's config and state (Skiff writes their meta.inf and state in a worker thread before the
+    reply: restore.py ``_consumer_files``)."""
+    from tests.jetstream.conftest import JsClient
+
+    server = server_factory()
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    jsc = JsClient(nc, server, "k")
+    await fill(jsc, "KB")
+    snap, data, _ = await backup(nc, "KB")
+    _, replies = await restore(nc, "KR", renamed(snap, "KR"), data)
+    assert "error" not in replies[-1], replies[-1]
+    before = await jsc.api("CONSUMER.INFO.KR.D")
+    assert "error" not in before and before["delivered"]["stream_seq"] == 4, before
+    await nc.close()
+    server.kill()
+    server.start()
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    try:
+        after = await JsClient(nc, server, "k").api("CONSUMER.INFO.KR.D")
+        assert "error" not in after, after
+        assert after["config"]["durable_name"] == "D" and after["config"]["ack_wait"] == 30_000_000_000
+        assert consumer_view(after) == consumer_view(before)
+    finally:
+        await nc.close()

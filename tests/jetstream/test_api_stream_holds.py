@@ -1,0 +1,164 @@
+"""A consumer's ``meta.inf`` is written off the event loop, and only the requests on its stream wait for it.
+
+Consumer create, update and pause answer once the consumer's metadata is on disk (nats-server writes it before it
+answers), and Skiff writes it in a worker thread (stream_consumers.create_files, ``ConsumerSet.write_meta``).  The
+API router holds the requests that name the same stream until then, in arrival order; requests on other streams and
+account-level requests go on (api.py ``stream_scope``, issue #13: one slow disk write held every API request).
+
+A slow disk is made here by holding the worker's write of the ``meta.inf`` files under stream SLOW until the test
+lets it go.  That needs the server in this process, so these tests are Skiff's only; what a client of either server
+sees of the same requests (their order, their durability across kill -9) is in test_consumer_create_files.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import nats
+import pytest
+
+from skiff.server.core.server import Server
+from skiff.storage import meta
+
+pytestmark = pytest.mark.skiff_only
+
+
+@pytest.fixture
+def slow_disk(monkeypatch):
+    """A closed gate in front of every write of a consumer ``meta.inf`` of stream SLOW (worker threads wait)."""
+    gate = threading.Event()
+    gate.set()
+    write_atomic = meta.write_atomic
+    waited = []
+
+    def slow(path, data, durable=True):
+        if "/SLOW/obs/" in str(path) and str(path).endswith(meta.META_FILE):
+            assert threading.current_thread() is not threading.main_thread(), "meta.inf written on the loop"
+            waited.append(str(path))
+            assert gate.wait(10), "the test never opened the gate"
+        write_atomic(path, data, durable)
+
+    monkeypatch.setattr(meta, "write_atomic", slow)
+    gate.waited = waited
+    yield gate
+    gate.set()
+
+
+def _cfg(stream: str, name: str, **extra) -> bytes:
+    return json.dumps({"stream_name": stream, "config": {"durable_name": name, "ack_policy": "explicit",
+                                                         **extra}}).encode()
+
+
+class Pipeline:
+    """Requests sent back to back on one connection; their replies by index, in the order they arrived."""
+
+    def __init__(self, nc) -> None:
+        self.nc = nc
+        self.inbox = nc.new_inbox()
+        self.replies: dict[int, dict] = {}
+        self.order: list[int] = []
+        self.changed = asyncio.Event()
+
+    async def start(self) -> "Pipeline":
+        async def on_reply(msg) -> None:
+            i = int(msg.subject.rsplit(".", 1)[1])
+            self.replies[i] = json.loads(msg.data)
+            self.order.append(i)
+            self.changed.set()
+
+        await self.nc.subscribe(self.inbox + ".*", cb=on_reply)
+        return self
+
+    async def send(self, requests: list[tuple[str, bytes]]) -> None:
+        for i, (subject, body) in enumerate(requests):
+            await self.nc.publish(subject, body, reply=f"{self.inbox}.{i}")
+        await self.nc.flush()
+
+    async def until(self, indexes: set[int], timeout: float = 5) -> None:
+        async def wait() -> None:
+            while not indexes <= set(self.replies):
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(wait(), timeout)
+
+
+async def _streams(nc) -> None:
+    for name in ("SLOW", "FAST"):
+        r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(
+            {"name": name, "subjects": [f"{name.lower()}.>"]}).encode(), timeout=5)).data)
+        assert "error" not in r, r
+
+
+async def test_a_slow_consumer_create_holds_only_its_stream(tmp_path, slow_disk):
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        await _streams(nc)
+        slow_disk.clear()
+        p = await Pipeline(nc).start()
+        await p.send([
+            ("$JS.API.CONSUMER.CREATE.SLOW.C1", _cfg("SLOW", "C1")),  # 0: waits for the disk
+            ("$JS.API.CONSUMER.INFO.SLOW.C1", b""),                    # 1: same stream: after 0
+            ("$JS.API.STREAM.INFO.FAST", b""),                         # 2..5: not held
+            ("$JS.API.CONSUMER.CREATE.FAST.F1", _cfg("FAST", "F1")),
+            ("$JS.API.INFO", b""),
+            ("$JS.API.STREAM.NAMES", b""),
+            ("$JS.API.CONSUMER.NAMES.SLOW", b""),                      # 6: same stream: after 1
+            ("$JS.API.STREAM.INFO.SLOW", b""),                         # 7: same stream: after 6
+        ])
+        await p.until({2, 3, 4, 5})
+        await asyncio.sleep(0.1)
+        assert slow_disk.waited and not {0, 1, 6, 7} & set(p.replies), p.replies
+        assert p.replies[2]["config"]["name"] == "FAST"
+        assert p.replies[3]["config"]["durable_name"] == "F1"
+        assert p.replies[4]["type"] == "io.nats.jetstream.api.v1.account_info_response"
+        assert sorted(p.replies[5]["streams"]) == ["FAST", "SLOW"]
+        slow_disk.set()
+        await p.until({0, 1, 6, 7})
+        assert [i for i in p.order if i in (0, 1, 6, 7)] == [0, 1, 6, 7]
+        assert p.replies[0]["config"]["durable_name"] == "C1"
+        assert p.replies[1]["name"] == "C1"  # the info waited for the create
+        assert p.replies[6]["consumers"] == ["C1"]
+        assert p.replies[7]["state"]["consumer_count"] == 1
+        await nc.close()
+
+
+async def test_update_and_pause_write_meta_off_the_loop_and_answer_after_it(tmp_path, slow_disk):
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        await _streams(nc)
+        r = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.SLOW.C1", _cfg("SLOW", "C1"), timeout=5)).data)
+        assert "error" not in r, r
+        async def echo_back(m) -> None:
+            await nc.publish(m.reply, m.data)
+
+        echo = await nc.subscribe("echo", cb=echo_back)
+        slow_disk.clear()
+        n = len(slow_disk.waited)
+        p = await Pipeline(nc).start()
+        await p.send([
+            ("$JS.API.CONSUMER.CREATE.SLOW.C1", _cfg("SLOW", "C1", description="second")),  # 0: update
+            ("$JS.API.CONSUMER.PAUSE.SLOW.C1", json.dumps({"pause_until": "2999-01-01T00:00:00Z"}).encode()),
+            ("$JS.API.CONSUMER.INFO.SLOW.C1", b""),
+            ("$JS.API.STREAM.INFO.FAST", b""),  # 3: not held
+        ])
+        await p.until({3})
+        # The loop serves everyone meanwhile: the update's write waits in a worker thread.
+        assert (await nc.request("echo", b"ping", timeout=1)).data == b"ping"
+        await asyncio.sleep(0.1)
+        assert len(slow_disk.waited) == n + 1 and not {0, 1, 2} & set(p.replies), p.replies
+        slow_disk.set()
+        await p.until({0, 1, 2})
+        assert [i for i in p.order if i < 3] == [0, 1, 2]
+        assert p.replies[0]["config"]["description"] == "second"
+        assert p.replies[1]["paused"] is True and p.replies[1]["pause_until"] == "2999-01-01T00:00:00Z"
+        assert p.replies[2]["config"]["description"] == "second" and p.replies[2]["paused"] is True
+        assert len(slow_disk.waited) == n + 2  # the update's meta.inf, then the pause's
+        await echo.unsubscribe()
+        await nc.close()
+    # Both were on disk before they were answered: the next start reads them back.
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.SLOW.C1", b"", timeout=5)).data)
+        assert ci["config"]["description"] == "second" and ci["config"]["pause_until"] == "2999-01-01T00:00:00Z"
+        await nc.close()
