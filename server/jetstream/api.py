@@ -21,8 +21,12 @@ when it finishes, and the requests that arrive meanwhile wait, so the API acts i
 later request waits.  A handler marked ``stream_scope=True`` (consumer create, update and pause, which wait for a
 ``meta.inf`` write) holds only the requests that name the same stream (the first ``*`` token of their row's
 pattern, :attr:`Route.stream_at`); requests for other streams and account-level ones (``INFO``, ``STREAM.NAMES``,
-``STREAM.LIST``) go on, so a slow disk under one stream does not delay the others (issue #13).  The held requests of
-a stream are dispatched in order when its handler finishes, each one again through the same checks.
+``STREAM.LIST``) go on, so a slow disk under one stream does not delay the others (issue #13).  A handler marked
+``joins=True`` as well (consumer create and update) does not wait behind another one on its stream when nothing
+else waits there: it runs at once and its write goes with theirs (the consumer set batches the ``meta.inf`` writes
+in flight, stream_consumers.py); the handler itself waits for a write in flight on the same consumer.  The held
+requests of a stream are dispatched in order once none of its handlers is at work, each again through the same
+checks.
 
 Before the handler runs the router applies ``Nats-Required-Api-Level`` (ADR-44): a level above Skiff's
 ``API_LEVEL`` (or not a number) is 10185.  Handlers where nats-server checks it later (consumer create: after the
@@ -85,15 +89,16 @@ class Serves(NamedTuple):
     level_check: bool  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
     prepare: str | None  # the name of the method that parses and checks a large body in a worker thread
     stream_scope: bool  # True: while its coroutine runs, only requests naming the same stream wait
+    joins: bool  # with stream_scope: may run beside another such handler on its stream when nothing waits there
 
 
 def serves(*names: str, count_success: bool = True, accounted: bool = True, level_check: bool = True,
-           prepare: str | None = None, stream_scope: bool = False) -> Callable:
+           prepare: str | None = None, stream_scope: bool = False, joins: bool = False) -> Callable:
     """Mark a method as the handler of the API table rows ``names`` (protocol/jsapi/subjects.py ``API``)."""
     for name in names:
         if name not in API:
             raise KeyError(f"@serves({name!r}): no such row in protocol/jsapi/subjects.py API")
-    spec = Serves(names, count_success, accounted, level_check, prepare, stream_scope)
+    spec = Serves(names, count_success, accounted, level_check, prepare, stream_scope, joins)
 
     def mark(fn: Callable) -> Callable:
         fn.serves = spec
@@ -128,6 +133,7 @@ class Route:
     # CONSUMER.DURABLE.CREATE.*.*), None for the account-level rows (INFO, STREAM.NAMES, STREAM.LIST).
     stream_at: int | None = None
     stream_scope: bool = False  # a coroutine of the handler holds only the requests naming the same stream
+    joins: bool = False  # runs beside the stream's handlers at work when no request waits there (see above)
 
     def matches(self, tokens: list[str]) -> bool:
         pat = self.pattern
@@ -143,6 +149,15 @@ class Route:
         return True
 
 
+class StreamHold:
+    """The ``stream_scope`` handlers at work on one stream (``running``) and the requests waiting for them."""
+    __slots__ = ("running", "waiting")
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.waiting: deque = deque()
+
+
 class ApiRouter:
     def __init__(self, js: "JetStream") -> None:
         self.js = js
@@ -155,8 +170,8 @@ class ApiRouter:
         # While an offloaded request is prepared, later requests wait here, so the API acts in arrival order and
         # what ``prepare`` read (streams, limits) is still true when its handler runs.
         self._held: deque | None = None
-        # stream name -> the requests naming that stream that wait for a ``stream_scope`` handler's coroutine.
-        self._busy: dict[str, deque] = {}
+        # stream name -> its ``stream_scope`` handlers at work and the requests naming that stream that wait.
+        self._busy: dict[str, StreamHold] = {}
         self._stopped = False
         self.fault: dict | None = None  # skiff.testing.faults api_status: answer the next requests with a status
 
@@ -187,7 +202,7 @@ class ApiRouter:
                 raise ValueError(f"API table row {row.name}: stream_scope on a row that names no stream")
             route = Route(toks, fn, TYPE_PREFIX + row.reply_type, dict(row.error_fields),
                           spec.count_success and spec.accounted, spec.accounted, spec.level_check, prepare,
-                          stream_at, spec.stream_scope)
+                          stream_at, spec.stream_scope, spec.stream_scope and spec.joins)
             self._routes.setdefault(toks[0], []).append(route)
 
     def start(self) -> None:
@@ -264,9 +279,10 @@ class ApiRouter:
                 self._no_responders(sub, subject, reply, origin)
             return
         if self._busy and route.stream_at is not None:
-            waiting = self._busy.get(tokens[route.stream_at])
-            if waiting is not None:  # a request on this stream is still at work: this one acts after it
-                waiting.append((sub, subject, reply, hdr_len, bytes(data), origin))
+            hold = self._busy.get(tokens[route.stream_at])
+            # A request on this stream is still at work: this one acts after it, unless it may join it.
+            if hold is not None and (hold.waiting or not route.joins):
+                hold.waiting.append((sub, subject, reply, hdr_len, bytes(data), origin))
                 return
         hdr = bytes(data[:hdr_len]) if hdr_len else b""
         body = bytes(data[hdr_len:]) if hdr_len else bytes(data)
@@ -312,15 +328,14 @@ class ApiRouter:
                 return
             self._dispatch_now(*held.popleft())
 
-    def _release_stream(self, name: str, held: deque) -> None:
-        """Dispatch the requests that waited for stream ``name``, in order, until one of them has to wait in turn
-        (another write on that stream, or a request that holds the whole API).  Those that wait again go in front
-        of what waits there already: they arrived before it (while the API was held no request reached this
-        stream's queue, so all that the API's queue holds came later)."""
+    def _release_stream(self, held: deque) -> None:
+        """Dispatch the requests that waited for a stream, in order.  One that starts a write on the stream
+        holds the ones after it again (``_dispatch_now`` queues them behind it, in order); if one holds the
+        whole API, the rest go in front of what waits there: they arrived before it (while the API was held no
+        request reached a stream's queue, so all that the API's queue holds came later)."""
         while held:
-            waiting = self._held if self._held is not None else self._busy.get(name)
-            if waiting is not None:
-                waiting.extendleft(reversed(held))
+            if self._held is not None:
+                self._held.extendleft(reversed(held))
                 return
             self._dispatch_now(*held.popleft())
 
@@ -356,14 +371,20 @@ class ApiRouter:
         self._answer(route, req, res)
 
     def _await_on_stream(self, route: Route, req: ApiRequest, coro) -> None:
-        """Run a ``stream_scope`` handler's coroutine; until it answers, the requests naming its stream wait."""
+        """Run a ``stream_scope`` handler's coroutine; until it and the others at work on its stream answered,
+        the requests naming the stream wait (but joiners, see :meth:`_dispatch_now`)."""
         name = req.tokens[route.stream_at]
-        self._busy[name] = deque()
+        hold = self._busy.get(name)
+        if hold is None:
+            hold = self._busy[name] = StreamHold()
+        hold.running += 1
 
         def done(task) -> None:
-            held = self._busy.pop(name)
+            hold.running -= 1
             self._answer(route, req, self._outcome(task, req))
-            self._release_stream(name, held)
+            if hold.running == 0 and self._busy.get(name) is hold:
+                del self._busy[name]
+                self._release_stream(hold.waiting)
 
         asyncio.get_running_loop().create_task(coro).add_done_callback(done)
 

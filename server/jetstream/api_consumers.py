@@ -46,7 +46,7 @@ from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
 from .consumer_reset import reset_request, reset_starting_seq
-from .stream_consumers import consumer_set, create_files, meta_doc, open_store, recover, when_written
+from .stream_consumers import consumer_set, meta_doc, open_store, recover, when_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -126,8 +126,11 @@ class ConsumerApi:
 
     # ------------------------------------------------------------------ create
     # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level
-    # stream_scope: while a create waits for its files, only the requests naming the same stream wait (api.py)
-    @serves("CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", level_check=False, stream_scope=True)
+    # stream_scope: while a create waits for its files, only the requests naming the same stream wait, and other
+    # creates and updates of that stream join it (api.py); pending: a create or update of a consumer whose
+    # meta.inf is being written waits for that write, then runs again (_after_pending).
+    @serves("CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", level_check=False, stream_scope=True,
+            joins=True)
     def create(self, req: ApiRequest) -> dict | ApiError:
         js = self.js
         creq = parse_create_consumer_request(req.body, strict=self.strict)
@@ -171,6 +174,11 @@ class ConsumerApi:
             return err
         cs = consumer_set(stream)
         name = ncfg.durable_name or ncfg.name
+        if cs.pending and (name in cs.pending or stream.config.retention == "workqueue"):
+            # That consumer's meta.inf is being written (its create or an update joined by this request), or a
+            # workqueue stream whose partition checks need every consumer in place: decide once that is over.
+            return self._after_pending(cs, [cs.pending[name]] if name in cs.pending else list(cs.pending.values()),
+                                       req)
         if name and name in stream.consumers:
             eo = stream.consumers[name]
             if creq.action == "create" and not consumer_configs_equal(ncfg, eo.config):
@@ -206,7 +214,7 @@ class ConsumerApi:
             maxc = acc_max
         if maxc <= 0:
             maxc = DEFAULT_MAX_CONSUMERS
-        if len(stream.consumers) >= maxc:
+        if len(stream.consumers) + len(cs.pending) >= maxc:  # creates in flight count (nothing else is pending)
             return ApiError.of("JSMaximumConsumersLimitErr")
         if stream.config.retention == "workqueue":
             others = [filter_subjects(o.config) for o in stream.consumers.values()
@@ -220,7 +228,7 @@ class ConsumerApi:
         if not name:
             while True:
                 name = create_consumer_name()
-                if name not in stream.consumers:
+                if name not in stream.consumers and name not in cs.pending:
                     break
             # nats-server copies the config before naming a legacy ephemeral: its config keeps no name.
         defaulted = not ncfg.durable_name and ncfg.inactive_threshold <= 0
@@ -230,30 +238,52 @@ class ConsumerApi:
             return self._store_failed(stream, name, OSError(36, "File name too long"))
         created = self.server.clock.time_ns()
         if stream.path is not None and not ncfg.mem_storage:
-            return self._create_on_disk(stream, cs, ncfg, name, created, defaulted, ident)
+            # Pending from now, not from the coroutine's first step: a request dispatched in between (the same
+            # read) must see this name taken and this consumer counted.
+            done = cs.pending[name] = asyncio.get_running_loop().create_future()
+            return self._create_on_disk(stream, cs, ncfg, name, created, defaulted, ident, done)
         return self._start(cs, ncfg, name, created, open_store(stream, name, ncfg), defaulted, ident)
 
     async def _create_on_disk(self, stream: "Stream", cs, ncfg: ConsumerConfig, name: str, created: int,
-                              defaulted: bool, ident: str) -> dict | WithHeader | ApiError:
+                              defaulted: bool, ident: str, done: asyncio.Future) -> dict | WithHeader | ApiError:
         """The store is opened and ``meta.inf`` written in a worker thread (stream_consumers.create_files) and the
         reply waits for it, so a consumer acknowledged as created survives kill -9 (as nats-server, which writes
         the metadata before it answers: addConsumerWithAssignment).  Meanwhile the loop serves the other clients;
-        the router holds the later API requests naming this stream (api.py, ``stream_scope``), so nothing can
+        the router holds the later API requests naming this stream (api.py, ``stream_scope``) but creates and
+        updates, which see this name in ``cs.pending`` (and count it against max_consumers), so nothing can
         delete, update or create this consumer or its stream between the checks above and the registration below;
+        the creates that joined have their files written in the same worker job (ConsumerSet._queue_meta), and
         requests for other streams go on."""
         doc = meta_doc(ncfg, created)
         try:
-            store = await asyncio.get_running_loop().run_in_executor(None, create_files, stream, name, ncfg, doc)
-        except Exception as e:  # noqa: BLE001 - the disk said no
-            return self._store_failed(stream, name, e)
-        if stream.closed or self.js.streams.get(stream.name) is not stream:
-            # Stopped or deleted outside the API meanwhile (shutdown, account removal): no consumer to answer for.
             try:
-                store.delete()
-            except OSError:
-                pass
-            return ApiError.of("JSStreamNotFoundErr")
-        return self._start(cs, ncfg, name, created, store, defaulted, ident)
+                store = await cs.create_files(name, ncfg, doc)
+            except Exception as e:  # noqa: BLE001 - the disk said no
+                return self._store_failed(stream, name, e)
+            if stream.closed or self.js.streams.get(stream.name) is not stream:
+                # Stopped or deleted outside the API meanwhile (shutdown, account removal): no consumer to answer for.
+                try:
+                    store.delete()
+                except OSError:
+                    pass
+                return ApiError.of("JSStreamNotFoundErr")
+            return self._start(cs, ncfg, name, created, store, defaulted, ident)
+        finally:  # registered or refused: a create or update of this name that waited decides now
+            if cs.pending.get(name) is done:
+                del cs.pending[name]
+            done.set_result(None)
+
+    async def _after_pending(self, cs, waits: list, req: ApiRequest) -> dict | WithHeader | ApiError | None:
+        """Run ``req`` again once the writes it waits for are over (whatever their outcome: each answers its own
+        request).  It then finds the consumer created, or not, as if it had arrived after that reply."""
+        await asyncio.wait(waits)
+        try:
+            res = self.create(req)
+            if asyncio.iscoroutine(res):
+                res = await res
+        except ApiError as e:
+            return e
+        return res
 
     def _start(self, cs, ncfg: ConsumerConfig, name: str, created: int, store, defaulted: bool,
                ident: str) -> dict | WithHeader:

@@ -22,7 +22,9 @@ consumer dirty; one clock timer per stream encodes dirty states every :data:`FLU
 thread writes them, one batch at a time (:meth:`ConsumerSet._flush_slice`; with ``sync_interval: always`` it hands
 them to the group commit, which also writes the state of every confirmed ack before confirming it: durability.py,
 "Consumer acks"), and stopping the stream writes the rest. A new consumer's ``meta.inf`` is written in a worker thread
-before its create answers (:func:`create_files`). :func:`recover` reopens every consumer found there when the server
+before its create answers (:func:`create_files`), and so is the one an update or a pause rewrites
+(:meth:`ConsumerSet.write_meta`): one worker job at a time per stream, with every write asked for meanwhile
+(:meth:`ConsumerSet._queue_meta`); ``pending`` names the consumers whose write is under way. :func:`recover` reopens every consumer found there when the server
 starts; ephemerals come back too and clean themselves up after their inactive threshold, as in nats-server.
 """
 from __future__ import annotations
@@ -61,6 +63,11 @@ class ConsumerSet:
         self._unfiltered = 0
         self._defaulted: set[str] = set()
         self.gen = 0
+        # consumer name -> a future done once the meta.inf write in flight for that name is over (and, for a new
+        # consumer, once it is registered or refused): a create or update of that name waits for it.
+        self.pending: dict[str, asyncio.Future] = {}
+        self._meta_todo: list = []  # (future, function, args) of the metadata writes for the next worker job
+        self._meta_job = None  # the worker job writing the previous batch
         stream.on_new_message.append(self._new_message)
         stream.on_removed.append(self._removed)
         stream.on_purged.append(self._purged)
@@ -215,22 +222,64 @@ class ConsumerSet:
         """Rewrite the metadata of an existing consumer (update, pause) in a worker thread; the future of the
         write, or None when there is nothing to wait for (a consumer in memory, or no loop: written here).  The
         document is built now, on the loop, from the config just changed.  The caller answers once the future is
-        done (:func:`when_written`), so an acknowledged update survives kill -9 as one written on the loop did;
-        the callers are API handlers with ``stream_scope`` (api.py), so the next request on the stream waits
-        for the write and two writes of one ``meta.inf`` never overlap.  A new consumer's metadata is written by
-        :func:`create_files`."""
+        done (:func:`when_written`), so an acknowledged update survives kill -9 as one written on the loop did.
+        The callers are API handlers with ``stream_scope`` (api.py): a request on the stream other than a create
+        or update waits for the write, and those wait for ``pending`` of their consumer, so two writes of one
+        ``meta.inf`` never overlap.  A new consumer's metadata is written by :meth:`create_files`."""
         if not c.persistent:
             return None
         # As nats-server writeConsumerMeta: fsync only with sync_always (the store's ``durable`` flag).
         doc = meta_doc(c.config, c.created)
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # no loop (a synchronous unit test)
             c.store.write_meta(doc)
             return None
         # On a loaded disk one atomic rewrite (temp file, rename, and with sync_always two fsyncs) blocked every
         # client for tens of milliseconds (issue #13).
-        return loop.run_in_executor(None, c.store.write_meta, doc)
+        fut = self._queue_meta(c.store.write_meta, doc)
+        name = c.name
+        self.pending[name] = fut
+        fut.add_done_callback(lambda f: self.pending.pop(name) if self.pending.get(name) is f else None)
+        return fut
+
+    def create_files(self, name: str, cfg: ConsumerConfig, doc: dict) -> "asyncio.Future":
+        """The future of new consumer ``name``'s store, opened and its first ``meta.inf`` written in a worker thread
+        (:func:`create_files`).  The caller keeps ``pending[name]`` until it registered the consumer or gave up."""
+        return self._queue_meta(create_files, self.stream, name, cfg, doc)
+
+    def _queue_meta(self, fn, *args) -> "asyncio.Future":
+        """Run ``fn(*args)`` with the next batch of metadata writes.  One worker job at a time writes every
+        write asked for while the previous one ran (a group commit, as durability.py does for fsyncs): each job
+        waits for a worker thread to get the interpreter (up to the 5 ms switch interval while the loop is busy),
+        and one job per write capped consumer creates at about 250 a second (bench scale.consumers)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._meta_todo.append((fut, fn, args))
+        if self._meta_job is None:
+            self._start_meta_job(loop)
+        return fut
+
+    def _start_meta_job(self, loop) -> None:
+        batch, self._meta_todo = self._meta_todo, []
+        self._meta_job = loop.run_in_executor(None, _run_meta_batch, [(fn, args) for _, fn, args in batch])
+        self._meta_job.add_done_callback(lambda f: self._meta_done(loop, batch, f))
+
+    def _meta_done(self, loop, batch: list, job) -> None:
+        self._meta_job = None
+        try:
+            results = job.result()
+        except BaseException as e:  # noqa: BLE001 - the job never ran (executor shut down): every write failed
+            results = [(False, e)] * len(batch)
+        for (fut, _, _), (ok, value) in zip(batch, results):
+            if fut.done():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+        if self._meta_todo:
+            self._start_meta_job(loop)
 
     # ------------------------------------------------------------------ stream signals
     def _new_message(self, seq: int, subject: str) -> None:
@@ -323,6 +372,17 @@ class ConsumerSet:
             seq = sm.seq + 1
 
 
+def _run_meta_batch(items: list) -> list:
+    """Worker thread: run each metadata write of a batch; ``(True, result)`` or ``(False, exception)`` each."""
+    out = []
+    for fn, args in items:
+        try:
+            out.append((True, fn(*args)))
+        except Exception as e:  # noqa: BLE001 - handed to the write's own future
+            out.append((False, e))
+    return out
+
+
 def _write_states(batch: list) -> list:
     """Worker thread: write ``(consumer, snapshot number, encoded state)`` items; the (consumer, error) of those that
     failed while their consumer is still open (a deleted one's directory is gone: nothing to write, and nothing is
@@ -404,9 +464,10 @@ async def when_written(written: "asyncio.Future", c: Consumer, reply):
 def create_files(stream: "Stream", name: str, cfg: ConsumerConfig, doc: dict):
     """Worker thread: open the file store of new consumer ``name`` and write its first ``meta.inf`` (``doc``, from
     :func:`meta_doc`); returns the store.  On a loaded disk these stats, mkdirs and the atomic write blocked the loop
-    for 150-880 ms over 10,000 creates (bench scale.admin_stalls); the API router holds the later requests
-    until the create answers (api.py, a coroutine handler), so creates, updates and deletes stay in order.  The store
-    never recreates a deleted stream's directory (FileConsumerStore.create_meta)."""
+    for 150-880 ms over 10,000 creates (bench scale.admin_stalls); the API router holds the later requests on the
+    stream until the create answers (api.py ``stream_scope``; creates and updates of other consumers join, see
+    ``ConsumerSet.pending``), so creates, updates and deletes stay in order.  The store never recreates a deleted
+    stream's directory (FileConsumerStore.create_meta)."""
     store = open_store(stream, name, cfg)
     store.create_meta(doc)
     return store

@@ -2,8 +2,10 @@
 
 Consumer create, update and pause answer once the consumer's metadata is on disk (nats-server writes it before it
 answers), and Skiff writes it in a worker thread (stream_consumers.create_files, ``ConsumerSet.write_meta``).  The
-API router holds the requests that name the same stream until then, in arrival order; requests on other streams and
-account-level requests go on (api.py ``stream_scope``, issue #13: one slow disk write held every API request).
+API router holds the requests that name the same stream until then, in arrival order, but creates and updates of
+other consumers of that stream, which join the write under way (their files are written by the next worker job, all
+together); requests on other streams and account-level requests go on (api.py ``stream_scope``, issue #13: one slow
+disk write held every API request).
 
 A slow disk is made here by holding the worker's write of the ``meta.inf`` files under stream SLOW until the test
 lets it go.  That needs the server in this process, so these tests are Skiff's only; what a client of either server
@@ -19,6 +21,7 @@ import nats
 import pytest
 
 from skiff.server.core.server import Server
+from skiff.server.jetstream import stream_consumers
 from skiff.storage import meta
 
 pytestmark = pytest.mark.skiff_only
@@ -90,7 +93,15 @@ async def _streams(nc) -> None:
         assert "error" not in r, r
 
 
-async def test_a_slow_consumer_create_holds_only_its_stream(tmp_path, slow_disk):
+async def test_a_slow_consumer_create_holds_only_its_stream(tmp_path, slow_disk, monkeypatch):
+    batches: list[list[str]] = []
+    run_batch = stream_consumers._run_meta_batch
+
+    def recorded(items):
+        batches.append([args[1] for fn, args in items if fn is stream_consumers.create_files])
+        return run_batch(items)
+
+    monkeypatch.setattr(stream_consumers, "_run_meta_batch", recorded)
     async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
         nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
         await _streams(nc)
@@ -98,28 +109,33 @@ async def test_a_slow_consumer_create_holds_only_its_stream(tmp_path, slow_disk)
         p = await Pipeline(nc).start()
         await p.send([
             ("$JS.API.CONSUMER.CREATE.SLOW.C1", _cfg("SLOW", "C1")),  # 0: waits for the disk
-            ("$JS.API.CONSUMER.INFO.SLOW.C1", b""),                    # 1: same stream: after 0
-            ("$JS.API.STREAM.INFO.FAST", b""),                         # 2..5: not held
+            ("$JS.API.CONSUMER.CREATE.SLOW.C2", _cfg("SLOW", "C2")),  # 1, 2: join it, written together after it
+            ("$JS.API.CONSUMER.CREATE.SLOW.C3", _cfg("SLOW", "C3")),
+            ("$JS.API.CONSUMER.INFO.SLOW.C1", b""),                    # 3: same stream: after 0-2
+            ("$JS.API.STREAM.INFO.FAST", b""),                         # 4-7: other stream, account: not held
             ("$JS.API.CONSUMER.CREATE.FAST.F1", _cfg("FAST", "F1")),
             ("$JS.API.INFO", b""),
             ("$JS.API.STREAM.NAMES", b""),
-            ("$JS.API.CONSUMER.NAMES.SLOW", b""),                      # 6: same stream: after 1
-            ("$JS.API.STREAM.INFO.SLOW", b""),                         # 7: same stream: after 6
+            ("$JS.API.CONSUMER.NAMES.SLOW", b""),                      # 8: same stream: after 3
+            ("$JS.API.CONSUMER.CREATE.SLOW.C4", _cfg("SLOW", "C4")),  # 9: a create behind waiting ones waits too
+            ("$JS.API.STREAM.INFO.SLOW", b""),                         # 10: after 9
         ])
-        await p.until({2, 3, 4, 5})
+        await p.until({4, 5, 6, 7})
         await asyncio.sleep(0.1)
-        assert slow_disk.waited and not {0, 1, 6, 7} & set(p.replies), p.replies
-        assert p.replies[2]["config"]["name"] == "FAST"
-        assert p.replies[3]["config"]["durable_name"] == "F1"
-        assert p.replies[4]["type"] == "io.nats.jetstream.api.v1.account_info_response"
-        assert sorted(p.replies[5]["streams"]) == ["FAST", "SLOW"]
+        assert slow_disk.waited and not {0, 1, 2, 3, 8, 9, 10} & set(p.replies), p.replies
+        assert p.replies[4]["config"]["name"] == "FAST"
+        assert p.replies[5]["config"]["durable_name"] == "F1"
+        assert p.replies[6]["type"] == "io.nats.jetstream.api.v1.account_info_response"
+        assert sorted(p.replies[7]["streams"]) == ["FAST", "SLOW"]
         slow_disk.set()
-        await p.until({0, 1, 6, 7})
-        assert [i for i in p.order if i in (0, 1, 6, 7)] == [0, 1, 6, 7]
-        assert p.replies[0]["config"]["durable_name"] == "C1"
-        assert p.replies[1]["name"] == "C1"  # the info waited for the create
-        assert p.replies[6]["consumers"] == ["C1"]
-        assert p.replies[7]["state"]["consumer_count"] == 1
+        await p.until({0, 1, 2, 3, 8, 9, 10})
+        assert [i for i in p.order if i not in (4, 5, 6, 7)] == [0, 1, 2, 3, 8, 9, 10]
+        assert [p.replies[i]["config"]["durable_name"] for i in (0, 1, 2, 9)] == ["C1", "C2", "C3", "C4"]
+        assert p.replies[3]["name"] == "C1"  # the info waited for the create
+        assert p.replies[8]["consumers"] == ["C1", "C2", "C3"]
+        assert p.replies[10]["state"]["consumer_count"] == 4
+        # C2 and C3 came while C1's write was held: one worker job wrote both
+        assert [b for b in batches if b != ["F1"]] == [["C1"], ["C2", "C3"], ["C4"]], batches
         await nc.close()
 
 

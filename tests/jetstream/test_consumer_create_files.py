@@ -146,3 +146,41 @@ async def test_create_then_delete_and_update_act_in_order(server_factory, target
         assert (await _info(nc, "UPD"))["config"].get("description") == before["config"].get("description")
     finally:
         await nc.close()
+
+
+async def test_pipelined_creates_keep_names_and_limits(server_factory, target):
+    """Creates sent back to back on one stream: Skiff writes their files together (stream_consumers.py
+    ``_queue_meta``) and lets a create of another consumer run beside one still writing (api.py ``joins``); the
+    stream's max_consumers and the consumers' names still hold as if they came one by one."""
+    server = server_factory()
+    nc = await nats.connect(server.url)
+    try:
+        r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{STREAM}", json.dumps(
+            {"name": STREAM, "subjects": ["cf.>"], "max_consumers": 3}).encode(), timeout=5)).data)
+        assert "error" not in r, r
+        out = await _pipelined(nc, [
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.A", _cfg("A")),
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.B", _cfg("B")),
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.A", _cfg("A")),  # the same again: no new consumer
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.B", json.dumps({"stream_name": STREAM, "action": "create",
+                                                               "config": {"durable_name": "B", "ack_policy": "none"}}
+                                                              ).encode()),  # another config, action create
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.C", _cfg("C")),
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}.D", _cfg("D")),  # the fourth: over max_consumers
+            (f"$JS.API.CONSUMER.CREATE.{STREAM}", json.dumps({"stream_name": STREAM, "config": {
+                "ack_policy": "explicit"}}).encode()),  # an ephemeral: over max_consumers too
+        ])
+        assert [o["config"]["durable_name"] for o in (out[0], out[2])] == ["A", "A"], out[:3]
+        if target == "skiff" or "error" not in out[1]:
+            # In arrival order (nats-server may run the second B first: see the test above), B with another
+            # config under action "create" is 10148.
+            assert out[1]["config"]["durable_name"] == "B", out[1]
+            assert out[3]["error"]["err_code"] == 10148, out[3]
+        else:
+            assert out[3]["config"]["durable_name"] == "B", out[3]
+        codes = sorted(o["error"]["err_code"] if "error" in o else 0 for o in out[4:])
+        assert codes == [0, 10026, 10026], out[4:]
+        names = json.loads((await nc.request(f"$JS.API.CONSUMER.NAMES.{STREAM}", b"", timeout=5)).data)
+        assert len(names["consumers"]) == 3 and {"A", "B"} <= set(names["consumers"]), names
+    finally:
+        await nc.close()
