@@ -47,7 +47,20 @@ def safe_name(name: str) -> bool:
 
 
 def write_stream_meta(root: StoreRoot, config: StreamConfig, created_ns: int) -> None:
-    root.write_stream_meta(config.name, {"v": META_VERSION, "config": config.to_json(), "created": created_ns})
+    root.write_stream_meta(config.name, stream_meta_doc(config, created_ns))
+
+
+def stream_meta_doc(config: StreamConfig, created_ns: int) -> dict:
+    """A stream's ``meta.inf`` document (built on the loop, where the config is)."""
+    return {"v": META_VERSION, "config": config.to_json(), "created": created_ns}
+
+
+def rewrite_stream_meta(root: StoreRoot, name: str, doc: dict) -> None:
+    """Rewrite an existing stream's ``meta.inf`` (an update; any thread: the update writes it in a worker).  No
+    directory is created: a stream deleted meanwhile (renamed aside) must not come back, the write fails instead."""
+    from skiff.storage import meta
+
+    meta.write_meta(root.stream_dir(name) / meta.META_FILE, doc)
 
 
 def read_stream_meta(root: StoreRoot, name: str) -> tuple[StreamConfig, int]:

@@ -1,4 +1,5 @@
-"""A consumer's ``meta.inf`` is written off the event loop, and only the requests on its stream wait for it.
+"""A consumer's ``meta.inf`` is written off the event loop, and only the requests on its stream wait for it; a stream
+update's too, with every API request waiting for it.
 
 Consumer create, update and pause answer once the consumer's metadata is on disk (nats-server writes it before it
 answers), and Skiff writes it in a worker thread (stream_consumers.create_files, ``ConsumerSet.write_meta``).  The
@@ -29,17 +30,20 @@ pytestmark = pytest.mark.skiff_only
 
 @pytest.fixture
 def slow_disk(monkeypatch):
-    """A closed gate in front of every write of a consumer ``meta.inf`` of stream SLOW (worker threads wait)."""
+    """A gate in front of every write of a ``meta.inf`` of stream SLOW or its consumers: each is recorded
+    (``waited``), and while the gate is closed it waits there (it must be in a worker thread)."""
     gate = threading.Event()
     gate.set()
     write_atomic = meta.write_atomic
     waited = []
 
     def slow(path, data, durable=True):
-        if "/SLOW/obs/" in str(path) and str(path).endswith(meta.META_FILE):
-            assert threading.current_thread() is not threading.main_thread(), "meta.inf written on the loop"
+        slow = "/SLOW/obs/" in str(path) or "/streams/SLOW/" in str(path)
+        if slow and str(path).endswith(meta.META_FILE):
             waited.append(str(path))
-            assert gate.wait(10), "the test never opened the gate"
+            if not gate.is_set():
+                assert threading.current_thread() is not threading.main_thread(), "meta.inf written on the loop"
+                assert gate.wait(10), "the test never opened the gate"
         write_atomic(path, data, durable)
 
     monkeypatch.setattr(meta, "write_atomic", slow)
@@ -177,4 +181,36 @@ async def test_update_and_pause_write_meta_off_the_loop_and_answer_after_it(tmp_
         nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
         ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.SLOW.C1", b"", timeout=5)).data)
         assert ci["config"]["description"] == "second" and ci["config"]["pause_until"] == "2999-01-01T00:00:00Z"
+        await nc.close()
+
+
+async def test_a_stream_update_writes_meta_off_the_loop_and_answers_after_it(tmp_path, slow_disk):
+    # A stream update changes what other streams may take (its subjects): every API request waits for its
+    # meta.inf, as before, but clients and the stream itself go on.
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        await _streams(nc)
+        slow_disk.clear()
+        n = len(slow_disk.waited)
+        p = await Pipeline(nc).start()
+        await p.send([
+            ("$JS.API.STREAM.UPDATE.SLOW", json.dumps({"name": "SLOW", "subjects": ["slow.>"],
+                                                       "description": "second"}).encode()),
+            ("$JS.API.STREAM.INFO.FAST", b""),
+            ("$JS.API.STREAM.INFO.SLOW", b""),
+        ])
+        ack = json.loads((await nc.request("slow.a", b"still stored", timeout=2)).data)
+        assert ack == {"stream": "SLOW", "seq": 1}
+        await asyncio.sleep(0.1)
+        assert len(slow_disk.waited) == n + 1 and not p.replies, p.replies
+        slow_disk.set()
+        await p.until({0, 1, 2})
+        assert p.order == [0, 1, 2]
+        assert p.replies[0]["config"]["description"] == "second"
+        assert p.replies[2]["config"]["description"] == "second"
+        await nc.close()
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        si = json.loads((await nc.request("$JS.API.STREAM.INFO.SLOW", b"", timeout=5)).data)
+        assert si["config"]["description"] == "second" and si["state"]["messages"] == 1
         await nc.close()

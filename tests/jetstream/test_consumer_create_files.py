@@ -1,4 +1,5 @@
-"""A consumer create writes its ``meta.inf`` off the event loop and still answers only once it is written.
+"""A consumer create writes its ``meta.inf`` off the event loop and still answers only once it is written (a stream
+update too).
 
 Skiff opens the consumer's store and writes its metadata in a worker thread (stream_consumers.create_files); the
 reply waits for it, and the API router holds later requests meanwhile.  What a client can see, on both servers:
@@ -182,5 +183,29 @@ async def test_pipelined_creates_keep_names_and_limits(server_factory, target):
         assert codes == [0, 10026, 10026], out[4:]
         names = json.loads((await nc.request(f"$JS.API.CONSUMER.NAMES.{STREAM}", b"", timeout=5)).data)
         assert len(names["consumers"]) == 3 and {"A", "B"} <= set(names["consumers"]), names
+    finally:
+        await nc.close()
+
+
+async def test_an_acknowledged_stream_update_survives_kill9(server_factory):
+    """A stream update answers once its meta.inf is written (Skiff writes it in a worker thread:
+    api_streams.StreamApi._update_on_disk; nats-server before it answers, stream.go update -> writeStreamMeta)."""
+    server = server_factory()
+    nc = await nats.connect(server.url)
+    try:
+        await _stream(nc)
+        r = json.loads((await nc.request(f"$JS.API.STREAM.UPDATE.{STREAM}", json.dumps(
+            {"name": STREAM, "subjects": ["cf.>", "more.>"], "description": "second", "max_msgs": 10}).encode(),
+            timeout=5)).data)
+        assert r["config"]["description"] == "second", r
+    finally:
+        await nc.close()
+    server.kill()
+    server.start()
+    nc = await nats.connect(server.url)
+    try:
+        si = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{STREAM}", b"", timeout=5)).data)
+        cfg = si["config"]
+        assert (cfg["description"], cfg["subjects"], cfg["max_msgs"]) == ("second", ["cf.>", "more.>"], 10), cfg
     finally:
         await nc.close()
