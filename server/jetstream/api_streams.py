@@ -93,6 +93,14 @@ async def _subscribe_in_slices(stream, subjects: list[str], out: dict) -> dict |
     return out
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop (a synchronous unit test): the disk is written on this thread
+        return False
+    return True
+
+
 class StreamApi:
     def __init__(self, js: "JetStream") -> None:
         self.js = js
@@ -155,6 +163,8 @@ class StreamApi:
                 return err
             if js.subjects_overlap(ncfg.subjects or [], None):
                 return ApiError.of("JSStreamSubjectOverlapErr")
+            if ncfg.storage != "memory" and _loop_running():
+                return self._create_on_disk(ncfg, name)
             try:
                 stream = js.add_stream(ncfg, subscribe_first=SUBSCRIBE_SLICE)
             except ApiError as e:
@@ -162,6 +172,25 @@ class StreamApi:
             except Exception as e:  # the store could not be created (disk, path)
                 js.server.log_warning("Stream create failed", stream=name, error=str(e))
                 return ApiError.of("JSStreamCreateErrF", err=str(e))
+        return self._created(stream)
+
+    async def _create_on_disk(self, ncfg, name: str) -> dict | ApiError:
+        """A file stream's ``meta.inf`` is written in a worker thread (JetStream.add_stream_later) and the reply
+        waits for it, as nats-server answers once it is written; the router holds every other API request
+        meanwhile (a coroutine handler), so the checks above stay true."""
+        js = self.js
+        try:
+            stream = await js.add_stream_later(ncfg, subscribe_first=SUBSCRIBE_SLICE)
+        except ApiError as e:
+            return e
+        except Exception as e:  # the store could not be created (disk, path)
+            js.server.log_warning("Stream create failed", stream=name, error=str(e))
+            return ApiError.of("JSStreamCreateErrF", err=str(e))
+        out = self._created(stream)
+        return await out if asyncio.iscoroutine(out) else out
+
+    def _created(self, stream):
+        js = self.js
         out = stream_info(js, stream, domain=False)
         out["did_create"] = True
         rest = stream.unsubscribed
@@ -204,13 +233,8 @@ class StreamApi:
         err = js.check_stream_limits(cfg, exclude=stream)
         if err is not None:
             return err
-        if stream.path is not None:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:  # no loop (a synchronous unit test): written on this thread
-                pass
-            else:
-                return self._update_on_disk(stream, cfg)
+        if stream.path is not None and _loop_running():
+            return self._update_on_disk(stream, cfg)
         try:
             js.update_stream(stream, cfg)
         except Exception as e:

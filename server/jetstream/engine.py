@@ -98,6 +98,7 @@ class JetStream:
         self.set_account_limits(getattr(acc, "js_limits", None) or {}, getattr(acc, "js_tier", ""))
         # Called with each stream recovered at start, after it started (consumers recover through this).
         self.stream_recovered: list = []
+        self.stopping = False  # stop() began: a create finishing its disk work off the loop gives up
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -131,6 +132,7 @@ class JetStream:
         self.durability.start()
 
     async def stop(self) -> None:
+        self.stopping = True
         self.router.stop()
         if self._verify_task is not None:
             self._verify_task.cancel()
@@ -171,13 +173,42 @@ class JetStream:
     def add_stream(self, cfg: StreamConfig, subscribe_first: int | None = None) -> Stream:
         """Create and start a stream.  With ``subscribe_first``, subjects beyond that many are left in
         ``stream.unsubscribed`` for the caller to subscribe in slices (Stream.start)."""
+        created, adopted = self._begin_stream(cfg)
+        if cfg.storage != "memory":
+            persist.write_stream_meta(self.root, cfg, created)
+        return self._finish_stream(cfg, created, adopted, subscribe_first)
+
+    async def add_stream_later(self, cfg: StreamConfig, subscribe_first: int | None = None) -> Stream:
+        """:meth:`add_stream` with a file stream's ``meta.inf`` written in a worker thread: with its two fsyncs it
+        held every client 10-20 ms on the loop (issue #13).  The API holds every other request meanwhile (a
+        coroutine handler, api.py); a restore reaching its ``state.json`` meanwhile finds the name taken."""
+        from .restore import restoring
+
+        created, adopted = self._begin_stream(cfg)
+        if cfg.storage != "memory":
+            taken = restoring(self)
+            taken.add(cfg.name)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, persist.write_stream_meta, self.root, cfg,
+                                                                 created)
+            finally:
+                taken.discard(cfg.name)
+            if self.stopping:  # no stream starts in an engine that stopped meanwhile (the next start loads it)
+                raise RuntimeError("JetStream is stopping")
+        return self._finish_stream(cfg, created, adopted, subscribe_first)
+
+    def _begin_stream(self, cfg: StreamConfig) -> tuple[int, bool]:
+        """(creation time, whether the blocks of an unloaded stream are adopted) of a new stream."""
         created = self.server.clock.time_ns()
         if not persist.safe_name(cfg.name):
             raise ApiError.of("JSStreamInvalidConfigF", err="stream name is required and can not contain '.', '*', '>', '\\', '/'")
         adopted = False
         if cfg.storage != "memory":
             adopted = self._prepare_stream_dir(cfg.name)
-            persist.write_stream_meta(self.root, cfg, created)
+        return created, adopted
+
+    def _finish_stream(self, cfg: StreamConfig, created: int, adopted: bool, subscribe_first: int | None) -> Stream:
+        """Open, register and start a new stream whose ``meta.inf`` is written."""
         try:
             stream = self._open(cfg, created)
         except Exception:

@@ -1,5 +1,5 @@
-"""A consumer's ``meta.inf`` is written off the event loop, and only the requests on its stream wait for it; a stream
-update's too, with every API request waiting for it.
+"""A consumer's ``meta.inf`` is written off the event loop, and only the requests on its stream wait for it; a file
+stream's, at its create or update, too, with every API request waiting for it.
 
 Consumer create, update and pause answer once the consumer's metadata is on disk (nats-server writes it before it
 answers), and Skiff writes it in a worker thread (stream_consumers.create_files, ``ConsumerSet.write_meta``).  The
@@ -213,4 +213,37 @@ async def test_a_stream_update_writes_meta_off_the_loop_and_answers_after_it(tmp
         nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
         si = json.loads((await nc.request("$JS.API.STREAM.INFO.SLOW", b"", timeout=5)).data)
         assert si["config"]["description"] == "second" and si["state"]["messages"] == 1
+        await nc.close()
+
+
+async def test_a_file_stream_create_writes_meta_off_the_loop_and_answers_after_it(tmp_path, slow_disk):
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+
+        async def echo_back(m) -> None:
+            await nc.publish(m.reply, m.data)
+
+        await nc.subscribe("echo", cb=echo_back)
+        slow_disk.clear()
+        p = await Pipeline(nc).start()
+        await p.send([
+            ("$JS.API.STREAM.CREATE.SLOW", json.dumps({"name": "SLOW", "subjects": ["slow.>"]}).encode()),
+            ("$JS.API.STREAM.INFO.SLOW", b""),
+            ("$JS.API.INFO", b""),
+        ])
+        assert (await nc.request("echo", b"ping", timeout=1)).data == b"ping"  # the loop serves meanwhile
+        await asyncio.sleep(0.1)
+        assert len(slow_disk.waited) == 1 and not p.replies, p.replies
+        slow_disk.set()
+        await p.until({0, 1, 2})
+        assert p.order == [0, 1, 2]  # every API request waited for the create (it may change what they see)
+        assert p.replies[0]["did_create"] is True and p.replies[1]["config"]["name"] == "SLOW"
+        assert p.replies[2]["streams"] == 1
+        ack = json.loads((await nc.request("slow.a", b"x", timeout=2)).data)
+        assert ack == {"stream": "SLOW", "seq": 1}
+        await nc.close()
+    async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
+        si = json.loads((await nc.request("$JS.API.STREAM.INFO.SLOW", b"", timeout=5)).data)
+        assert si["state"]["messages"] == 1, si
         await nc.close()
