@@ -270,7 +270,7 @@ class ConsumerSet:
         try:
             results = job.result()
         except BaseException as e:  # noqa: BLE001 - the job never ran (executor shut down): every write failed
-            results = [(False, e)] * len(batch)
+            results = [(False, e.with_traceback(None))] * len(batch)  # no frame held (see _run_meta_batch)
         for (fut, _, _), (ok, value) in zip(batch, results):
             if fut.done():
                 continue
@@ -379,7 +379,9 @@ def _run_meta_batch(items: list) -> list:
         try:
             out.append((True, fn(*args)))
         except Exception as e:  # noqa: BLE001 - handed to the write's own future
-            out.append((False, e))
+            # Without its traceback: that holds this frame, whose locals hold ``out`` and ``items`` (streams,
+            # stores), a cycle only a collection frees (the collector is off for long stretches: gcpolicy.py).
+            out.append((False, e.with_traceback(None)))
     return out
 
 
