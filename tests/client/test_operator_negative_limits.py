@@ -9,6 +9,7 @@ limit is in tests/cluster/test_account_conns.py (it needs a leaf port).
 """
 from __future__ import annotations
 
+import base64
 import json
 
 import nats
@@ -16,6 +17,7 @@ import pytest
 
 from tests import jwt_helpers as jh
 from tests.client.test_operator import raw_connect
+from tests.wire.rawclient import RawClient
 
 LIMIT_ERR = b"-ERR 'maximum account active connections exceeded'\r\n"
 SUBS_ERR = b"-ERR 'maximum subscriptions exceeded'\r\n"
@@ -91,6 +93,22 @@ def test_payload_below_minus_one_admits_no_publish_not_even_an_empty_one(server_
     c.send(b"SUB x 1\r\nPING\r\n")
     c.expect(b"PONG\r\n")
     c.send(b"PUB x 0\r\n\r\n")
+    assert c.read_line() == b"-ERR 'Maximum Payload Violation'\r\n"
+    c.assert_closed()
+    c.close()
+
+
+def test_a_pub_in_the_same_packet_as_connect_meets_the_account_payload_limit(server_factory):
+    """CONNECT and PUB in one write: the account's ``payload`` limit (2) applies to the PUB already (nats-server sets
+    the client's mpay in processConnect, before the parser reads on); Skiff's parser once kept the limits of the
+    start of the read for the rest of it."""
+    srv, *_, app = start(server_factory, {"payload": 2})
+    u = jh.new_key("U")
+    c = RawClient(port=srv.port)
+    info = c.connect().info
+    sig = base64.urlsafe_b64encode(u.sign(info["nonce"].encode())).rstrip(b"=").decode()
+    opts = {"jwt": jh.user_jwt(u, app), "sig": sig, "verbose": False, "pedantic": False}
+    c.send(b"CONNECT " + json.dumps(opts).encode() + b"\r\nPUB x 5\r\nhello\r\nPING\r\n")
     assert c.read_line() == b"-ERR 'Maximum Payload Violation'\r\n"
     c.assert_closed()
     c.close()
