@@ -171,6 +171,21 @@ def operator_cluster(tmp_path):
         oc.cleanup()
 
 
+async def admitted_soon(oc, connect) -> None:
+    """New connections (``connect()``) are refused with the limit error until one is admitted, within 5 s: a server
+    drops another's counts when it handles the announcement, which nats-server does on its events goroutine."""
+    deadline = time.monotonic() + 5
+    while True:
+        c = connect()
+        c.sock.sendall(b"PING\r\n")
+        line = c.next_line()
+        if line == b"PONG":
+            return
+        assert line == b"-ERR '" + LIMIT_ERR + b"'", line
+        assert time.monotonic() < deadline, oc.logs()
+        await asyncio.sleep(0.05)
+
+
 async def test_the_conn_limit_counts_the_clients_of_the_other_servers(pair, operator_cluster):
     """``conn: 2``, two clients on node 0: node 1 refuses the third with nats-server's words and closes it, and
     node 0's clients stay.  When one of them goes, node 1 admits one again; when node 0 shuts down (its
@@ -204,16 +219,7 @@ async def test_the_conn_limit_counts_the_clients_of_the_other_servers(pair, oper
         await watch.wait("shutdown of node 0", lambda s, e: s == f"$SYS.SERVER.{a0}.SHUTDOWN")
         # A server that handles the announcement in-line (Skiff) has dropped the counts by now; nats-server
         # queues it for its events goroutine: the next client may come a moment before.
-        deadline = time.monotonic() + 5
-        while True:
-            c = oc.client(1)
-            c.sock.sendall(b"PING\r\n")
-            line = c.next_line()
-            if line == b"PONG":
-                break
-            assert line == b"-ERR '" + LIMIT_ERR + b"'", line
-            assert time.monotonic() < deadline, oc.logs()
-            await asyncio.sleep(0.05)
+        await admitted_soon(oc, lambda: oc.client(1))
     finally:
         await watch.nc.close()
 
@@ -246,16 +252,7 @@ async def test_a_server_entering_lame_duck_mode_is_no_longer_counted(pair, opera
         while f"$SYS.SERVER.{a0}.LAMEDUCK" not in lame:
             assert time.monotonic() < deadline, oc.logs()
             await asyncio.sleep(0.02)
-        deadline = time.monotonic() + 5
-        while True:  # nats-server handles the announcement on its events goroutine: a moment later
-            c = oc.client(1)
-            c.sock.sendall(b"PING\r\n")
-            line = c.next_line()
-            if line == b"PONG":
-                break
-            assert line == b"-ERR '" + LIMIT_ERR + b"'", line
-            assert time.monotonic() < deadline, oc.logs()
-            await asyncio.sleep(0.05)
+        await admitted_soon(oc, lambda: oc.client(1))  # nats-server: on its events goroutine, a moment later
     finally:
         await watch.nc.close()
 
@@ -323,16 +320,7 @@ async def test_an_update_that_shows_the_account_over_its_limit_closes_the_newest
         else:
             oc.leaf(0, "l3").assert_refused(LIMIT_ERR)
         await watch.publish("$SYS.SERVER.NFAKESERVER.SHUTDOWN", report["server"])
-        deadline = time.monotonic() + 5
-        while True:
-            c = oc.client(0) if limit == "conn" else oc.leaf(0, "l4")
-            c.sock.sendall(b"PING\r\n")
-            line = c.next_line()
-            if line == b"PONG":
-                break
-            assert line == b"-ERR '" + LIMIT_ERR + b"'", line
-            assert time.monotonic() < deadline, oc.logs()
-            await asyncio.sleep(0.05)
+        await admitted_soon(oc, lambda: oc.client(0) if limit == "conn" else oc.leaf(0, "l4"))
     finally:
         await watch.nc.close()
         oc.cleanup()
