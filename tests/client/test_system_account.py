@@ -260,7 +260,9 @@ async def test_system_user_sees_connect_and_disconnect_of_other_accounts(srv):
         events.append((m.subject, json.loads(m.data)))
 
     try:
-        await sys_nc.subscribe("$SYS.ACCOUNT.>", cb=cb)
+        # Only account A's events: nats-server publishes the system user's own CONNECT/CONNS from its send loop,
+        # which may reach this subscription after the SUB (events.go sendq), so a wider filter races.
+        await sys_nc.subscribe("$SYS.ACCOUNT.A.>", cb=cb)
         await sys_nc.flush()
         a = await connect(srv, "a", name="client-a")
         await a.publish("x", b"hello")

@@ -14,6 +14,7 @@ import nats
 import pytest
 
 from tests.jetstream.test_batch_atomic import bh
+from tests.jetstream.kill9_support import close_dead
 
 PUBLISHERS = 4
 BATCH = 25
@@ -55,11 +56,7 @@ async def _storm(server, acked: dict[str, tuple[int, int]]) -> None:
     tasks = [asyncio.create_task(publisher(nc, p)) for p, nc in enumerate(conns)]
     await asyncio.wait_for(killer(), 60)
     await asyncio.gather(*tasks, return_exceptions=True)
-    for nc in conns:
-        try:
-            await nc.close()
-        except Exception:
-            pass
+    await close_dead(*conns)
 
 
 async def _all_msgs(nc, name: str, last: int) -> list[dict]:

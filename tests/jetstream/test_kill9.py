@@ -12,6 +12,8 @@ import json
 import nats
 import pytest
 
+from .kill9_support import close_dead
+
 PUBLISHERS = 4
 KILL_AFTER = 1000
 
@@ -42,11 +44,7 @@ async def _storm(server, acked: dict[int, bytes]) -> None:
     tasks = [asyncio.create_task(publisher(nc, p)) for p, nc in enumerate(conns)]
     await asyncio.wait_for(killer(), 30)
     await asyncio.gather(*tasks, return_exceptions=True)
-    for nc in conns:
-        try:
-            await nc.close()
-        except Exception:
-            pass
+    await close_dead(*conns)
 
 
 @pytest.mark.parametrize("sync", ["default", "always"])
