@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skiff.log import get_logger
 
@@ -18,7 +18,10 @@ from skiff.storage import meta
 from skiff.storage.base import Clock
 from skiff.storage.config import StoreConfig
 from skiff.storage.errors import InvalidPathError
-from skiff.storage.filestore.store import FileStreamStore, check_name
+from skiff.storage.names import check_name
+
+if TYPE_CHECKING:
+    from skiff.storage.filestore.store import FileStreamStore
 
 log = get_logger("skiff.storage")
 
@@ -49,6 +52,9 @@ class StoreRoot:
 
     def open_stream(self, name: str, config: StoreConfig | None = None, clock: Clock | None = None,
                     **kw: Any) -> FileStreamStore:
+        # Loaded with the first file stream: a start with an empty store never needs the file store.
+        from skiff.storage.filestore.store import FileStreamStore
+
         return FileStreamStore(self.stream_dir(name), config, clock, **kw)
 
     def write_stream_meta(self, name: str, obj: Any) -> None:

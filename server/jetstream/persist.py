@@ -32,9 +32,7 @@ from typing import Callable
 from skiff.protocol.jsapi.stream_config import StreamConfig
 from skiff.storage.base import StreamStore
 from skiff.storage.config import StoreConfig
-from skiff.storage.filestore import FileStreamStore
 from skiff.storage.layout import StoreRoot
-from skiff.storage.memstore import MemoryStreamStore
 from skiff.storage.remove import remove_tree_in_background
 
 META_VERSION = 1
@@ -77,9 +75,14 @@ def store_config(config: StreamConfig, *, sync_interval_ns: int, sync_always: bo
 
 
 def open_store(config: StreamConfig, root: StoreRoot, clock: Callable[[], int], sc: StoreConfig) -> StreamStore:
-    """The store for a stream: memory for ``storage: memory``, else the file store in the stream's directory."""
+    """The store for a stream: memory for ``storage: memory``, else the file store in the stream's directory.
+    Each store's module loads with the first stream that needs it (a start with an empty store needs neither)."""
     if config.storage == "memory":
+        from skiff.storage.memstore import MemoryStreamStore
+
         return MemoryStreamStore(sc, clock)
+    from skiff.storage.filestore import FileStreamStore
+
     return FileStreamStore(root.stream_dir(config.name), sc, clock)
 
 

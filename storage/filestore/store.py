@@ -56,6 +56,7 @@ from skiff.storage.base import Clock, ConsumerStore
 from skiff.storage.config import StoreConfig
 from skiff.storage.engine import Chunk, IndexedStore, SubjState
 from skiff.storage.errors import InvalidPathError, StoreWriteError
+from skiff.storage.names import check_name
 from skiff.storage.filestore.block import (
     HEAD,
     HEAD_SIZE,
@@ -87,13 +88,6 @@ CONSUMER_DIR = "obs"  # nats-server consumerDir
 MAX_READ_FDS = 16
 READ_AHEAD = 64 * 1024
 INLINE_UNLINKS = 4  # dead-block files unlinked on the loop; more go to a thread (_unlink)
-
-
-def check_name(name: str, what: str = "name") -> str:
-    """Refuse names that would leave their directory (the server validates names first; this is a backstop)."""
-    if not name or name in (".", "..") or any(c in name for c in "/\\\x00") or name != name.strip():
-        raise InvalidPathError(f"invalid {what} {name!r}")
-    return name
 
 
 class FileStreamStore(IndexedStore):

@@ -37,7 +37,7 @@ def test_harness_leaves_a_chosen_cache_alone(monkeypatch, tmp_path):
 
 # Modules a server start must not import: each is needed only by a request that may never come.
 NOT_AT_START = ("skiff.server.jetstream.snapshot", "skiff.server.jetstream.restore", "skiff.storage.s2stream", "skiff.storage.snaparchive",
-                "cramjam")
+                "cramjam", "skiff.storage.filestore", "skiff.storage.filestore.store", "skiff.storage.memstore")
 
 
 def test_start_path_imports_nothing_only_a_request_needs():
