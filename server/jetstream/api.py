@@ -37,6 +37,7 @@ body; the cluster-only operations: never on a standalone server, 10010 comes fir
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
@@ -449,17 +450,20 @@ def consumer_of(js: "JetStream", req: ApiRequest) -> "Consumer | ApiError":
     return ApiError.of("JSConsumerNotFoundErr") if c is None else c
 
 
+_ATOI = re.compile(r"[+-]?[0-9]+")  # Go strconv.Atoi: an optional sign and ASCII digits
+
+
 def level_too_high(level: str | None) -> bool:
     """nats-server errorOnRequiredApiLevel: a ``Nats-Required-Api-Level`` above ours, or one that is not a number
     (Go strconv.Atoi), fails; none or an empty one passes."""
     if not level:
         return False
-    try:
-        return int(level) > API_LEVEL
-    except ValueError:
+    if not _ATOI.fullmatch(level):  # Python's int() would also take blanks, underscores and other digits
         return True
+    n = int(level)
+    return n > API_LEVEL or not -(1 << 63) <= n < 1 << 63  # out of int64: Atoi's range error
 
 
 def api_level_too_high(hdr: bytes) -> bool:
     """:func:`level_too_high` for the ``Nats-Required-Api-Level`` of a request's header block."""
-    return level_too_high(headers.get(hdr, REQUIRED_API_LEVEL_HDR))
+    return level_too_high(headers.get_exact(hdr, REQUIRED_API_LEVEL_HDR))  # getHeader: ``0 `` is no number

@@ -214,7 +214,7 @@ class Batching:
         """One message of an atomic batch (after sealed and the size were checked); returns the last stored
         sequence on a successful commit, else 0."""
         stream = self.stream
-        get = headers.get
+        get = headers.get_exact  # nats-server getBatchId/getBatchSequence/sliceHeader: nothing trimmed but leading spaces
 
         def nak(name: str, **kw: Any) -> int:
             return stream._nak(reply, can_respond, ApiError.of(name, **kw))
@@ -291,7 +291,7 @@ class Batching:
         tail = b',"batch":' + jsonout.dumps(batch_id).encode() + b',"count":%d}' % n
         for i, (subject, hdr, msg, msg_id, rollup) in enumerate(checked):
             final = i == n - 1
-            if final and not headers.get(hdr, BATCH_COMMIT):
+            if final and not headers.get_exact(hdr, BATCH_COMMIT):
                 hdr = headers.set_values(hdr, {BATCH_COMMIT: "1"})  # committed by eob: the last gets "1"
             seq = stream.store_checked(subject, reply if final else "", hdr, msg, msg_id, rollup, tail,
                                        can_respond and final)
@@ -454,16 +454,16 @@ def roll_back_torn_batch(stream: "Stream") -> list[int]:
     last = store.load_last_msg("")
     if last is None or not last.hdr:
         return []
-    batch_id = headers.get(last.hdr, BATCH_ID)
-    bseq = parse_uint64(headers.get(last.hdr, BATCH_SEQ))
-    if not batch_id or bseq is None or headers.get(last.hdr, BATCH_COMMIT):
+    batch_id = headers.get_exact(last.hdr, BATCH_ID)
+    bseq = parse_uint64(headers.get_exact(last.hdr, BATCH_SEQ))
+    if not batch_id or bseq is None or headers.get_exact(last.hdr, BATCH_COMMIT):
         return []
     removed: list[int] = []
     seq = last.seq
     while bseq >= 1 and seq >= 1:
         m = store.load_msg(seq)
-        if m is None or not m.hdr or headers.get(m.hdr, BATCH_ID) != batch_id \
-                or parse_uint64(headers.get(m.hdr, BATCH_SEQ)) != bseq:
+        if m is None or not m.hdr or headers.get_exact(m.hdr, BATCH_ID) != batch_id \
+                or parse_uint64(headers.get_exact(m.hdr, BATCH_SEQ)) != bseq:
             break
         if store.remove_msg(seq):
             removed.append(seq)

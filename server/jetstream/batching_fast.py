@@ -195,7 +195,7 @@ class FastBatches:
             # The only batch gets what the client asked for; otherwise start slow and ramp up.
             b.ack_messages = min(MAX_ACK_MESSAGES, fb.flow) if len(self.open) == 1 else 1
 
-        level = headers.get(hdr, REQUIRED_API_LEVEL) if hdr else None
+        level = headers.get_exact(hdr, REQUIRED_API_LEVEL) if hdr else None
         if level:
             if level_too_high(level):
                 self._drop(b)

@@ -21,7 +21,7 @@ from skiff.protocol.errors import ApiError
 
 INCR = "Nats-Incr"
 COUNTER_SOURCES = "Nats-Counter-Sources"
-_DECIMAL = re.compile(r"[+-]?\d+")  # big.Int.SetString(s, 10)
+_DECIMAL = re.compile(r"[+-]?[0-9]+")  # big.Int.SetString(s, 10): ASCII digits only, no blanks
 _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
                  "Nats-Expected-Last-Subject-Sequence-Subject", "Nats-Expected-Last-Sequence",
                  "Nats-Expected-Last-Subject-Sequence")
@@ -29,7 +29,7 @@ _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-
 
 def parse_incr(hdr: bytes) -> int | None | ApiError:
     """The increment, None when there is no Nats-Incr header, or 10171."""
-    v = headers.get(hdr, INCR) if hdr else None
+    v = headers.get_exact(hdr, INCR) if hdr else None  # getMessageIncr: sliceHeader, so ``1 `` is invalid
     if not v:
         return None
     if not _DECIMAL.fullmatch(v):
@@ -46,7 +46,7 @@ def check_incr(hdr: bytes, msg: bytes, allowed: bool) -> int | None | ApiError:
         return ApiError.of("JSMessageIncrDisabledErr")
     if msg:
         return ApiError.of("JSMessageIncrPayloadErr")
-    if any(headers.get(hdr, h) for h in _INCOMPATIBLE):
+    if any(headers.get_exact(hdr, h) for h in _INCOMPATIBLE):
         return ApiError.of("JSMessageIncrInvalidErr")
     return incr
 
@@ -65,7 +65,7 @@ def apply(store, subject: str, hdr: bytes, incr: int) -> tuple[bytes, bytes, str
             return ApiError.of("JSMessageCounterBrokenErr")
         if _DECIMAL.fullmatch(text):
             total = int(text)
-        sources = headers.get(last.hdr, COUNTER_SOURCES) if last.hdr else None
+        sources = headers.get_exact(last.hdr, COUNTER_SOURCES) if last.hdr else None
         if sources:
             hdr = headers.set_values(hdr, {COUNTER_SOURCES: sources})
     total += incr

@@ -100,10 +100,11 @@ def message_ttl(hdr: bytes) -> int | ApiError:
 
 
 def is_subject_delete_marker(hdr: bytes) -> bool:
-    """sdm.go isSubjectDeleteMarker: a marker (Nats-Marker-Reason) or a KV purge (KV-Operation: PURGE)."""
+    """sdm.go isSubjectDeleteMarker: a marker (Nats-Marker-Reason) or a KV purge (KV-Operation: PURGE), both read
+    with sliceHeader (``PURGE `` is not a purge there)."""
     if not hdr:
         return False
-    return bool(headers.get(hdr, MARKER_REASON)) or headers.get(hdr, KV_OPERATION) == "PURGE"
+    return bool(headers.get_exact(hdr, MARKER_REASON)) or headers.get_exact(hdr, KV_OPERATION) == "PURGE"
 
 
 def batch_refusal(reply: str, hdr: bytes) -> str | None:
@@ -114,7 +115,7 @@ def batch_refusal(reply: str, hdr: bytes) -> str | None:
     batch (refused unless the stream enables it)."""
     if len(reply) > 4 and reply.endswith(FAST_BATCH_SUFFIX):
         return "JSBatchPublishDisabledErr"
-    if hdr and headers.get(hdr, BATCH_ID):
+    if hdr and headers.get_exact(hdr, BATCH_ID):  # getBatchId: a tab is an id, blanks after it are kept
         return "JSAtomicPublishDisabledErr"
     return None
 

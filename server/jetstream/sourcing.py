@@ -276,7 +276,7 @@ class Sourcing(DurableSourcing, StreamIdentity):
             seq = sm.seq - 1
             if not sm.hdr:
                 continue
-            ss = headers.get(sm.hdr, STREAM_SOURCE)
+            ss = headers.get_exact(sm.hdr, STREAM_SOURCE)
             if not ss:
                 continue
             fields = ss.split(" ")
@@ -569,11 +569,11 @@ class Sourcing(DurableSourcing, StreamIdentity):
             self.client.publish(reply, b"", "", b"NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
                                 % (si.dseq, si.sseq))
             return
-        ldseq = parse_num(headers.get(hdr, LAST_CONSUMER) or "")
+        ldseq = parse_num(headers.get_exact(hdr, LAST_CONSUMER) or "")
         if ldseq > 0 and ldseq != si.dseq:
             self._retry(si)  # we missed something: start again after the last we have
             return
-        stalled = headers.get(hdr, CONSUMER_STALLED)
+        stalled = headers.get_exact(hdr, CONSUMER_STALLED)
         if stalled:
             self.client.publish(stalled)
 

@@ -170,3 +170,31 @@ async def test_ttl_values_are_read_as_nats_server_reads_them(jsc):
             assert ack == ({"stream": name, "seq": 1} if allow else
                            {"error": {"code": 400, "err_code": 10166, "description": "per-message TTL is disabled"},
                             "stream": name, "seq": 0}), allow
+
+
+async def test_batch_counter_and_level_values_are_read_as_nats_server_reads_them(jsc):
+    """getBatchId, getBatchSequence, getMessageIncr and errorOnRequiredApiLevel read sliceHeader/getHeader values:
+    a tab is an atomic batch id, a blank after a sequence, an increment or an API level makes it invalid (nats-py
+    strips values before it sends them, so only a raw client shows this)."""
+    name, counter, atomic = jsc.name(), jsc.name(), jsc.name()
+    await jsc.create(name, storage="file")
+    await jsc.create(counter, storage="file", allow_msg_counter=True)
+    await jsc.create(atomic, storage="file", allow_atomic=True)
+    s, cs, at = name.encode() + b".a", counter.encode() + b".a", atomic.encode() + b".a"
+    with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+        c.send(b"SUB _r 1\r\n")
+        # a batch id of a tab (or of a blank and a tab) is an id: refused on a stream without atomic publishes
+        assert _err_code(_raw_pub(c, s, b"Nats-Batch-Id:\t")) == 10174
+        assert _err_code(_raw_pub(c, s, b"Nats-Batch-Id:  \t")) == 10174
+        assert _raw_pub(c, s, b"Nats-Batch-Id:   ") == {"stream": name, "seq": 1}  # only spaces: no id
+        # a blank after the batch sequence makes it no sequence
+        assert _err_code(_raw_pub(c, at, b"Nats-Batch-Id: b\r\nNats-Batch-Sequence: 1 ")) == 10175
+        assert _err_code(_raw_pub(c, at, b"Nats-Batch-Id: b\r\nNats-Batch-Sequence:\t1")) == 10175
+        # counters: the increment is a decimal and nothing else
+        for bad in (b"1 ", b"\t1", b"1\t", "\u0661".encode()):
+            assert _err_code(_raw_pub(c, cs, b"Nats-Incr: " + bad, b"")) == 10171, bad
+        assert _raw_pub(c, cs, b"Nats-Incr:   +2", b"") == {"stream": counter, "seq": 1, "val": "2"}
+        # the required API level of a request: Atoi on the raw value
+        for bad in (b"0 ", b"\t0", b"0\t", b"1_0"):
+            assert _err_code(_raw_pub(c, b"$JS.API.INFO", b"Nats-Required-Api-Level: " + bad, b"")) == 10185, bad
+        assert "error" not in _raw_pub(c, b"$JS.API.INFO", b"Nats-Required-Api-Level:   0", b"")
