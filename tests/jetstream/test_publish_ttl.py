@@ -155,3 +155,23 @@ async def test_clock_driven_dedupe_window(clocked, target):
     assert (await pub("d", {"Nats-Msg-Id": "x"})) == {"stream": "D", "seq": 1, "duplicate": True}
     clock.advance(0.02)
     assert (await pub("d", {"Nats-Msg-Id": "x"})) == {"stream": "D", "seq": 2}
+
+
+async def test_a_kv_purge_is_a_marker_only_when_read_as_nats_server_reads_it(jsc):
+    """sdm.go isSubjectDeleteMarker reads KV-Operation with sliceHeader: ``PURGE`` (after spaces) is a delete marker
+    and its expiry leaves no marker; ``PURGE `` (a blank after it) is not, and its expiry leaves one.  Raw client:
+    nats-py strips header values."""
+    from tests.wire.rawclient import RawClient
+
+    name = jsc.name()
+    await jsc.create(name, storage="file", max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    with RawClient("127.0.0.1", jsc.server.port).handshake(headers=True) as c:
+        c.send(b"SUB _r 1\r\n")
+        for subject, value in ((b"a", b"   PURGE"), (b"b", b" PURGE "), (b"c", b"\tPURGE")):
+            hdr = b"NATS/1.0\r\nKV-Operation:" + value + b"\r\n\r\n"
+            c.send(b"HPUB %s.%s _r %d %d\r\n%s\r\n" % (name.encode(), subject, len(hdr), len(hdr), hdr))
+            assert "error" not in json.loads(c.read_msg()[1])
+    st = await _wait_state(jsc, name, lambda s: s["last_seq"] >= 5 and s["first_seq"] > 3, timeout=6.0)
+    assert (st["first_seq"], st["last_seq"]) == (4, 5), st  # markers for b and c only
+    subjects = [(await jsc.api(f"STREAM.MSG.GET.{name}", {"seq": seq}))["message"]["subject"] for seq in (4, 5)]
+    assert sorted(subjects) == [f"{name}.b", f"{name}.c"]
