@@ -29,7 +29,10 @@ async def _setup(jsc, n: int, **cfg) -> str:
 
 
 async def test_pin_moves_but_the_old_client_keeps_its_message(jsc):
-    s = await _setup(jsc, 2, ack_wait=1500 * MS, max_ack_pending=1, priority_timeout=300 * MS)
+    # The standby is pinned with the redelivery and keeps the pin for priority_timeout without pulling; the slow
+    # client's last pull must come before that: 1 s leaves room for the acks and the info request between them on a
+    # loaded machine (with 300 ms the pin lapsed first there, in CI, and the pull met no pin at all).
+    s = await _setup(jsc, 2, ack_wait=3 * SECOND, max_ack_pending=1, priority_timeout=SECOND)
     unpinned = await events(jsc.nc, "UNPINNED", s, "C")
     slow, standby = Puller(jsc.nc, s, "C"), Puller(jsc.nc, s, "C")
 
@@ -49,7 +52,7 @@ async def test_pin_moves_but_the_old_client_keeps_its_message(jsc):
     assert await standby.collect(timeout=0.6) == []
 
     # ack_wait over: job-0 is redelivered, to the standby, which is pinned with it.
-    (again,) = await standby.collect(1, timeout=3.0)
+    (again,) = await standby.collect(1, timeout=4.0)
     assert again.data == b"job-0" and stream_seq(again) == stream_seq(held) == 1
     assert delivered(again) == 2
     assert again.headers[PIN_HDR] == standby.pin != old_pin
