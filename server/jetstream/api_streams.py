@@ -138,7 +138,8 @@ class StreamApi:
         err = check_stream_create(name, cfg)
         if err is not None:
             return err
-        if js.max_streams > 0 and len(js.streams) >= js.max_streams and name not in js.streams:
+        max_streams = js.acct_limits.max_streams
+        if max_streams > 0 and len(js.streams) >= max_streams and name not in js.streams:
             return ApiError.of("JSMaximumStreamsLimitErr")
         return normalize_stream_config(cfg, pedantic=creq.pedantic, limits=js.stream_limits(cfg),
                                        lookup_stream=js.lookup_config)

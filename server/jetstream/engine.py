@@ -25,14 +25,14 @@ import time
 from typing import TYPE_CHECKING
 
 from skiff.protocol.errors import ApiError
-from skiff.protocol.jsapi.stream_config import StreamConfig, StreamLimits
+from skiff.protocol.jsapi.stream_config import StreamConfig
 from skiff.protocol.jsapi._subjects import any_collide
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.storage.layout import StoreRoot
 
-from ..clock import LoopClock
 from ..version import API_LEVEL
 from . import advisories, persist
+from .account_limits import AccountLimits
 from .api import ApiRouter
 from .durability import Durability
 
@@ -41,10 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stream import Stream
 
 
-#: JetStreamAccountLimits' numbers, in its JSON order (jetstream.go).
-_REPORTED_LIMITS = ("max_memory", "max_storage", "max_streams", "max_consumers", "max_ack_pending",
-                    "memory_max_stream_bytes", "storage_max_stream_bytes")
-_STORED_OVERHEAD = (16, 30)  # bytes a stored message takes beyond subject, header and payload: memory, file
 WAKE_SLICE = 4096  # asleep subjects woken per event-loop turn after a restart (_start_waking)
 
 
@@ -68,12 +64,6 @@ class JetStream:
         self.root = StoreRoot(os.path.abspath(base), server.js_account.name)
         self.max_memory = opts.max_memory_store if opts.max_memory_store and opts.max_memory_store > 0 else _default_mem()
         self.max_storage = opts.max_file_store if opts.max_file_store and opts.max_file_store > 0 else _default_disk(self.store_dir)
-        self.limits: dict = {}
-        self.max_streams = 0
-        self.tier = ""
-        # Streams made under the account's other kind of limits (plain "" or tiered "R1") before a JWT update
-        # switched it: nats-server's mset.tier, chosen when a stream is made (set_account_limits).
-        self._stale_tiers: dict[str, str] = {}
         self.has_pending = False
         self.streams: dict[str, Stream] = {}
         self.router = ApiRouter(self)
@@ -85,17 +75,15 @@ class JetStream:
         # a create of that name adopts the blocks instead of starting empty.
         self.unloaded: set[str] = set()
         self._verify_task: asyncio.Task | None = None
-        # check_resources, per storage kind (Stream.storage_kind: 0 memory, 1 file): the bytes in use, the server's
-        # store limit and the account's (-1 none).  The account's follow its JWT (set_account_limits).
-        self._usage = [0, 0]
-        self._usage_seen = False  # check_resources: whether nats-server would have the account's usage entry
-        self._usage_at = -1e9
-        # LoopClock.monotonic is time.monotonic behind a method: read here without the method's frame (as
-        # Stream._time_ns reads time.time_ns); any other clock (ManualClock in tests) through itself.
-        self._monotonic = time.monotonic if type(server.clock) is LoopClock else server.clock.monotonic
-        self._server_max = (self.max_memory, self.max_storage)
         acc = server.js_account
-        self.set_account_limits(getattr(acc, "js_limits", None) or {}, getattr(acc, "js_tier", ""))
+        acl = self.acct_limits = AccountLimits(self, getattr(acc, "js_limits", None) or {}, getattr(acc, "js_tier", ""))
+        # What the API handlers, restores and the publish path call, bound once (check_resources runs on every
+        # publish: no second call in between).
+        self.check_resources = acl.check_resources
+        self.check_stream_limits = acl.check_stream_limits
+        self.stream_limits = acl.stream_limits
+        self.account_limit = acl.account_limit
+        self.set_account_limits = acl.set
         # Called with each stream recovered at start, after it started (consumers recover through this).
         self.stream_recovered: list = []
         self.stopping = False  # stop() began: a create finishing its disk work off the loop gives up
@@ -243,10 +231,7 @@ class JetStream:
     def update_stream(self, stream: Stream, cfg: StreamConfig, written: bool = False) -> None:
         """Apply ``cfg``; its ``meta.inf`` is written here first unless the caller did (``written``: the API
         handler writes it in a worker thread, :meth:`write_stream_meta_later`)."""
-        if self.tier and self._stale_tiers.pop(stream.name, None) is not None:
-            # stream.go updateWithAdvisory: a stream whose tier has no limits moves to its replicas' tier (R1)
-            # when the account has limits for that; with plain limits there is no R1 tier to move to.
-            self._usage_seen = False  # only its bytes are in the tier now
+        self.acct_limits.stream_updated(stream.name)
         if stream.path is not None and not written:
             persist.write_stream_meta(self.root, cfg, stream.created)
         stream.update_config(cfg)
@@ -266,7 +251,7 @@ class JetStream:
         # Atomic on disk first (persist.py "Deleting a stream"): renamed aside, files removed off the loop.
         aside = persist.move_stream_aside(self.root, stream.name) if stream.path is not None else None
         self.streams.pop(stream.name, None)
-        self._stale_tiers.pop(stream.name, None)
+        self.acct_limits.stream_deleted(stream.name)
         self.durability.forget(stream)
         stream.stop(delete=True)
         if aside is not None:
@@ -281,91 +266,6 @@ class JetStream:
         """nats-server jsAccount.subjectsOverlap: any subject colliding with another stream's subjects."""
         others = [a for s in self.streams.values() if s is not own for a in s.config.subjects or []]
         return any_collide(subjects, others)  # indexed: all pairs froze the event loop
-
-    def set_account_limits(self, limits: dict, tier: str = "") -> None:
-        """The account's JetStream limits (accounts { A { jetstream { max_mem ... } } } or the account JWT's, as
-        nats-server keeps them: core/operator.py), absent keys unlimited; ``tier`` "R1" when they came from the
-        JWT's tiered_limits (reported under ``tiers``).  A JWT update sets them again on the running engine."""
-        self.limits = dict(limits)
-        if tier != self.tier:
-            # Every stream keeps the tier it was made in (nats-server 2.15.1: a publish to a stream made under
-            # plain limits, after a JWT update to tiered ones, gets 10120 until a stream update moves it to R1).
-            # The new tier starts with no usage entry (check_resources).
-            for name in self.streams:
-                self._stale_tiers.setdefault(name, self.tier)
-            self._stale_tiers = {n: t for n, t in self._stale_tiers.items() if t != tier}
-            self._usage_seen = False
-            self._usage_at = -1e9
-        self.tier = tier
-        self.max_streams = self.limits.get("max_streams", 0)  # 0 or below: unlimited (jsNonClusteredStreamLimitsCheck)
-        self._account_max = (self.account_limit("max_memory"), self.account_limit("max_storage"))
-
-    def account_limit(self, key: str) -> int:
-        """An account limit as nats-server reports it: -1 when not configured."""
-        v = self.limits.get(key)
-        return -1 if v is None else (int(v) if not isinstance(v, bool) else v)
-
-    def stream_limits(self, cfg: StreamConfig) -> StreamLimits:
-        """The account limits checkStreamCfg applies: max_bytes_required (10113) and the per-storage max stream
-        bytes (10122)."""
-        per_stream = self.limits.get("memory_max_stream_bytes" if cfg.storage == "memory" else
-                                     "storage_max_stream_bytes", 0)
-        return StreamLimits(max_bytes_required=bool(self.limits.get("max_bytes_required")),
-                            max_stream_bytes=per_stream if per_stream and per_stream > 0 else 0)
-
-    def _reserved(self, storage: str, exclude: Stream | None = None) -> int:
-        return sum(s.config.max_bytes for s in self.streams.values()
-                   if s is not exclude and s.config.storage == storage and s.config.max_bytes > 0)
-
-    def check_stream_limits(self, cfg: StreamConfig, exclude: Stream | None = None) -> ApiError | None:
-        """checkBytesLimits against the account's max_mem / max_file (when set) and the server's max_memory_store /
-        max_file_store reservations."""
-        add = cfg.max_bytes if cfg.max_bytes > 0 else 1
-        if cfg.storage == "memory":
-            acc = self.account_limit("max_memory")
-            reserved = self._reserved("memory", exclude)
-            if (acc >= 0 and reserved + add > acc) or add > self.max_memory - reserved:
-                return ApiError.of("JSMemoryResourcesExceededErr")
-        else:
-            acc = self.account_limit("max_storage")
-            reserved = self._reserved("file", exclude)
-            if (acc >= 0 and reserved + add > acc) or add > self.max_storage - reserved:
-                return ApiError.of("JSStorageResourcesExceededErr")
-        return None
-
-    def check_resources(self, stream: Stream, size: int, hdr: int = 0) -> ApiError | None:
-        """jetStream.limitsExceeded for a publish: the server-wide store limit is already used up (10023)."""
-        # Summing every stream on every publish would cost O(streams); the usage is refreshed at most every 50 ms
-        # (nats-server's own usage accounting is also updated asynchronously).
-        now = self._monotonic()
-        if self._stale_tiers and stream.name in self._stale_tiers:
-            return ApiError.of("JSNoLimitsErr")  # wouldExceedLimits: no limits for the stream's tier
-        if now - self._usage_at > 0.05 or now < self._usage_at:
-            t = self.totals(self._stale_tiers)
-            self._usage = [t["memory"], t["storage"]]
-            self._usage_at = now
-        kind = stream.storage_kind
-        used = self._usage[kind]
-        if used >= self._server_max[kind]:
-            return ApiError.of("JSInsufficientResourcesErr")
-        # jsAccount.wouldExceedLimits counts the message as stored: memStoreMsgSize (subject + header + payload +
-        # 16) or fileStoreMsgSize (22 + subject + payload + 8 hash, and 4 more for the header length word when
-        # there is a header).  ``size`` includes the header's ``hdr`` bytes.
-        size += _STORED_OVERHEAD[kind] + (4 if hdr and kind else 0)
-        acc = self._account_max[kind]
-        if not self._usage_seen:
-            # wouldExceedLimits passes while the account has no usage entry, made by the first change of a stream's
-            # stored bytes (jetstream.go updateUsage): the account's first message is stored whatever its size
-            # (checked with nats-server 2.15.1: mem_storage 5 takes one 25-byte message, then refuses).
-            self._usage_seen = True
-            if not (self._usage[0] or self._usage[1]):
-                acc = -1
-        if acc >= 0 and used + size > acc:  # jsAccount.wouldExceedLimits
-            return ApiError.of("JSAccountResourcesExceededErr")
-        # What this publish adds counts at once, until the next refresh (nats-server accounts each stored message
-        # as it is stored): a burst faster than the refresh cannot run past the limit.
-        self._usage[kind] = used + size
-        return None
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -489,70 +389,25 @@ class JetStream:
                 "memory": mem, "storage": sto}
 
     def account_info(self) -> dict:
-        """JetStreamUsage: the limits as the account has them (-1 where none is set).  With tiered limits (an
-        account JWT's tiered_limits) the top-level ``limits`` are Go's zero value and the tier's usage and limits
-        are under ``tiers`` (jetstream.go JetStreamUsage, non-clustered branch)."""
+        """JetStreamUsage: the account's usage, then its limits and tiers (account_limits.py)."""
         t = self.totals()
-        limits = {k: self.account_limit(k) for k in _REPORTED_LIMITS}
-        limits["max_bytes_required"] = bool(self.limits.get("max_bytes_required"))
+        reserved = self.acct_limits.reserved
         out: dict = {
             "memory": t["memory"],
             "storage": t["storage"],
-            "reserved_memory": self._reserved("memory"),
-            "reserved_storage": self._reserved("file"),
+            "reserved_memory": reserved("memory"),
+            "reserved_storage": reserved("file"),
             "streams": t["streams"],
             "consumers": t["consumers"],
         }
-        zero = {**dict.fromkeys(_REPORTED_LIMITS, 0), "max_bytes_required": False}
-        if self.tier:
-            out["limits"] = zero
-            tiers = self._tiers_info(out, limits, zero)
-        else:
-            out["limits"] = limits
+        tiers = self.acct_limits.info(out)
         domain = self.server.options.jetstream_domain
         if domain:
             out["domain"] = domain
         out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
-        if self.tier:
+        if tiers is not None:
             out["tiers"] = tiers
         return out
-
-    def _tiers_info(self, out: dict, limits: dict, zero: dict) -> dict:
-        """JetStreamUsage's ``tiers`` (non-clustered), step by step as jetstream.go builds them from the account's
-        usage entries: one per tier whose streams stored something (R1; "" for streams made before the limits
-        became tiered, which keep that tier: set_account_limits).  An entry with no usage and no limits is left
-        out; the R1 limits are added when the counts differ (a Go quirk kept: with only a "" entry in use they are
-        not, checked with nats-server 2.15.1); streams and consumers are counted in their stream's tier, making an
-        empty entry for a tier not listed yet.  Every listed entry reserves what all streams reserve (every stream
-        is R1: reservedStorage goes by replicas)."""
-        cur = self.totals(self._stale_tiers)
-        usage: dict[str, tuple[int, int]] = {}
-        if self._stale_tiers:
-            st = self.totals(set(self.streams) - set(self._stale_tiers))
-            usage[""] = (st["memory"], st["storage"])
-        if self._usage_seen or cur["memory"] or cur["storage"]:
-            usage[self.tier] = (cur["memory"], cur["storage"])
-        reserved = {"reserved_memory": out["reserved_memory"], "reserved_storage": out["reserved_storage"]}
-        tiers: dict[str, dict] = {}
-        skipped = 0
-        for name, (mem, sto) in usage.items():
-            if name != self.tier and not (mem or sto):
-                skipped += 1
-                continue
-            tiers[name] = {"memory": mem, "storage": sto, **reserved, "streams": 0, "consumers": 0,
-                           "limits": limits if name == self.tier else zero}
-        if len(usage) - skipped != 1 and self.tier not in tiers:
-            tiers[self.tier] = {"memory": 0, "storage": 0, **reserved, "streams": 0, "consumers": 0,
-                                "limits": limits}
-        for s in self.streams.values():
-            name = self._stale_tiers.get(s.name, self.tier)
-            u = tiers.get(name)
-            if u is None:
-                u = tiers[name] = {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
-                                   "streams": 0, "consumers": 0, "limits": zero}
-            u["streams"] += 1
-            u["consumers"] += len(s.consumers)
-        return dict(sorted(tiers.items()))  # encoding/json writes a map's keys sorted
 
     def config_doc(self) -> dict:
         """JetStreamConfig as /varz and /jsz show it (jetstream.go; omitempty fields left out when empty)."""
@@ -584,8 +439,8 @@ class JetStream:
         return {
             "memory": t["memory"],
             "storage": t["storage"],
-            "reserved_memory": self._reserved("memory"),
-            "reserved_storage": self._reserved("file"),
+            "reserved_memory": self.acct_limits.reserved("memory"),
+            "reserved_storage": self.acct_limits.reserved("file"),
             "accounts": 1,
             "ha_assets": 0,
             "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
