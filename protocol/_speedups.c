@@ -25,26 +25,34 @@ static PyObject *str_closed;  /* "closed": the sink stops the parser by setting 
 static PyObject *str_msgs;
 static PyObject *str_bytes;
 static PyObject *empty_str;
+static PyObject *empty_tuple;
+static PyObject *str_dead;  /* RouteParser.dead / .paused: scan_rmsgs stops as the pure loop does */
+static PyObject *str_paused;
 
 /* The last subject decoded, kept: a publisher mostly repeats one subject, and the same str object (its hash
-   already computed) then serves the sublist's result cache lookup without a decode, an allocation and a hash. */
+   already computed) then serves the sublist's result cache lookup without a decode, an allocation and a hash.
+   One such cache per kind of field (a PUB's subject, an RMSG's account and subject), so that a server reading
+   clients and routes at once does not make them evict each other. */
 #define SUBJ_CACHE 128
-static char last_subj[SUBJ_CACHE];
-static Py_ssize_t last_len = -1;
-static PyObject *last_str;
+typedef struct {
+    char bytes[SUBJ_CACHE];
+    Py_ssize_t len;
+    PyObject *str;
+} strcache;
+static strcache pub_subj = {{0}, -1, NULL}, rmsg_acc = {{0}, -1, NULL}, rmsg_subj = {{0}, -1, NULL};
 
 static PyObject *
-subject_str(const char *p, Py_ssize_t len)
+cached_str(strcache *c, const char *p, Py_ssize_t len)
 {
-    if (len == last_len && memcmp(p, last_subj, (size_t)len) == 0) {
-        Py_INCREF(last_str);
-        return last_str;
+    if (len == c->len && memcmp(p, c->bytes, (size_t)len) == 0) {
+        Py_INCREF(c->str);
+        return c->str;
     }
     PyObject *s = PyUnicode_DecodeUTF8(p, len, "surrogateescape");
     if (s != NULL && len <= SUBJ_CACHE) {
-        Py_XSETREF(last_str, Py_NewRef(s));
-        memcpy(last_subj, p, (size_t)len);
-        last_len = len;
+        Py_XSETREF(c->str, Py_NewRef(s));
+        memcpy(c->bytes, p, (size_t)len);
+        c->len = len;
     }
     return s;
 }
@@ -247,7 +255,7 @@ scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
             break;
         PyObject *call[4];
-        call[0] = subject_str((const char *)b + m.subj_s, m.subj_e - m.subj_s);
+        call[0] = cached_str(&pub_subj, (const char *)b + m.subj_s, m.subj_e - m.subj_s);
         if (call[0] == NULL)
             goto error;
         if (m.rep_e > m.rep_s) {
@@ -280,6 +288,193 @@ scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 error:
     add_counts(parser, msgs, nbytes);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------------ routes */
+
+/* What bytes.split() splits on (Py_ISSPACE): the general path splits a route line's arguments that way. */
+static inline int
+is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\x0b' || c == '\x0c';
+}
+
+/* An RMSG/HMSG with that many arguments or more is left to the general path (it takes any number of queues). */
+#define RMSG_MAX_FIELDS 32
+
+/* A byte field is exactly "+" or "|" */
+static inline int
+is_mark(const unsigned char *b, Py_ssize_t s, Py_ssize_t e, unsigned char c)
+{
+    return e - s == 1 && b[s] == c;
+}
+
+PyDoc_STRVAR(scan_rmsgs_doc,
+"scan_rmsgs(parser, buf, pos, word, account, max_payload, on_rmsg) -> int\n\n"
+"protocol/route.py RouteParser's fast path: hand every consecutive complete ``<word>|HMSG`` message of bytes\n"
+"``buf`` from ``pos`` on to ``on_rmsg(account, subject, reply, queues, hdr_len, data)``, as the general path\n"
+"would; stop at the first other input (every error included) or once ``parser.dead`` or ``parser.paused`` is\n"
+"set.  ``word`` is b\"RMSG\" (b\"LMSG\" on a leaf connection); ``account`` None when lines carry the account\n"
+"name, else the account of every line.  Returns the new position.");
+
+static PyObject *
+scan_rmsgs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan_rmsgs() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *parser = args[0], *buf = args[1], *word = args[3], *account = args[4], *on_rmsg = args[6];
+    if (!PyBytes_CheckExact(buf) || !PyBytes_Check(word) || (account != Py_None && !PyUnicode_Check(account))) {
+        PyErr_SetString(PyExc_TypeError, "scan_rmsgs() needs bytes, a bytes word and a str account or None");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    long long maxp = as_limit(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    const char *w = PyBytes_AS_STRING(word);
+    Py_ssize_t n = PyBytes_GET_SIZE(buf), wl = PyBytes_GET_SIZE(word);
+    int a = account == Py_None;  /* the account is the line's first argument */
+    if (pos < 0)
+        pos = 0;
+
+    /* the buffer stays alive and unchanged while callbacks run: bytes are immutable and we hold args[1] */
+    while (pos < n) {
+        int hmsg;
+        Py_ssize_t q;
+        if (n - pos > wl && memcmp(b + pos, w, (size_t)wl) == 0 && b[pos + wl] == ' ') {
+            hmsg = 0;
+            q = pos + wl + 1;
+        } else if (n - pos > 5 && memcmp(b + pos, "HMSG ", 5) == 0) {
+            hmsg = 1;
+            q = pos + 5;
+        } else {
+            break;
+        }
+        /* the line: up to the first LF, which a CR must precede (the pure path's condition) */
+        const unsigned char *lf = memchr(b + q, '\n', (size_t)(n - q));
+        if (lf == NULL)
+            break;
+        Py_ssize_t nl = lf - b;
+        if (b[nl - 1] != '\r')
+            break;
+        /* its arguments as bytes.split() gives them (the CR before the LF is whitespace too) */
+        Py_ssize_t f[RMSG_MAX_FIELDS][2];
+        int nf = 0, too_many = 0;
+        Py_ssize_t i = q;
+        while (i < nl) {
+            while (i < nl && is_ws(b[i]))
+                i++;
+            if (i >= nl)
+                break;
+            if (nf == RMSG_MAX_FIELDS) {
+                too_many = 1;
+                break;
+            }
+            f[nf][0] = i;
+            while (i < nl && !is_ws(b[i]))
+                i++;
+            f[nf][1] = i;
+            nf++;
+        }
+        if (too_many)
+            break;
+        /* RouteParser._msg_args: <acc> <subject> [reply | + reply q.. | | q..] [hdr] <size> */
+        int nsizes = hmsg ? 2 : 1;
+        if (nf + (1 - a) < 2 + nsizes)
+            break;
+        long long size = size_of(b, f[nf - 1][0], f[nf - 1][1]);
+        long long hdr = hmsg ? size_of(b, f[nf - 2][0], f[nf - 2][1]) : 0;
+        if (size < 0 || hdr < 0 || hdr > size || size > maxp)
+            break;
+        int s = a;  /* the subject's field */
+        int m0 = s + 1, m = nf - nsizes - m0;  /* the fields between the subject and the sizes */
+        int rep = -1, q0 = 0;  /* the reply's field, the first queue's (0: none) */
+        if (m == 1) {
+            rep = m0;
+        } else if (m > 1) {
+            if (is_mark(b, f[m0][0], f[m0][1], '+') && m >= 3) {
+                rep = m0 + 1;
+                q0 = m0 + 2;
+            } else if (is_mark(b, f[m0][0], f[m0][1], '|')) {
+                q0 = m0 + 1;
+            } else {
+                break;  /* a bad reply indicator: the general path closes the route */
+            }
+        }
+        Py_ssize_t start = nl + 1, stop = start + (Py_ssize_t)size;
+        if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
+            break;  /* not all here yet, or not followed by CRLF: the general path waits or fails */
+        PyObject *call[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+        if (a)
+            call[0] = cached_str(&rmsg_acc, (const char *)b + f[0][0], f[0][1] - f[0][0]);
+        else
+            call[0] = Py_NewRef(account);
+        if (call[0] == NULL)
+            goto error;
+        call[1] = cached_str(&rmsg_subj, (const char *)b + f[s][0], f[s][1] - f[s][0]);
+        if (call[1] == NULL)
+            goto fail;
+        if (rep >= 0)
+            call[2] = PyUnicode_DecodeUTF8((const char *)b + f[rep][0], f[rep][1] - f[rep][0], "surrogateescape");
+        else
+            call[2] = Py_NewRef(empty_str);
+        if (call[2] == NULL)
+            goto fail;
+        if (q0) {
+            int nq = nf - nsizes - q0;
+            call[3] = PyTuple_New(nq);
+            if (call[3] == NULL)
+                goto fail;
+            for (int k = 0; k < nq; k++) {
+                PyObject *qs = PyUnicode_DecodeUTF8((const char *)b + f[q0 + k][0], f[q0 + k][1] - f[q0 + k][0],
+                                                    "surrogateescape");
+                if (qs == NULL)
+                    goto fail;
+                PyTuple_SET_ITEM(call[3], k, qs);
+            }
+        } else {
+            call[3] = Py_NewRef(empty_tuple);
+        }
+        call[4] = PyLong_FromLongLong(hdr);
+        if (call[4] == NULL)
+            goto fail;
+        call[5] = PyBytes_FromStringAndSize((const char *)b + start, stop - start);
+        if (call[5] == NULL)
+            goto fail;
+        pos = stop + 2;
+        PyObject *r = PyObject_Vectorcall(on_rmsg, call, 6, NULL);
+        for (int k = 0; k < 6; k++)
+            Py_DECREF(call[k]);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+        /* the pure loop checks the parser's dead and paused before every operation */
+        PyObject *names[2] = {str_dead, str_paused};
+        for (int k = 0; k < 2; k++) {
+            PyObject *v = PyObject_GetAttr(parser, names[k]);
+            if (v == NULL)
+                return NULL;
+            int stop_now = PyObject_IsTrue(v);
+            Py_DECREF(v);
+            if (stop_now < 0)
+                return NULL;
+            if (stop_now)
+                return PyLong_FromSsize_t(pos);
+        }
+        continue;
+    fail:
+        for (int k = 0; k < 6; k++)
+            Py_XDECREF(call[k]);
+        goto error;
+    }
+    return PyLong_FromSsize_t(pos);
+
+error:
     return NULL;
 }
 
@@ -470,6 +665,7 @@ unmask(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"scan_pubs", (PyCFunction)(void (*)(void))scan_pubs, METH_FASTCALL, scan_pubs_doc},
+    {"scan_rmsgs", (PyCFunction)(void (*)(void))scan_rmsgs, METH_FASTCALL, scan_rmsgs_doc},
     {"msg_parts", (PyCFunction)(void (*)(void))msg_parts, METH_FASTCALL, msg_parts_doc},
     {"unmask", (PyCFunction)(void (*)(void))unmask, METH_FASTCALL, unmask_doc},
     {NULL, NULL, 0, NULL},
@@ -487,9 +683,13 @@ PyInit__speedups(void)
     str_msgs = PyUnicode_InternFromString("msgs");
     str_bytes = PyUnicode_InternFromString("bytes");
     empty_str = PyUnicode_FromStringAndSize(NULL, 0);
+    empty_tuple = PyTuple_New(0);
+    str_dead = PyUnicode_InternFromString("dead");
+    str_paused = PyUnicode_InternFromString("paused");
     heads[0] = PyDict_New();
     heads[1] = PyDict_New();
-    if (!str_closed || !str_msgs || !str_bytes || !empty_str || !heads[0] || !heads[1])
+    if (!str_closed || !str_msgs || !str_bytes || !empty_str || !empty_tuple || !str_dead || !str_paused || !heads[0] ||
+        !heads[1])
         return NULL;
     return PyModule_Create(&module);
 }

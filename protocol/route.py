@@ -25,12 +25,24 @@ and the parser reports them with an empty account.
 A route dedicated to one account (nats-server 2.10+ ``cluster { accounts }``, route.go: ``route_account`` in its INFO)
 carries the route forms without the account token too; ``RouteParser.bind_account`` switches a route's parser to
 that, reporting the bound account.
+
+Fast path.  A message whose line ends in CRLF and whose payload is all in the buffer is handed over without the
+general path's line object: its arguments are those the general path reads (``bytes.split()``), with its checks;
+anything else, every error included, goes the general way.  The compiled scanner (protocol/_speedups.c
+``scan_rmsgs``, when built and not turned off by SKIFF_PURE_PYTHON=1) takes every consecutive such message of a
+read, of every form (queue lists, HMSG), in one call; the pure fast path takes the plain RMSG/LMSG form and leaves
+the others to the general path, which answers the same.  tests/protocol/test_route_parser.py runs both over the
+same random streams.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from .accel import speedups
 from .parser import Connect, Err, Info, OK, PING, PONG, ProtocolError
+
+# The compiled fast path (protocol/_speedups.c) when it was built and not turned off, else None.
+scan_rmsgs = speedups.scan_rmsgs if speedups is not None else None
 
 __all__ = ["RouteParser", "RSub", "RUnsub", "rs_plus", "rs_minus", "rmsg_head", "ls_plus", "ls_minus", "lmsg_head"]
 
@@ -60,11 +72,18 @@ def _s(b: bytes) -> str:
 class RouteParser:
     """Incremental parser of one route connection's input."""
 
-    def __init__(self, max_payload: int = 64 * 1024 * 1024, leaf: bool = False) -> None:
+    def __init__(self, max_payload: int = 64 * 1024 * 1024, leaf: bool = False,
+                 accelerated: bool | None = None) -> None:
+        """``accelerated``: None takes the compiled fast path when it is there; True insists on it (an ImportError
+        without it), False runs the pure path (tests run both over the same inputs)."""
+        if accelerated and scan_rmsgs is None:
+            raise ImportError("skiff.protocol._speedups is not available (not built, or SKIFF_PURE_PYTHON is set)")
+        self._scan = scan_rmsgs if accelerated is not False else None
         self.max_payload = max_payload
         self.leaf = leaf
         self._acc = 0 if leaf else 1  # how many account tokens a line carries
         self.account = b""  # the account a line without its token is for (leaf or dedicated route)
+        self._account_str: str | None = "" if leaf else None  # the same decoded; None: lines name their account
         self._sub, self._unsub, self._msg_word = (b"LS+", b"LS-", b"LMSG") if leaf else (b"RS+", b"RS-", b"RMSG")
         self._fast = self._msg_word + b" "
         self._buf = b""
@@ -85,6 +104,7 @@ class RouteParser:
         """From now on lines carry no account token: they are all for ``name`` (a dedicated route)."""
         self._acc = 0
         self.account = name.encode("utf-8", "surrogateescape")
+        self._account_str = _s(self.account)
 
     def parse(self, data: bytes, sink) -> None:
         if self.dead:
@@ -92,6 +112,7 @@ class RouteParser:
         buf = self._buf + data if self._buf else data
         self._buf = b""
         pos, n = 0, len(buf)
+        scan = self._scan if type(buf) is bytes else None  # the compiled scanner reads bytes only
         while pos < n and not self.dead and not self.paused:
             if self._msg is not None:
                 acc, subj, reply, queues, hdr, size = self._msg
@@ -104,10 +125,18 @@ class RouteParser:
                 sink.on_rmsg(acc, subj, reply, queues, hdr, bytes(buf[pos:end]))
                 pos = end + 2
                 continue
+            if scan is not None:
+                # Every consecutive complete message from here, in one call (protocol/_speedups.c); it stops where
+                # the general path has to look, and after an operation that stopped this loop.
+                pos = scan(self, buf, pos, self._msg_word, self._account_str, self.max_payload, sink.on_rmsg)
+                if pos >= n or self.dead or self.paused:
+                    break
             nl = buf.find(b"\n", pos)
-            if nl > 0 and buf[pos:pos + 5] == self._fast and buf[nl - 1] == 13:
+            if scan is None and nl > 0 and buf[pos:pos + 5] == self._fast and buf[nl - 1] == 13:
                 # Fast path: "RMSG <acc> <subject> [reply] <size>" (LMSG without <acc>) with the payload all here.
-                args = buf[pos + 5:nl - 1].split(b" ")
+                # The arguments split as the general path splits them (on any whitespace), so either takes a line
+                # to the same message.
+                args = buf[pos + 5:nl].split()
                 a = self._acc
                 if 2 + a <= len(args) <= 3 + a and args[-1].isdigit():
                     size = int(args[-1])
