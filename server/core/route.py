@@ -73,6 +73,9 @@ class RouteConnection(Link):
         self.connect_received = solicited  # the accepting side waits for CONNECT
         self.headers = True
         self._prefixes: dict[tuple[str, str], bytes] = {}  # (account, subject) -> b"RMSG <acc> <subject> "
+        self._last_subject = self._last_account = None  # the key of the last prefix used (send_msg)
+        self._last_prefix = b""
+        self._last_size, self._last_tail = -1, b""  # the last message's size and its b"<size>\r\n"
         self._sublists: dict[str, object] = {}  # account name -> its Sublist (on_rmsg)
         self.retry = False  # reconnect even if implicit (both sides kept the other's connection: route.go)
 
@@ -100,6 +103,29 @@ class RouteConnection(Link):
 
     def send_msg(self, account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int,
                  data: bytes) -> None:
+        if reply or queues or hdr_len or not self.registered:
+            return self._send_other(account, subject, reply, queues, hdr_len, data)
+        # "RMSG <acc> <subject> " and "<size>\r\n" as pieces kept from the previous message: a stream of messages
+        # on one subject, of one size, is the common case, and the parser hands the same subject str over while it
+        # repeats (protocol/_speedups.c), so an identity check finds it without hashing.
+        out = self.out
+        if not out:
+            self.server.mark_pending(self)
+        if subject is self._last_subject and account is self._last_account:
+            prefix = self._last_prefix
+        else:
+            prefix = self._prefix(account, subject)
+        size = len(data)
+        if size != self._last_size:
+            self._last_size = size
+            self._last_tail = b"%d\r\n" % size
+        out += (prefix, self._last_tail, data, b"\r\n")
+        self.out_msgs += 1
+        self.out_bytes += size
+
+    def _send_other(self, account: str, subject: str, reply: str, queues: list[str] | tuple, hdr_len: int,
+                    data: bytes) -> None:
+        """send_msg for a message with a reply, queue groups or headers (client.go msgHeaderForRouteOrLeaf)."""
         if not self.registered:
             return
         if hdr_len and not self.headers:
@@ -108,23 +134,22 @@ class RouteConnection(Link):
         if not self.out:
             self.server.mark_pending(self)
         size = len(data)
-        if self.account:
-            account = ""  # a dedicated route: lines without the account name
-        if queues or hdr_len or reply:
-            head = rmsg_head(account, subject, reply, queues, hdr_len, size)
-        else:
-            # "RMSG <acc> <subject> " once per subject (a stream of messages on one subject is the common case)
-            key = (account, subject)
-            prefix = self._prefixes.get(key)
-            if prefix is None:
-                if len(self._prefixes) > 4096:
-                    self._prefixes.clear()
-                line = f"RMSG {account} {subject} " if account else f"RMSG {subject} "
-                prefix = self._prefixes[key] = line.encode("utf-8", "surrogateescape")
-            head = prefix + b"%d\r\n" % size
-        self.out += (head, data, b"\r\n")
+        self.out += (rmsg_head("" if self.account else account, subject, reply, queues, hdr_len, size), data,
+                     b"\r\n")
         self.out_msgs += 1
         self.out_bytes += size
+
+    def _prefix(self, account: str, subject: str) -> bytes:
+        """``RMSG <acc> <subject> `` (without the account on a dedicated route), kept per (account, subject)."""
+        key = (account, subject)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            if len(self._prefixes) > 4096:
+                self._prefixes.clear()
+            line = f"RMSG {subject} " if self.account else f"RMSG {account} {subject} "
+            prefix = self._prefixes[key] = line.encode("utf-8", "surrogateescape")
+        self._last_subject, self._last_account, self._last_prefix = subject, account, prefix
+        return prefix
 
     # ------------------------------------------------------------------ input
     def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes) -> None:
@@ -266,6 +291,8 @@ class RouteConnection(Link):
     def _bind(self, account: str) -> None:
         self.account = account
         self.parser.bind_account(account)
+        self._prefixes = {}  # the RMSG lines lose their account name
+        self._last_subject = self._last_account = None
 
     def refuse(self, err: str, reason: str = PROTOCOL_VIOLATION) -> None:
         """route.go addRoute's errors: sent and logged, the route closed (a Protocol Violation, mostly)."""

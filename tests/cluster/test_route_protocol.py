@@ -33,12 +33,13 @@ class FakeRoute:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def handshake(self, cluster: str = "c1", user: str = "", password: str = "") -> None:
+    def handshake(self, cluster: str = "c1", user: str = "", password: str = "", server_id: str = FAKE_ID) -> None:
         connect = {"echo": True, "verbose": False, "pedantic": False, "tls_required": False, "headers": True,
-                   "name": FAKE_ID, "cluster": cluster}
+                   "name": server_id, "cluster": cluster}
         if user:
             connect.update(user=user, **{"pass": password})
-        info = {"server_id": FAKE_ID, "server_name": "fake", "version": "2.9.0", "proto": 1, "host": "127.0.0.1",
+        info = {"server_id": server_id, "server_name": server_id[-8:], "version": "2.9.0", "proto": 1,
+                "host": "127.0.0.1",
                 "port": 1, "headers": True, "cluster": cluster}
         self.send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nINFO " + json.dumps(info).encode() + b"\r\n")
 
@@ -115,6 +116,32 @@ async def test_messages_cross_a_route_only_for_its_interest_with_queue_lists(nod
     finally:
         await nc.close()
         r.close()
+
+
+async def test_one_message_per_route_with_the_queue_groups_it_serves(node):
+    """Plain and queue interest of one route for a subject take one RMSG with the queue list; another route with
+    plain interest gets its own plain RMSG (client.go processMsgResults: one message per route)."""
+    a, b = FakeRoute(node.cluster_port), FakeRoute(node.cluster_port)
+    a.handshake(server_id=FAKE_ID[:-1] + "A")
+    b.handshake(server_id=FAKE_ID[:-1] + "B")
+    a.sync()
+    b.sync()
+    nc = await nats.connect(node.url)
+    try:
+        a.send(b"RS+ $G foo\r\nRS+ $G foo q 1\r\nRS+ $G bar q 1\r\n")
+        b.send(b"RS+ $G foo\r\nRS+ $G bar\r\n")
+        a.sync()
+        b.sync()
+        await nc.publish("foo", b"one")
+        await nc.publish("foo", b"two", reply="rep.1")
+        await nc.publish("bar", b"three")
+        await nc.flush()
+        assert a.messages() == [b"RMSG $G foo | q 3|one", b"RMSG $G foo + rep.1 q 3|two", b"RMSG $G bar | q 5|three"]
+        assert b.messages() == [b"RMSG $G foo 3|one", b"RMSG $G foo rep.1 3|two", b"RMSG $G bar 5|three"]
+    finally:
+        await nc.close()
+        a.close()
+        b.close()
 
 
 async def test_local_interest_is_announced_and_routed_messages_reach_local_subscribers(node):
