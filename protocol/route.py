@@ -50,6 +50,8 @@ ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_MAX_PAYLOAD = "Maximum Payload Violation"
 #: nats-server MAX_CONTROL_LINE_SIZE; a route line (RS+ with a long subject) is held to the same limit.
 MAX_CONTROL_LINE = 4096
+#: the bits of RouteParser._stop
+DEAD, PAUSED = 1, 2
 
 
 class RSub(NamedTuple):
@@ -88,16 +90,28 @@ class RouteParser:
         self._fast = self._msg_word + b" "
         self._buf = b""
         self._msg: tuple | None = None  # (account, subject, reply, queues, hdr_len, size) waiting for its payload
-        self.dead = False
-        self.paused = False  # stopped after an operation: the rest of the input is not in this form (compressed)
+        # Why parsing stops: bit DEAD (a protocol error) and bit PAUSED (``pause``), in one byte that the compiled
+        # scanner reads after every message it hands over, as the pure loop does, without an attribute lookup.
+        self._stop = bytearray(1)
+
+    @property
+    def dead(self) -> bool:
+        """A protocol error was reported: all further input is ignored."""
+        return bool(self._stop[0] & DEAD)
+
+    @property
+    def paused(self) -> bool:
+        """Stopped after an operation: the rest of the input is not in this form (compressed)."""
+        return bool(self._stop[0] & PAUSED)
 
     def pause(self) -> None:
         """Stop after the operation being reported: ``parse`` keeps the rest for ``resume``."""
-        self.paused = True
+        self._stop[0] |= PAUSED
 
     def resume(self) -> bytes:
         """The bytes after the pausing operation, not parsed; parsing goes on with whatever is fed next."""
-        rest, self._buf, self.paused = self._buf, b"", False
+        rest, self._buf = self._buf, b""
+        self._stop[0] &= ~PAUSED
         return rest
 
     def bind_account(self, name: str) -> None:
@@ -107,13 +121,14 @@ class RouteParser:
         self._account_str = _s(self.account)
 
     def parse(self, data: bytes, sink) -> None:
-        if self.dead:
+        stop = self._stop
+        if stop[0] & DEAD:
             return
         buf = self._buf + data if self._buf else data
         self._buf = b""
         pos, n = 0, len(buf)
         scan = self._scan if type(buf) is bytes else None  # the compiled scanner reads bytes only
-        while pos < n and not self.dead and not self.paused:
+        while pos < n and not stop[0]:
             if self._msg is not None:
                 acc, subj, reply, queues, hdr, size = self._msg
                 end = pos + size
@@ -128,8 +143,8 @@ class RouteParser:
             if scan is not None:
                 # Every consecutive complete message from here, in one call (protocol/_speedups.c); it stops where
                 # the general path has to look, and after an operation that stopped this loop.
-                pos = scan(self, buf, pos, self._msg_word, self._account_str, self.max_payload, sink.on_rmsg)
-                if pos >= n or self.dead or self.paused:
+                pos = scan(stop, buf, pos, self._msg_word, self._account_str, self.max_payload, sink.on_rmsg)
+                if pos >= n or stop[0]:
                     break
             nl = buf.find(b"\n", pos)
             if scan is None and nl > 0 and buf[pos:pos + 5] == self._fast and buf[nl - 1] == 13:
@@ -157,7 +172,7 @@ class RouteParser:
         self._buf = buf[pos:] if pos < n else b""
 
     def _fail(self, sink, err: str, detail: str) -> None:
-        self.dead = True
+        self._stop[0] |= DEAD
         self._buf = b""
         sink.on_route_op(ProtocolError(err, detail))
 

@@ -73,9 +73,9 @@ class RouteConnection(Link):
         self.connect_received = solicited  # the accepting side waits for CONNECT
         self.headers = True
         self._prefixes: dict[tuple[str, str], bytes] = {}  # (account, subject) -> b"RMSG <acc> <subject> "
-        self._last_subject = self._last_account = None  # the key of the last prefix used (send_msg)
-        self._last_prefix = b""
-        self._last_size, self._last_tail = -1, b""  # the last message's size and its b"<size>\r\n"
+        # the last plain message's subject, account and size, and its head (send_msg)
+        self._last_subject = self._last_account = None
+        self._last_size, self._last_head = -1, b""
         self._sublists: dict[str, object] = {}  # account name -> its Sublist (on_rmsg)
         self.retry = False  # reconnect even if implicit (both sides kept the other's connection: route.go)
 
@@ -105,21 +105,18 @@ class RouteConnection(Link):
                  data: bytes) -> None:
         if reply or queues or hdr_len or not self.registered:
             return self._send_other(account, subject, reply, queues, hdr_len, data)
-        # "RMSG <acc> <subject> " and "<size>\r\n" as pieces kept from the previous message: a stream of messages
-        # on one subject, of one size, is the common case, and the parser hands the same subject str over while it
-        # repeats (protocol/_speedups.c), so an identity check finds it without hashing.
+        # The head of the previous message again: a stream of messages on one subject, of one size, is the common
+        # case, and the parser hands the same subject str over while it repeats (protocol/_speedups.c), so
+        # identity checks find it without hashing or formatting.
         out = self.out
         if not out:
             self.server.mark_pending(self)
-        if subject is self._last_subject and account is self._last_account:
-            prefix = self._last_prefix
-        else:
-            prefix = self._prefix(account, subject)
         size = len(data)
-        if size != self._last_size:
-            self._last_size = size
-            self._last_tail = b"%d\r\n" % size
-        out += (prefix, self._last_tail, data, b"\r\n")
+        if subject is self._last_subject and size == self._last_size and account is self._last_account:
+            head = self._last_head
+        else:
+            head = self._head(account, subject, size)
+        out += (head, data, b"\r\n")
         self.out_msgs += 1
         self.out_bytes += size
 
@@ -139,8 +136,9 @@ class RouteConnection(Link):
         self.out_msgs += 1
         self.out_bytes += size
 
-    def _prefix(self, account: str, subject: str) -> bytes:
-        """``RMSG <acc> <subject> `` (without the account on a dedicated route), kept per (account, subject)."""
+    def _head(self, account: str, subject: str, size: int) -> bytes:
+        """``RMSG <acc> <subject> <size>\\r\\n`` (without the account on a dedicated route), from a prefix kept per
+        (account, subject); remembered as the last head."""
         key = (account, subject)
         prefix = self._prefixes.get(key)
         if prefix is None:
@@ -148,24 +146,32 @@ class RouteConnection(Link):
                 self._prefixes.clear()
             line = f"RMSG {subject} " if self.account else f"RMSG {account} {subject} "
             prefix = self._prefixes[key] = line.encode("utf-8", "surrogateescape")
-        self._last_subject, self._last_account, self._last_prefix = subject, account, prefix
-        return prefix
+        head = prefix + b"%d\r\n" % size
+        self._last_subject, self._last_account, self._last_size, self._last_head = subject, account, size, head
+        return head
 
     # ------------------------------------------------------------------ input
     def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes) -> None:
         self.in_msgs += 1
         self.in_bytes += len(data)
-        if not self.registered:
-            return  # nats-server takes a message before the route's INFO and drops it (checked with 2.15.1)
-        sl = self._sublists.get(account)
+        sl = self._sublists.get(account)  # filled while the route is registered (_gone empties it)
         if sl is None:
-            acc = self.server.accounts.lookup(account)
-            if acc is None:
-                # route.go processInboundRoutedMsg: a message for an unknown account is dropped (debug log).
-                self.server.log_debug("Unknown account for routed message", account=account, subject=subject)
+            sl = self._sublist_of(account, subject)
+            if sl is None:
                 return
-            sl = self._sublists[account] = acc.sublist
         self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
+
+    def _sublist_of(self, account: str, subject: str) -> Any:
+        """The Sublist of a routed message's account, kept in ``_sublists``; None: the message is dropped."""
+        if not self.registered:
+            return None  # nats-server takes a message before the route's INFO and drops it (checked with 2.15.1)
+        acc = self.server.accounts.lookup(account)
+        if acc is None:
+            # route.go processInboundRoutedMsg: a message for an unknown account is dropped (debug log).
+            self.server.log_debug("Unknown account for routed message", account=account, subject=subject)
+            return None
+        sl = self._sublists[account] = acc.sublist
+        return sl
 
     def on_route_op(self, op: Any) -> None:
         if not self.connect_received and not isinstance(op, Connect):
@@ -335,5 +341,6 @@ class RouteConnection(Link):
         return self in self.cluster.pending
 
     def _gone(self) -> None:
+        self._sublists.clear()  # what is still parsed of this read is dropped (on_rmsg)
         self.cluster.route_closed(self)
         self.server.log_debug("Route connection closed", cid=self.cid, reason=self.close_reason)

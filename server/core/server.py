@@ -662,19 +662,23 @@ class Server:
                 conn.out_bytes += size
                 conn.out_msgs += 1
                 sub.delivered += 1
-        if rt1 is not None or routes is not None:
+        if rt1 is not None and routes is None:
+            # One route (or leaf connection) with plain interest, the common case.  Never back where it came from;
+            # what came from a route goes to leaf connections only.  The remote matches the routed subject.
+            if rt1 is not origin and (origin is None or not origin.is_route or not rt1.is_route):
+                rt1.send_msg(racc, subject, reply, (), hdr_len, data)
+                return True
+        elif routes is not None:
             from_route = origin is not None and origin.is_route
-            if rt1 is not None and (routes is None or rt1 not in routes):  # else it goes with its queue groups
-                # Never back where it came from; what came from a route goes to leaf connections only.
+            if rt1 is not None and rt1 not in routes:  # else it goes with its queue groups
                 if not (rt1 is origin or (from_route and rt1.is_route)):
-                    rt1.send_msg(racc, subject, reply, (), hdr_len, data)  # the remote matches the routed subject
+                    rt1.send_msg(racc, subject, reply, (), hdr_len, data)
                     delivered = True
-            if routes is not None:
-                for rt, qs in routes.items():
-                    if rt is origin or (from_route and rt.is_route):
-                        continue
-                    rt.send_msg(racc, subject, reply, qs, hdr_len, data)
-                    delivered = True
+            for rt, qs in routes.items():
+                if rt is origin or (from_route and rt.is_route):
+                    continue
+                rt.send_msg(racc, subject, reply, qs, hdr_len, data)
+                delivered = True
         return delivered or head is not None
 
     def deliver_routed(self, link: Any, sublist: Any, subject: str, reply: str, queues: tuple, hdr_len: int,
@@ -689,16 +693,14 @@ class Server:
         else:
             sublist.hits += 1
         plain, qgroups = r
-        from_route = link.is_route
-        head = tail = None
-        links = None
+        head = tail = links = None
         for sub in plain:
             conn = sub.conn
             if conn is None:
                 rt = sub.route
                 if rt is None:
                     sub.callback(sub, subject, reply, hdr_len, data, link)
-                elif rt is not link and not (from_route and rt.is_route):
+                elif rt is not link and not (link.is_route and rt.is_route):
                     if links is None:
                         links, racc = {}, sub.account
                     links.setdefault(rt, [])
@@ -723,7 +725,7 @@ class Server:
             for members in qgroups:
                 if members[0].queue not in queues:
                     continue
-                sub = self._pick(members, link, subject, routes_ok=not from_route)
+                sub = self._pick(members, link, subject, routes_ok=not link.is_route)
                 if sub is None:
                     continue
                 if sub.conn is None:

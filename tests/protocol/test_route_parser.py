@@ -236,12 +236,12 @@ def test_the_scanner_takes_every_message_of_the_fast_path_form(line, want):
     p = make("route", True)
     sink = Sink(p)
     data = line * 3
-    assert scan_rmsgs(p, data, 0, b"RMSG", None, 5, sink.on_rmsg) == len(data)
-    assert scan_rmsgs(p, data, len(line), b"RMSG", None, 5, sink.on_rmsg) == len(data)  # from a position
+    assert scan_rmsgs(p._stop, data, 0, b"RMSG", None, 5, sink.on_rmsg) == len(data)
+    assert scan_rmsgs(p._stop, data, len(line), b"RMSG", None, 5, sink.on_rmsg) == len(data)  # from a position
     assert len(sink.ops) == 5 and all(op == ("msg", *want, b"hello") for op in sink.ops)
-    assert scan_rmsgs(p, data, 0, b"RMSG", None, 4, sink.on_rmsg) == 0  # over max_payload: the general path's -ERR
-    assert scan_rmsgs(p, data[:-1], 0, b"RMSG", None, 5, sink.on_rmsg) == 2 * len(line)  # incomplete
-    assert scan_rmsgs(p, data, 0, b"LMSG", None, 5, sink.on_rmsg) == (len(data) if line[0] == 72 else 0)
+    assert scan_rmsgs(p._stop, data, 0, b"RMSG", None, 4, sink.on_rmsg) == 0  # over max_payload: the general path's -ERR
+    assert scan_rmsgs(p._stop, data[:-1], 0, b"RMSG", None, 5, sink.on_rmsg) == 2 * len(line)  # incomplete
+    assert scan_rmsgs(p._stop, data, 0, b"LMSG", None, 5, sink.on_rmsg) == (len(data) if line[0] == 72 else 0)
 
 
 def test_the_scanner_stops_when_the_parser_is_paused():
@@ -249,7 +249,7 @@ def test_the_scanner_stops_when_the_parser_is_paused():
     p = make("route", True)
     sink = Sink(p)
     data = b"RMSG $G a 1\r\nx\r\nRMSG $G a 5\r\npause\r\nRMSG $G a 1\r\ny\r\n"
-    assert scan_rmsgs(p, data, 0, b"RMSG", None, 100, sink.on_rmsg) == data.index(b"RMSG $G a 1\r\ny")
+    assert scan_rmsgs(p._stop, data, 0, b"RMSG", None, 100, sink.on_rmsg) == data.index(b"RMSG $G a 1\r\ny")
     assert p.paused and len(sink.ops) == 2
 
 
