@@ -108,6 +108,15 @@ def test_lines_without_the_account(accelerated):
     assert ops[-1][0] == "ProtocolError" and dead
 
 
+@pytest.mark.parametrize("accelerated", [False, True], ids=["pure", "compiled"])
+def test_a_long_queue_list(accelerated):
+    """More queue groups than the compiled scanner takes in one line (32 arguments): the general path's message."""
+    queues = tuple(f"q{i}" for i in range(40))
+    line = b"RMSG $G foo + rep " + " ".join(queues).encode() + b" 5\r\nhello\r\n"
+    ops, dead, _, _ = run("route", accelerated, line * 2, [])
+    assert ops == [("msg", "$G", "foo", "rep", queues, 0, b"hello")] * 2 and not dead
+
+
 BAD = [
     b"RMSG $G foo\r\nhello\r\n",  # no size
     b"RMSG $G foo x 5 5\r\nhello\r\n",  # a bad reply indicator
