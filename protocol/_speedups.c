@@ -96,7 +96,8 @@ crlf_at(const unsigned char *b, Py_ssize_t i, Py_ssize_t n)
 }
 
 /* One fast-path line at b[p]: "PUB <subject> [reply] <size>\r\n" or "HPUB <subject> [reply] <hdr> <size>\r\n",
-   single spaces, fields as field_end() reads them.  Fills the field bounds and returns the payload's start, or -1
+   one space after the op word, one or more between fields (nats-py writes "PUB <subject>  <size>" when it has no
+   reply), fields as field_end() reads them.  Fills the field bounds and returns the payload's start, or -1
    when the line is not of that form (or not complete in the buffer). */
 typedef struct {
     Py_ssize_t subj_s, subj_e, rep_s, rep_e;
@@ -120,10 +121,12 @@ match_line(const unsigned char *b, Py_ssize_t p, Py_ssize_t n, int hpub, publine
             i = e + 2;
             break;
         }
-        /* another field must follow after exactly one space; with a reply there are want + 1 fields */
+        /* another field must follow after one or more spaces; with a reply there are want + 1 fields */
         if (e >= n || b[e] != ' ' || nf == want + 1)
             return -1;
         i = e + 1;
+        while (i < n && b[i] == ' ')
+            i++;
     }
     if (nf < want)
         return -1;
@@ -252,7 +255,7 @@ scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         /* the pure fast path's conditions, in its terms (parser.py _parse) */
         if (m.hdr > m.size || m.size > maxp)
             break;
-        if (start - pos - (hpub ? 7 : 6) > mcl)
+        if (start - 2 - m.subj_s > mcl)  /* the argument: from the subject to the CR */
             break;
         Py_ssize_t stop = start + (Py_ssize_t)m.size;
         if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')

@@ -140,9 +140,10 @@ _PREFIXES = {w[:i] for w in _OPS for i in range(1, len(w))}
 _PUB_SEPS = b" \t"  # processPub / processHeaderPub
 _SUB_SEPS = b" \t\r\n"  # splitArg (SUB, UNSUB)
 _TO_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
-# The fast path's lines (see Parser._parse): fields hold no space, tab, CR or LF, sizes are 1-18 ASCII digits.
-_PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?([0-9]{1,18})\r\n")
-_HPUB_FAST = re.compile(rb"HPUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?([0-9]{1,18}) ([0-9]{1,18})\r\n")
+# The fast path's lines (see Parser._parse): fields hold no space, tab, CR or LF, sizes are 1-18 ASCII digits; one
+# space after the op word, one or more between fields (nats-py writes "PUB <subject>  <size>" when it has no reply).
+_PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18})\r\n")
+_HPUB_FAST = re.compile(rb"HPUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18}) +([0-9]{1,18})\r\n")
 
 
 def split_args(arg: bytes, crlf: bool = False) -> list[bytes]:
@@ -279,8 +280,9 @@ class Parser:
                 # Fast path for "PUB <subject> [reply] <size>\r\n" and "HPUB <subject> [reply] <hdr> <size>\r\n"
                 # with the whole payload in the buffer: one regex match (in C) gives the fields, no helper calls,
                 # straight to the sink.  The patterns take only lines that split_args() splits the same way: CRLF at
-                # the end (the CR is nats-server's dropped byte), single spaces, no tab, CR or LF in a field, sizes
-                # of at most 18 digits (_parse_size).  Anything else, and every error (sizes over max_payload or
+                # the end (the CR is nats-server's dropped byte), spaces only between fields (one after the op
+                # word), no tab, CR or LF in a field, sizes of at most 18 digits (_parse_size).  The argument whose
+                # length max_control_line bounds runs from the subject to the CR, as the general path measures it.  Anything else, and every error (sizes over max_payload or
                 # max_control_line, a header size over the total, a payload not followed by CRLF), falls through
                 # to the general path below, which answers as nats-server does.
                 m = pub_match(buf, pos) if scan is None else None
@@ -290,7 +292,7 @@ class Parser:
                     start = m.end()
                     stop = start + size
                     if size <= maxp and stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10 and (
-                            start - pos - 6 <= mcl):
+                            start - 2 - m.start(1) <= mcl):
                         msgs += 1
                         nbytes += size
                         pos = stop + 2
@@ -306,7 +308,7 @@ class Parser:
                         start = m.end()
                         stop = start + size
                         if hdr <= size <= maxp and stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10 and (
-                                start - pos - 7 <= mcl):
+                                start - 2 - m.start(1) <= mcl):
                             msgs += 1
                             nbytes += size
                             pos = stop + 2

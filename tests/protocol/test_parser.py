@@ -55,6 +55,9 @@ CASES = [
     (b"PUB foo 4\r\n\r\n\r\n\r\n", [Pub("foo", "", 0, b"\r\n\r\n")]),
     (b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [Pub("foo", "", 12, b"NATS/1.0\r\n\r\nhi")]),
     (b"HPUB foo r 12 12\r\nNATS/1.0\r\n\r\n\r\n", [Pub("foo", "r", 12, b"NATS/1.0\r\n\r\n")]),
+    # nats-py without a reply: two spaces where the reply would be (nats/protocol/command.py pub_cmd, hpub_cmd)
+    (b"PUB foo  2\r\nhi\r\n", [Pub("foo", "", 0, b"hi")]),
+    (b"HPUB foo  12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [Pub("foo", "", 12, b"NATS/1.0\r\n\r\nhi")]),
     (b"SUB foo 1\r\n", [Sub("foo", "", "1")]),
     (b"SUB foo.* q 22\r\n", [Sub("foo.*", "q", "22")]),
     (b"UNSUB 1\r\n", [Unsub("1", 0)]),

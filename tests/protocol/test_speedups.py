@@ -188,7 +188,11 @@ def test_skiff_pure_python_environment_variable(value, accelerated):
 
 @pytest.mark.parametrize("line", [b"PUB a 5\r\nhello\r\n", b"PUB a r 5\r\nhello\r\n", b"HPUB a 2 5\r\nhello\r\n",
                                   b"HPUB a r 5 5\r\nhello\r\n", b"PUB \xff.b 000000000000000005\r\nhello\r\n",
-                                  b"HPUB a\x0b 000000000000000000 5\r\nhello\r\n"])
+                                  b"HPUB a\x0b 000000000000000000 5\r\nhello\r\n",
+                                  # nats-py without a reply ("PUB <subject>  <size>", protocol/command.py pub_cmd),
+                                  # and runs of spaces between fields: max_control_line counts them
+                                  b"PUB a  5\r\nhello\r\n", b"HPUB a  2 5\r\nhello\r\n",
+                                  b"PUB a   r  5\r\nhello\r\n", b"HPUB a  r   2  5\r\nhello\r\n"])
 def test_the_scanner_takes_every_line_of_the_fast_path_form(line):
     """Agreement alone cannot see a scanner that takes too little (the general path would answer the same, more
     slowly): here it must take every message of the form up to the limits exactly, and leave them past them."""
