@@ -157,6 +157,13 @@ class Queries(SeqIndex):
 
     def load_last_msg(self, filter: str = "") -> StoredMsg | None:
         self._check_open()
+        ss = self._fss.get(filter)
+        if ss is not None and ss.msgs and not ss.stale:
+            # A literal subject the index holds, its last sequence current: what _last_match would find (a KV get
+            # is this; issue #13).  Unreadable, the general search below goes on from it.
+            m = self._load_slot(ss.last)
+            if m is not None:
+                return m
         seq = self._last_match(filter)
         while seq:
             m = self._load_slot(seq)

@@ -238,8 +238,14 @@ class ClientConnection(asyncio.Protocol):
             self._backlog_pos = 0
             self._work_backlog()
             return
-        self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
-        self.server.flush_pending()  # one write per touched connection for this whole read
+        srv = self.server
+        # The output of this read is written right below: mark_pending need not schedule a flush_pending of its
+        # own for the next loop turn (one loop callback less per request and reply, issue #13).
+        srv._flush_scheduled = True
+        try:
+            self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
+        finally:
+            srv.flush_pending()  # one write per touched connection for this whole read; clears _flush_scheduled
 
     def _work_backlog(self) -> None:
         """Parse a big read in slices, at most TURN_BUDGET seconds per loop turn, with reading paused until it is

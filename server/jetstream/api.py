@@ -263,6 +263,14 @@ class ApiRouter:
     def _dispatch(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         if self.fault is not None and reply and self._faulted(reply):
             return
+        if subject.startswith(DIRECT_GET_PRE):
+            # No row of the table is routed here: the streams' own queue subscriptions answer (direct_get.py), and
+            # all this subscription owes the requester is the no-responders status when nobody else is there (what
+            # _dispatch_now ends in for these subjects, held or not, with JetStream on or off).  Checked first: every
+            # KV get is one of these (issue #13).
+            if reply and origin is not None:
+                self._no_responders(sub, subject, reply, origin)
+            return
         self._dispatch_now(sub, subject, reply, hdr_len, data, origin)
 
     def _dispatch_now(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
