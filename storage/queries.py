@@ -16,6 +16,15 @@ from skiff.storage.seqindex import LIVE, SeqIndex, SubjState, _unpack_code
 from skiff.storage.subjects import is_all, is_literal
 
 _SMALL_SET = 32  # wildcard matches up to this many subjects are resolved per subject, more by scanning
+# The last message of a literal subject, once loaded, is kept (``_hot``: sequence -> StoredMsg) for the next load of
+# that subject: a KV get or a direct get by subject reads memory, as nats-server's file store serves it from its
+# block cache, instead of a pread, a checksum and a parse (issue #13).  Kept are messages of up to HOT_MSG bytes
+# (headers + data), at most HOT_BYTES in all; the whole cache is dropped when it would pass that.  An entry is used
+# only while its sequence is live in the index (the slot is checked first), and a stored message never changes
+# while it is live; the index reset that a rolled-back write causes (a sequence may then be given out again)
+# empties the cache (seqindex.py _reset_index).
+HOT_MSG = 8 * 1024
+HOT_BYTES = 1024 * 1024
 
 
 class Queries(SeqIndex):
@@ -97,6 +106,25 @@ class Queries(SeqIndex):
             return None
         return self._read(c, i, seq)
 
+    def _load_last_hot(self, seq: int) -> StoredMsg | None:
+        """:meth:`_load_slot` through the cache of last messages (HOT_MSG above)."""
+        c, i = self._locate(seq)
+        if c is None or c.codes[i << 2] != LIVE:
+            return None
+        hot = self._hot
+        m = hot.get(seq)
+        if m is None:
+            m = self._read(c, i, seq)
+            if m is not None:
+                size = len(m.hdr) + len(m.data)
+                if size <= HOT_MSG:
+                    if self._hot_bytes + size > HOT_BYTES:
+                        hot.clear()
+                        self._hot_bytes = 0
+                    hot[seq] = m
+                    self._hot_bytes += size
+        return m
+
     def load_msg(self, seq: int) -> StoredMsg | None:
         self._check_open()
         return self._load_slot(seq)
@@ -161,7 +189,7 @@ class Queries(SeqIndex):
         if ss is not None and ss.msgs and not ss.stale:
             # A literal subject the index holds, its last sequence current: what _last_match would find (a KV get
             # is this; issue #13).  Unreadable, the general search below goes on from it.
-            m = self._load_slot(ss.last)
+            m = self._load_last_hot(ss.last)
             if m is not None:
                 return m
         seq = self._last_match(filter)

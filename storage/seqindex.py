@@ -174,6 +174,8 @@ class SeqIndex:
         self._wc_cache: dict[str, set[int]] = {}
         self._ttl_heap: list[tuple[int, int]] = []
         self._ttl_never: set[int] = set()
+        self._hot: dict = {}  # queries.py: the last messages of literal subjects, by sequence (HOT_MSG)
+        self._hot_bytes = 0
 
     # ================================================================================================ subjects
     def _new_subject(self, subject: str) -> SubjState:
