@@ -24,7 +24,7 @@ _SMALL_SET = 32  # wildcard matches up to this many subjects are resolved per su
 # while it is live; the index reset that a rolled-back write causes (a sequence may then be given out again)
 # empties the cache (seqindex.py _reset_index).
 HOT_MSG = 8 * 1024
-HOT_BYTES = 1024 * 1024
+HOT_BYTES = 256 * 1024  # per store: a bucket of ~2,000 values of 128 B; bounded, as stores may be many
 
 
 class Queries(SeqIndex):
