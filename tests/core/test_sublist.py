@@ -108,3 +108,63 @@ def test_unsub_of_one_of_many_on_a_subject_is_constant_time():
         assert sl.remove(s)
     assert time.perf_counter() - t < 1.0
     assert sl.count == 0 and sl._root.empty()
+
+
+def _brute(subs, subject):
+    """What a match must answer, from subject_matches over every live subscription."""
+    toks = subject.split(".")
+    if "" in toks:
+        return [], []
+    plain = sorted(s.subject for s in subs if not s.queue and subject_matches(s.subject, subject))
+    groups: dict = {}
+    for s in subs:
+        if s.queue and subject_matches(s.subject, subject):
+            groups.setdefault(s.queue, []).append(s.subject)
+    return plain, sorted(sorted(g) for g in groups.values())
+
+
+def test_ack_and_inbox_subjects_match_exactly_through_the_prefix_cache():
+    # Acks and inbox replies are answered by their family prefix ($JS.ACK.<stream>.<consumer>., _INBOX.<id>.) while
+    # nothing subscribes below it; subscriptions that look at later tokens, or come and go, must never be missed.
+    import random
+
+    rnd = random.Random(7)
+    pool = ["$JS.ACK.>", "$JS.>", ">", "*.ACK.>", "$JS.ACK.S.C.>", "$JS.ACK.S.*.>", "$JS.ACK.S.C.1.>",
+            "$JS.ACK.S.C.*.5.>", "$JS.ACK.S.C.1.5.1.1.0", "$JS.ACK.*.*.*.*.*.*.*", "_INBOX.abc.*", "_INBOX.abc.7",
+            "_INBOX.>", "_INBOX.abc.*.x", "*.abc.*", "foo.bar"]
+    subjects_ = ["$JS.ACK.S.C.1.5.1.1.0", "$JS.ACK.S.C.2.5.2.1.0", "$JS.ACK.S.D.1.5.1.1.0", "$JS.ACK.T.C.1.9.3.1.2",
+                 "$JS.ACK.S.C.1.6.2.1.0", "_INBOX.abc.7", "_INBOX.abc.8", "_INBOX.abd.7", "_INBOX.abc.7.x",
+                 "$JS.ACK.S.C..5.1.1.0", "$JS.ACK.S.C.1.5.1.1.", "_INBOX.abc..", "$JS.ACK.S", "_INBOX.abc"]
+    sl = Sublist()
+    live: list = []
+    for step in range(3000):
+        if rnd.random() < 0.15:
+            if live and rnd.random() < 0.5:
+                s = live.pop(rnd.randrange(len(live)))
+                assert sl.remove(s)
+            else:
+                q = "q" if rnd.random() < 0.2 else ""
+                s = sub(rnd.choice(pool), q, sid=str(step))
+                sl.insert(s)
+                live.append(s)
+        subject = rnd.choice(subjects_)
+        assert subjects(sl.match(subject)) == _brute(live, subject), (subject, [s.subject for s in live])
+    assert sl.hits > 0  # only the prefix cache answers these subjects without a walk
+
+
+def test_prefix_cache_answers_acks_without_a_walk():
+    sl = Sublist()
+    acks = sub("$JS.ACK.>")
+    sl.insert(acks)
+    sl.match("$JS.ACK.S.C.1.1.1.1.0")
+    misses = sl.misses
+    for i in range(2, 100):
+        assert sl.match(f"$JS.ACK.S.C.1.{i}.{i}.1.0") == ([acks], [])
+    assert sl.misses == misses
+    # A client subscription on one consumer's acks of delivery count 1 sees those only.
+    spy = sub("$JS.ACK.S.C.1.>", sid="2")
+    sl.insert(spy)
+    assert subjects(sl.match("$JS.ACK.S.C.1.7.7.1.0")) == (["$JS.ACK.>", "$JS.ACK.S.C.1.>"], [])
+    assert subjects(sl.match("$JS.ACK.S.C.2.7.7.1.0")) == (["$JS.ACK.>"], [])
+    sl.remove(spy)
+    assert sl.match("$JS.ACK.S.C.1.8.8.1.0") == ([acks], [])
