@@ -54,11 +54,9 @@ class LoopClock(Clock):
             self._loop = asyncio.get_running_loop()
         return self._loop
 
-    def time_ns(self) -> int:
-        return time.time_ns()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
+    # The time module's own functions: a clock read per delivery and per ack costs no Python call.
+    time_ns = staticmethod(time.time_ns)
+    monotonic = staticmethod(time.monotonic)
 
     def call_later(self, delay: float, cb: Callable, *args) -> Timer:
         t = Timer(self.monotonic() + delay, cb, args)
