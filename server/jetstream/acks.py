@@ -89,6 +89,31 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
     if idle is not None and idle.thresh > 0:
         idle.suppress()
     if not msg or msg == ACK_ACK or msg == ACK_OK:
+        core = c.core
+        if not reply and core.ack_policy == "explicit" and not c.closed:
+            # ack_msg in-line for the common ack (explicit, no reply to answer: what a client's ack() sends), once
+            # per message: the same steps in the same order, without the Acked record.
+            if sseq >= core.sseq and not core.flow_control:
+                return  # beyond what this consumer delivered: ignored (ConsumerCore.ack's None)
+            pending = core.pending
+            maxp = core.maxp
+            was_full = maxp > 0 and len(pending) >= maxp
+            p = core.ack_explicit(sseq)
+            if p is not None:
+                if c.sfreq > 0:
+                    _sample(c, sseq, dseq, dc, p[1])
+                c.state.acked(p[0], sseq)
+            else:
+                c.state.acked(dseq, sseq)
+            c.lat = c.clock.time_ns()
+            if not pending:
+                c.cset.maybe_no_pending(c)
+            if p is not None:
+                if c.stream.config.retention != "limits":
+                    c.cset.ack_msg(sseq)
+                if was_full:
+                    c.delivery.kick_soon()
+            return
         if not ack_msg(c, sseq, dseq, dc, reply, True):
             skip_reply = True
         if reply and not skip_reply:

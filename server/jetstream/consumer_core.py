@@ -266,18 +266,11 @@ class ConsumerCore:
         policy = self.ack_policy
         pending = self.pending
         if policy == "explicit":
-            acked: list[int] = []
-            was_full = False
-            p = pending.get(sseq)
-            if p is not None:
-                was_full = self.maxp > 0 and len(pending) >= self.maxp
-                del pending[sseq]
-                dseq = p[0]
-                self._move_ack_floor(dseq, sseq)
-                acked.append(sseq)
-            self.rdc.pop(sseq, None)
-            self.rdq.pop(sseq, None)
-            return Acked(dseq, acked, was_full, p)
+            was_full = self.maxp > 0 and len(pending) >= self.maxp
+            p = self.ack_explicit(sseq)
+            if p is None:
+                return Acked(dseq, [], False, None)
+            return Acked(p[0], [sseq], was_full, p)
         if policy in ("all", "flow_control"):
             if dseq <= self.adflr or sseq <= self.asflr:
                 return ALREADY
@@ -297,6 +290,19 @@ class ConsumerCore:
                 seqs.append(sseq)
             return Acked(dseq, seqs, was_full, None)
         return None
+
+    def ack_explicit(self, sseq: int) -> list | None:
+        """The explicit ack of stream sequence ``sseq`` (below ``sseq``: :meth:`ack` checks that): the pending entry
+        it removed (delivery sequence, time) or None when it was not pending.  :meth:`ack`'s explicit case without
+        its record, for acks.py's per-ack path."""
+        p = self.pending.pop(sseq, None)
+        if p is not None:
+            self._move_ack_floor(p[0], sseq)
+        if self.rdc:
+            self.rdc.pop(sseq, None)
+        if self.rdq:
+            self.rdq.pop(sseq, None)
+        return p
 
     def _move_ack_floor(self, dseq: int, sseq: int) -> None:
         """``(dseq, sseq)`` left pending: move the floor past it if it was the lowest outstanding delivery."""

@@ -193,11 +193,13 @@ async def test_backoff_spacing(jsc):
     assert 0.08 < gaps[0] < 0.35 and 0.35 < gaps[1] < 0.8, gaps
 
 
-async def test_ack_metric_sampled(jsc):
+@pytest.mark.parametrize("confirmed", [True, False], ids=["ack_sync", "ack"])
+async def test_ack_metric_sampled(jsc, confirmed):
+    # ack() sends no reply subject: Skiff takes its per-ack in-line path (acks.py process_ack) for those.
     s = await _setup(jsc, 1, sample_freq="100%")
     metric = await jsc.nc.subscribe(f"$JS.EVENT.METRIC.CONSUMER.ACK.{s}.C")
     (m,) = await _fetch(jsc, s, 1)
-    await m.ack_sync()
+    await (m.ack_sync() if confirmed else m.ack())
     ev = await next_json(metric)
     validate_event(ev)
     assert (ev["stream_seq"], ev["consumer_seq"], ev["deliveries"]) == (1, 1, 1) and ev["ack_time"] > 0
@@ -227,6 +229,44 @@ async def test_workqueue_removes_on_ack(jsc):
     await msgs[2].term()
     await asyncio.sleep(0.05)
     assert (await jsc.info(s))["state"]["messages"] == 0
+
+
+async def _until(cond, timeout: float = 2.0):
+    """Poll ``cond`` (a coroutine function) until it answers true: nats-server applies acks from a queue of its own,
+    after the client's later requests may have been answered."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        got = await cond()
+        if got or loop.time() > deadline:
+            return got
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("retention", ["workqueue", "interest"])
+async def test_plain_acks_remove_from_workqueue_and_interest_streams(jsc, retention):
+    # ack() without a reply, out of order: each acked message leaves the stream, the floor follows the lowest.
+    s = await _setup(jsc, 0, stream_cfg={"retention": retention})  # the consumer first: interest keeps nothing before
+    for i in range(3):
+        await jsc.pub(f"{s}.a", b"m%d" % i)
+    msgs = await _fetch(jsc, s, 3)
+    await msgs[1].ack()
+
+    async def state():
+        st = (await jsc.info(s))["state"]
+        return st["messages"], st["first_seq"]
+    assert await _until(lambda: _is(state, (2, 1))) == (2, 1)
+    await msgs[0].ack()
+    assert await _until(lambda: _is(state, (1, 3))) == (1, 3)
+    info = await cinfo(jsc, s, "C")
+    assert info["num_ack_pending"] == 1
+    assert (info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]) == (2, 2)
+
+
+async def _is(get, want):
+    """``want`` once ``get()`` answers it, else None (for :func:`_until`)."""
+    got = await get()
+    return got if got == want else None
 
 
 async def test_interest_stream_keeps_until_all_consumers_ack(jsc):
