@@ -566,7 +566,10 @@ class Server:
             if origin is None:
                 sublist = self.sublist
             else:
-                if subject[0] == "$" or (reply and reply[0] in "$_"):
+                # What _client_may_publish refuses ($NRG. subjects, $JS.ACK. and _R_. replies), without its call
+                # for every other "$" subject: each ack is a PUB to $JS.ACK.<...> (5% of a push consumer's
+                # server, sampled).
+                if (subject[0] == "$" and subject.startswith("$NRG.")) or (reply and reply[0] in "$_"):
                     if not self._client_may_publish(origin, subject, reply):
                         return False
                 sublist = origin.sublist
