@@ -76,17 +76,13 @@ def ack_reply_info(toks: list[str]) -> tuple[int, int, int]:
 
 def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
     """An ack arrived on ``toks`` (the ack subject's tokens) with payload ``msg``."""
-    # ack_reply_info in-line (once per ack)
+    # ack_reply_info in-line (once per ack); the delivery sequence and count only where they are used
     off = 2 if len(toks) == 9 else 4
-    s, d, n = toks[off + 3], toks[off + 4], toks[off + 2]
+    s = toks[off + 3]
     sseq = int(s) if s.isdigit() and s.isascii() else -1
-    dseq = int(d) if d.isdigit() and d.isascii() else -1
-    dc = int(n) if n.isdigit() and n.isascii() else -1
-    skip_reply = sseq == 0
-    dl = c.delivery
-    passes = dl.passes
     idle = c.idle
-    if idle is not None and idle.thresh > 0:
+    # Inactivity.suppress does nothing for a push consumer whose delete timer is not running (someone listens)
+    if idle is not None and idle.thresh > 0 and (idle.timer is not None or c.pull is not None):
         idle.suppress()
     if not msg or msg == ACK_ACK or msg == ACK_OK:
         core = c.core
@@ -101,10 +97,21 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
             p = core.ack_explicit(sseq)
             if p is not None:
                 if c.sfreq > 0:
-                    _sample(c, sseq, dseq, dc, p[1])
-                c.state.acked(p[0], sseq)
+                    d, n = toks[off + 4], toks[off + 2]
+                    _sample(c, sseq, int(d) if d.isdigit() and d.isascii() else -1,
+                            int(n) if n.isdigit() and n.isascii() else -1, p[1])
+                dseq = p[0]
             else:
-                c.state.acked(dseq, sseq)
+                d = toks[off + 4]
+                dseq = int(d) if d.isdigit() and d.isascii() else -1
+            # StateRecorder.acked in-line
+            st = c.state
+            try:
+                st.store.update_acks(dseq, sseq)
+            except Exception as e:  # noqa: BLE001 - a store refusing an ack must never break the ack path
+                st._failed("ack", e)
+            if st.persistent:
+                c.cset.dirty(c)
             c.lat = c.clock.time_ns()
             if not pending:
                 c.cset.maybe_no_pending(c)
@@ -114,6 +121,13 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
                 if was_full:
                     c.delivery.kick_soon()
             return
+    d, n = toks[off + 4], toks[off + 2]
+    dseq = int(d) if d.isdigit() and d.isascii() else -1
+    dc = int(n) if n.isdigit() and n.isascii() else -1
+    skip_reply = sseq == 0
+    dl = c.delivery
+    passes = dl.passes
+    if not msg or msg == ACK_ACK or msg == ACK_OK:
         if not ack_msg(c, sseq, dseq, dc, reply, True):
             skip_reply = True
         if reply and not skip_reply:
