@@ -110,14 +110,16 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
                 st.store.update_acks(dseq, sseq)
             except Exception as e:  # noqa: BLE001 - a store refusing an ack must never break the ack path
                 st._failed("ack", e)
-            if st.persistent:
-                c.cset.dirty(c)
+            cset = c.cset
+            # ConsumerSet.dirty changes nothing for a consumer already marked while the flush timer is armed
+            if st.persistent and (cset._flush_timer is None or c not in cset._dirty):
+                cset.dirty(c)
             c.lat = c.clock.time_ns()
             if not pending:
-                c.cset.maybe_no_pending(c)
+                cset.maybe_no_pending(c)
             if p is not None:
                 if c.stream.config.retention != "limits":
-                    c.cset.ack_msg(sseq)
+                    cset.ack_msg(sseq)
                 if was_full:
                     c.delivery.kick_soon()
             return

@@ -385,6 +385,10 @@ class Delivery:
         fc_acks = fc and policy == "flow_control"
         ack_pre = c.ack_pre
         ack_pre_b = ack_pre.encode("utf-8", "surrogateescape")
+        # The ack reply and sizes as a str f-string, encoded: 0.39 us a message against 0.69 for bytes %-formatting
+        # (timeit).  An ASCII ack prefix only (str.encode() then needs no error handler); else the bytes format.
+        fast = not fc and ack_pre.isascii()
+        pre1 = f" {ack_pre}1."
         sid = sub.sid_b
         out = conn.out
         if not out:
@@ -412,7 +416,9 @@ class Delivery:
                     hhead = msg_parts(subj, "", 1, 0)[0]
                 hl = len(hdr)
                 size = hl + len(data)
-                if fc:
+                if fast:
+                    out += (hhead, sid, f"{pre1}{seq}.{dseq}.{sm.ts}.{np} {hl} {size}\r\n".encode(), hdr, data, CRLF)
+                elif fc:
                     num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
                     out += (hhead, sid, b" %s%s %d %d\r\n" % (ack_pre_b, num, hl, size), hdr, data, CRLF)
                 else:
@@ -420,7 +426,9 @@ class Delivery:
                             hdr, data, CRLF)
             else:
                 size = len(data)
-                if fc:
+                if fast:
+                    out += (head, sid, f"{pre1}{seq}.{dseq}.{sm.ts}.{np} {size}\r\n".encode(), data, CRLF)
+                elif fc:
                     num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
                     out += (head, sid, b" %s%s %d\r\n" % (ack_pre_b, num, size), data, CRLF)
                 else:

@@ -188,3 +188,27 @@ async def test_filtered_runs_skip_what_the_filter_does_not_select(jsc):
         assert [ack_info(m.reply)["pending"] for m in msgs] == list(range(len(want) - 1, -1, -1)), filt
         assert [ack_info(m.reply)["consumer_seq"] for m in msgs] == list(range(1, len(want) + 1)), filt
         assert (await cinfo(jsc, s, name))["num_pending"] == 0
+
+
+async def test_run_of_a_stream_with_a_non_ascii_name(jsc):
+    # A run formats its ack replies one way for an ASCII ack prefix and another for any other (delivery.py
+    # _send_run); the client must see the same frames either way.
+    s = jsc.name("Ström")
+    await jsc.create(s)
+    stored = await _fill(jsc, s, 12)
+    dsubj = jsc.name("dlv")
+    sub = await jsc.nc.subscribe(dsubj)
+    await add_consumer(jsc, s, "Pü", deliver_subject=dsubj, ack_policy="explicit")
+    msgs = await collect(sub, 12, timeout=1)
+    _check(msgs, stored)
+    assert all(m.reply.startswith(f"$JS.ACK.{s}.Pü.1.") for m in msgs)
+    for m in msgs:
+        await m.ack()
+    await jsc.nc.flush()
+    info = await cinfo(jsc, s, "Pü")
+    for _ in range(50):  # nats-server applies acks from a queue of its own
+        if info["num_ack_pending"] == 0:
+            break
+        await asyncio.sleep(0.02)
+        info = await cinfo(jsc, s, "Pü")
+    assert info["num_ack_pending"] == 0 and info["ack_floor"]["stream_seq"] == 12
