@@ -40,7 +40,6 @@ from skiff.protocol.jsapi.subjects import (
 from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
-from .acks import ack_tokens
 from .api import ApiRequest, ApiRouter, WithHeader, api_level_error, consumer_of, serves
 from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
@@ -109,12 +108,18 @@ class ConsumerApi:
         c.process_next_request(reply, hdr, bytes(data[hdr_len:]))
 
     def on_ack(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
-        t = ack_tokens(subject)
-        c = self.lookup(t[0], t[1]) if t is not None else None
-        if c is None or c.config.ack_policy in ("none", "flow_control"):
+        # acks.ack_tokens and lookup in-line: once per ack
+        toks = subject.split(".")
+        n = len(toks)
+        c = None
+        if n == 9 or n >= 11:
+            s = self.js.streams.get(toks[2] if n == 9 else toks[4])
+            if s is not None:
+                c = s.consumers.get(toks[3] if n == 9 else toks[5])
+        if c is None or c.core.ack_policy in ("none", "flow_control"):
             self._no_responders(sub, subject, reply, origin)
             return
-        c.process_ack(t[2], reply, bytes(data[hdr_len:]))
+        c.process_ack(toks, reply, bytes(data[hdr_len:]))
 
     def on_fc(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         toks = subject.split(".")

@@ -295,9 +295,17 @@ class ConsumerCore:
         """The explicit ack of stream sequence ``sseq`` (below ``sseq``: :meth:`ack` checks that): the pending entry
         it removed (delivery sequence, time) or None when it was not pending.  :meth:`ack`'s explicit case without
         its record, for acks.py's per-ack path."""
-        p = self.pending.pop(sseq, None)
+        pending = self.pending
+        p = pending.pop(sseq, None)
         if p is not None:
-            self._move_ack_floor(p[0], sseq)
+            dseq = p[0]
+            nxt = pending.get(sseq + 1) if dseq == self.adflr + 1 else None
+            if nxt is not None:
+                # _move_ack_floor's case for an ack in order, in-line (once per ack): the floor moves to just
+                # below the next outstanding delivery, found at the next sequence
+                self.adflr, self.asflr = (nxt[0] - 1, sseq) if nxt[0] > 0 else (dseq, sseq)
+            else:
+                self._move_ack_floor(dseq, sseq)
         if self.rdc:
             self.rdc.pop(sseq, None)
         if self.rdq:

@@ -92,6 +92,14 @@ async def test_ack_none(jsc):
         await jsc.nc.request(msgs[0].reply, b"", timeout=0.5)
 
 
+@pytest.mark.parametrize("tail", ["NOPE.1.1.1.1.0", "C.1.1.1.1", "C.1.1.1.1.0.x"], ids=["consumer", "short", "ten"])
+async def test_ack_subject_of_no_consumer_has_no_responders(jsc, tail):
+    # An unknown consumer, and ack subjects of 8 and 10 tokens (neither the 9-token form nor the 11+ one).
+    s = await _setup(jsc, 1)
+    with pytest.raises(nats.errors.NoRespondersError):
+        await jsc.nc.request(f"$JS.ACK.{s}.{tail}", b"", timeout=0.5)
+
+
 async def test_nak_redelivers_now_and_with_delay(jsc):
     s = await _setup(jsc, 1)
     (m,) = await _fetch(jsc, s, 1)
