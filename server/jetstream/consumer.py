@@ -75,12 +75,15 @@ def create_consumer_name() -> str:
     return nuid(8)
 
 
+MATCH_MEMO = 1024  # subjects whose filter match a consumer keeps (Consumer.matches)
+
+
 class Consumer:
     # Thousands of consumers per stream are normal: no per-instance __dict__, and the parts a consumer does not use
     # (pacer, idle, pause, the other adapter) are None.
     __slots__ = (
         "cset", "stream", "server", "clock", "_config", "core", "name", "created", "store", "closed", "durable",
-        "filters", "literal", "wild", "fwc_prefix", "filtered", "lss", "lss_resume", "sfreq", "ldt", "lat",
+        "filters", "literal", "wild", "fwc_prefix", "filtered", "mmemo", "lss", "lss_resume", "sfreq", "ldt", "lat",
         "npc", "np_last", "np_gen", "ack_pre",
         "state", "delivery", "push", "pull", "ack_timer", "pacer", "idle", "pause", "__weakref__",
     )
@@ -156,6 +159,7 @@ class Consumer:
     def _set_filters(self, config: ConsumerConfig) -> None:
         fs = filter_subjects(config)
         self.filters = fs
+        self.mmemo: dict[str, bool] | None = None  # what matches() answered per subject, for these filters
         self.literal = {f for f in fs if not has_wildcard(f)}
         self.wild = [f for f in fs if has_wildcard(f)]
         # "a.b.>" with no other wildcard matches exactly the subjects starting with "a.b.": a str.startswith
@@ -171,10 +175,27 @@ class Consumer:
             return True
         if subject in self.literal:
             return True
-        for f in self.wild:
+        wild = self.wild
+        if not wild:
+            return False
+        # A wildcard filter is asked about the same few subjects over and over (a delivery run over a stream of
+        # 10 subjects interleaved asks once per message): the answer per subject is kept, up to MATCH_MEMO of them.
+        memo = self.mmemo
+        if memo is None:
+            memo = self.mmemo = {}
+        else:
+            r = memo.get(subject)
+            if r is not None:
+                return r
+            if len(memo) >= MATCH_MEMO:
+                memo.clear()
+        r = False
+        for f in wild:
             if subject_matches(f, subject):
-                return True
-        return False
+                r = True
+                break
+        memo[subject] = r
+        return r
 
     # ------------------------------------------------------------------ events from clients and the stream
     def kick(self) -> None:

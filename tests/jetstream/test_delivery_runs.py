@@ -212,3 +212,27 @@ async def test_run_of_a_stream_with_a_non_ascii_name(jsc):
         await asyncio.sleep(0.02)
         info = await cinfo(jsc, s, "Pü")
     assert info["num_ack_pending"] == 0 and info["ack_floor"]["stream_seq"] == 12
+
+
+async def test_changed_wildcard_filter_selects_by_the_new_filter(jsc):
+    # Skiff keeps what a consumer's wildcard filters answered per subject (Consumer.matches): a filter update must
+    # drop it, or subjects seen before would keep their old answer.
+    s = jsc.name()
+    await jsc.create(s)
+    for i in range(6):
+        await jsc.pub(f"{s}.a.{i % 2}", b"a%d" % i)
+        await jsc.pub(f"{s}.b.{i % 2}", b"b%d" % i)
+    await add_consumer(jsc, s, "F", ack_policy="explicit", filter_subject=f"{s}.a.*")
+    msgs = [m for m in await pull(jsc.nc, s, "F", {"batch": 20, "expires": 300 * MS}, max_msgs=6, timeout=1)
+            if status(m) is None]
+    assert [m.data for m in msgs] == [b"a%d" % i for i in range(6)]
+    for m in msgs:
+        await m.ack_sync()
+    await add_consumer(jsc, s, "F", ack_policy="explicit", filter_subject=f"{s}.b.*")
+    for i in range(6, 10):
+        await jsc.pub(f"{s}.a.{i % 2}", b"a%d" % i)
+        await jsc.pub(f"{s}.b.{i % 2}", b"b%d" % i)
+    assert (await cinfo(jsc, s, "F"))["num_pending"] == 4
+    msgs = [m for m in await pull(jsc.nc, s, "F", {"batch": 20, "expires": 300 * MS}, max_msgs=4, timeout=1)
+            if status(m) is None]
+    assert [m.data for m in msgs] == [b"b%d" % i for i in range(6, 10)]
