@@ -398,55 +398,76 @@ class Delivery:
         subject = None
         head = hhead = b""  # "MSG <subject> " / "HMSG <subject> " of the current subject (hhead: when needed)
         nbytes = 0
-        n = 0
-        for sm in msgs:
-            hdr = sm.hdr
-            if hdr and not headers:
-                break  # the payload alone, re-counted: Server._deliver's case
-            subj = sm.subject
-            if subj is not subject:
-                subject = subj
-                head = msg_parts(subj, "", 0, 0)[0]
-                hhead = b""
-            seq = sm.seq
-            np -= 1
-            data = sm.data
-            if hdr:
-                if not hhead:
-                    hhead = msg_parts(subj, "", 1, 0)[0]
-                hl = len(hdr)
-                size = hl + len(data)
-                if fast:
-                    out += (hhead, sid, f"{pre1}{seq}.{dseq}.{sm.ts}.{np} {hl} {size}\r\n".encode(), hdr, data, CRLF)
-                elif fc:
-                    num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
-                    out += (hhead, sid, b" %s%s %d %d\r\n" % (ack_pre_b, num, hl, size), hdr, data, CRLF)
+        if fast:
+            # The common run (no flow control, an ASCII ack prefix): the loop below without its branches, the
+            # record unpacked once (StoredMsg's field order: tests/jetstream/test_delivery_runs.py).
+            for sm in msgs:
+                subj, seq, ts, hdr, data = sm
+                if hdr and not headers:
+                    break  # the payload alone, re-counted: Server._deliver's case
+                if subj is not subject:
+                    subject = subj
+                    head = msg_parts(subj, "", 0, 0)[0]
+                    hhead = b""
+                np -= 1
+                if hdr:
+                    if not hhead:
+                        hhead = msg_parts(subj, "", 1, 0)[0]
+                    hl = len(hdr)
+                    size = hl + len(data)
+                    out += (hhead, sid, f"{pre1}{seq}.{dseq}.{ts}.{np} {hl} {size}\r\n".encode(), hdr, data, CRLF)
                 else:
-                    out += (hhead, sid, b" %s1.%d.%d.%d.%d %d %d\r\n" % (ack_pre_b, seq, dseq, sm.ts, np, hl, size),
-                            hdr, data, CRLF)
-            else:
-                size = len(data)
-                if fast:
-                    out += (head, sid, f"{pre1}{seq}.{dseq}.{sm.ts}.{np} {size}\r\n".encode(), data, CRLF)
-                elif fc:
-                    num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
-                    out += (head, sid, b" %s%s %d\r\n" % (ack_pre_b, num, size), data, CRLF)
+                    size = len(data)
+                    out += (head, sid, f"{pre1}{seq}.{dseq}.{ts}.{np} {size}\r\n".encode(), data, CRLF)
+                nbytes += size
+                if track:
+                    pending[seq] = [dseq, now]
+                dseq += 1
+        else:
+            for sm in msgs:
+                hdr = sm.hdr
+                if hdr and not headers:
+                    break
+                subj = sm.subject
+                if subj is not subject:
+                    subject = subj
+                    head = msg_parts(subj, "", 0, 0)[0]
+                    hhead = b""
+                seq = sm.seq
+                np -= 1
+                data = sm.data
+                if hdr:
+                    if not hhead:
+                        hhead = msg_parts(subj, "", 1, 0)[0]
+                    hl = len(hdr)
+                    size = hl + len(data)
+                    if fc:
+                        num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
+                        out += (hhead, sid, b" %s%s %d %d\r\n" % (ack_pre_b, num, hl, size), hdr, data, CRLF)
+                    else:
+                        out += (hhead, sid, b" %s1.%d.%d.%d.%d %d %d\r\n" % (ack_pre_b, seq, dseq, sm.ts, np, hl,
+                                                                             size), hdr, data, CRLF)
                 else:
-                    out += (head, sid, b" %s1.%d.%d.%d.%d %d\r\n" % (ack_pre_b, seq, dseq, sm.ts, np, size), data,
-                            CRLF)
-            nbytes += size
-            if track:
-                pending[seq] = [dseq, now]
-            dseq += 1
-            n += 1
-            if fc:
-                psz = len(subj) + len(ack_pre) + len(num) + size
-                push.pbytes += psz
-                if push.fcid or fc_acks or push.pbytes > push.maxpb // 2:
-                    core.dseq, core.sseq = dseq, seq + 1  # what the request's wait and a heartbeat would report
-                    push.need_flow_control(psz)  # after the message, as nats-server deliverMsg
-                    if push.pbytes > push.maxpb:
-                        break  # PushDelivery.can_send: the window is full
+                    size = len(data)
+                    if fc:
+                        num = b"1.%d.%d.%d.%d" % (seq, dseq, sm.ts, np)
+                        out += (head, sid, b" %s%s %d\r\n" % (ack_pre_b, num, size), data, CRLF)
+                    else:
+                        out += (head, sid, b" %s1.%d.%d.%d.%d %d\r\n" % (ack_pre_b, seq, dseq, sm.ts, np, size),
+                                data, CRLF)
+                nbytes += size
+                if track:
+                    pending[seq] = [dseq, now]
+                dseq += 1
+                if fc:
+                    psz = len(subj) + len(ack_pre) + len(num) + size
+                    push.pbytes += psz
+                    if push.fcid or fc_acks or push.pbytes > push.maxpb // 2:
+                        core.dseq, core.sseq = dseq, seq + 1  # what the request's wait and a heartbeat would report
+                        push.need_flow_control(psz)  # after the message, as nats-server deliverMsg
+                        if push.pbytes > push.maxpb:
+                            break  # PushDelivery.can_send: the window is full
+        n = dseq - dseq0
         if n == 0:
             return 0
         run = msgs if n == len(msgs) else msgs[:n]

@@ -236,3 +236,11 @@ async def test_changed_wildcard_filter_selects_by_the_new_filter(jsc):
     msgs = [m for m in await pull(jsc.nc, s, "F", {"batch": 20, "expires": 300 * MS}, max_msgs=4, timeout=1)
             if status(m) is None]
     assert [m.data for m in msgs] == [b"b%d" % i for i in range(6, 10)]
+
+
+def test_stored_msg_fields_are_what_a_run_unpacks():
+    # delivery.py _send_run unpacks each StoredMsg as (subject, seq, ts, hdr, data): a change of the record's
+    # fields must change that loop too.
+    from skiff.storage.records import StoredMsg
+
+    assert StoredMsg._fields == ("subject", "seq", "ts", "hdr", "data")
