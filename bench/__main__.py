@@ -55,6 +55,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--update-docs", action="store_true", help="rewrite the results block of docs/benchmarks.md")
     p.add_argument("--report", type=Path, metavar="JSON",
                    help="run nothing: print (and with --update-docs publish) the results saved in this file")
+    p.add_argument("--beside", type=Path, metavar="JSON",
+                   help="a second run's results file: its ratios are shown beside this run's (the spread); "
+                        "e.g. --report first.json --beside second.json --update-docs")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     return p.parse_args(argv)
 
@@ -83,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         if "/" in cmd[0] and not Path(cmd[0]).is_absolute():
             commands[k] = [str(Path(cmd[0]).resolve())] + cmd[1:]
     fresh = (not a.quick) if a.fresh_servers is None else a.fresh_servers
+    beside = json.loads(a.beside.read_text()) if a.beside else None
     if a.report:
         results = json.loads(a.report.read_text())
-        print(report.text_table(results))
-        return _publish(a, results)
+        print(report.text_table(results, beside=beside))
+        return _publish(a, results, beside)
     try:
         results = run(ctx, workloads, kinds, commands, fresh)
     except BuildError as e:
@@ -94,23 +98,23 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     if a.merge:
         results = report.merge(json.loads(a.merge.read_text()), results)
-    print(report.text_table(results))
+    print(report.text_table(results, beside=beside))
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for path in [RESULTS / f"bench-{stamp}.json", RESULTS / "latest.json"] + ([a.json] if a.json else []):
         report.write_json(results, path)
     print(f"\nresults: {RESULTS / f'bench-{stamp}.json'}", file=sys.stderr)
-    return _publish(a, results)
+    return _publish(a, results, beside)
 
 
-def _publish(a: argparse.Namespace, results: dict) -> int:
+def _publish(a: argparse.Namespace, results: dict, beside: dict | None = None) -> int:
     if a.markdown:
         print()
-        print(report.machine_markdown(results["meta"]))
+        print(report.machine_markdown(results["meta"], beside))
         print()
-        print(report.markdown_table(results))
+        print(report.markdown_table(results, beside))
     if a.update_docs:
         doc = ROOT / "docs" / "benchmarks.md"
-        ok = doc.exists() and report.update_docs(results, doc)
+        ok = doc.exists() and report.update_docs(results, doc, beside)
         print(f"docs: {'updated ' + str(doc) if ok else 'no results block found in ' + str(doc)}", file=sys.stderr)
     return 0
 

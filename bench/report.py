@@ -67,8 +67,11 @@ def cell(row: dict, kind: str, width: int | None = None) -> str:
     return f"{text} ({note})" if note else text
 
 
-def table_rows(results: dict, err_width: int | None) -> list[tuple[str, list[tuple[str, ...]]]]:
-    """(group title, rows of cells) for every group with workloads, in run order."""
+def table_rows(results: dict, err_width: int | None,
+               beside: dict | None = None) -> list[tuple[str, list[tuple[str, ...]]]]:
+    """(group title, rows of cells) for every group with workloads, in run order; with ``beside`` (a second run's
+    results) each row's ratio in that run follows the ratio, to show the spread of the figures."""
+    other = {(w["name"], r["label"]): r.get("ratio") for w in (beside or {}).get("workloads", []) for r in w["rows"]}
     sections: dict[str, list[tuple[str, ...]]] = {}
     for w in results["workloads"]:
         rows = sections.setdefault(w["group"], [])
@@ -76,40 +79,48 @@ def table_rows(results: dict, err_width: int | None) -> list[tuple[str, list[tup
             target = row.get("target") or ""
             met = "" if row.get("met") is None else ("yes" if row["met"] else "NO")
             rss = [fmt_rss(w["servers"].get(k, {}).get("peak_rss_kib")) if i == 0 else "" for k in KINDS]
+            second = (fmt_ratio(other.get((w["name"], row["label"]))),) if beside is not None else ()
             rows.append((row["label"], cell(row, "skiff", err_width), cell(row, "nats-server", err_width),
-                         fmt_ratio(row.get("ratio")), target, met, *rss))
+                         fmt_ratio(row.get("ratio")), *second, target, met, *rss))
     return [(GROUP_TITLES.get(g, g), rows) for g, rows in sections.items()]
 
 
-def text_table(results: dict, err_width: int = 48) -> str:
-    sections = table_rows(results, err_width)
-    all_rows = [HEADER] + [r for _, rows in sections for r in rows]
-    widths = [max(len(r[i]) for r in all_rows) for i in range(len(HEADER))]
-    right = {1, 2, 3, 6, 7}
+def header(beside: dict | None) -> tuple[str, ...]:
+    return HEADER if beside is None else HEADER[:4] + ("ratio, 2nd run",) + HEADER[4:]
+
+
+def text_table(results: dict, err_width: int = 48, beside: dict | None = None) -> str:
+    sections = table_rows(results, err_width, beside)
+    head = header(beside)
+    all_rows = [head] + [r for _, rows in sections for r in rows]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(head))]
+    right = {1, 2, 3, len(head) - 2, len(head) - 1} | ({4} if beside is not None else set())
 
     def line(r: tuple[str, ...]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
 
-    out = [line(HEADER), "  ".join("-" * w for w in widths)]
+    out = [line(head), "  ".join("-" * w for w in widths)]
     for title, rows in sections:
         out.append(f"[{title}]")
         out += [line(r) for r in rows]
     return "\n".join(out)
 
 
-def markdown_table(results: dict) -> str:
+def markdown_table(results: dict, beside: dict | None = None) -> str:
     out = []
-    for title, rows in table_rows(results, err_width=120):
+    head = header(beside)
+    aligns = ["---"] + ["---:"] * (4 if beside is not None else 3) + ["---", "---", "---:", "---:"]
+    for title, rows in table_rows(results, 120, beside):
         out.append(f"**{title}**\n")
-        out.append("| " + " | ".join(HEADER) + " |")
-        out.append("|" + "|".join(["---"] + ["---:"] * 3 + ["---", "---", "---:", "---:"]) + "|")
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "|".join(aligns) + "|")
         for r in rows:
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
         out.append("")
     return "\n".join(out)
 
 
-def machine_markdown(meta: dict) -> str:
+def machine_markdown(meta: dict, beside: dict | None = None) -> str:
     m = meta.get("machine", {})
     lines = [
         f"- Date: {meta.get('finished', meta.get('started', '?'))}",
@@ -125,6 +136,12 @@ def machine_markdown(meta: dict) -> str:
                      f"{meta['load']['end']:.1f} (anything above the benchmark's own ~2 is other work on the machine)")
     for m in meta.get("merged", []):
         lines.append(f"- Rerun on {m['finished']} and merged in: {', '.join(m['workloads'])}")
+    if beside is not None:
+        b = beside.get("meta", {})
+        load = b.get("load")
+        load_text = f", load average {load['start']:.1f} / {load['end']:.1f}" if load else ""
+        lines.append(f"- \"ratio, 2nd run\": another whole run on {b.get('finished', '?')} (Skiff "
+                     f"{b.get('versions', {}).get('skiff', '?')}{load_text}), beside this one to show the spread")
     return "\n".join(lines)
 
 
@@ -152,11 +169,11 @@ def merge(base: dict, new: dict) -> dict:
 BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
 
 
-def update_docs(results: dict, doc: Path) -> bool:
+def update_docs(results: dict, doc: Path, beside: dict | None = None) -> bool:
     """Replace the block between the markers in docs/benchmarks.md with the machine and the tables."""
     text = doc.read_text()
     if BEGIN not in text or END not in text:
         return False
-    block = f"{BEGIN}\n{machine_markdown(results['meta'])}\n\n{markdown_table(results)}\n{END}"
+    block = f"{BEGIN}\n{machine_markdown(results['meta'], beside)}\n\n{markdown_table(results, beside)}\n{END}"
     doc.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
     return True

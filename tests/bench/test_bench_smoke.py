@@ -124,3 +124,26 @@ def test_cells_show_errors_pending_and_targets():
     assert "pending" in lines["js"] and "1.0k msg/s" in lines["js"]
     md = report.markdown_table(results)
     assert "| pub | error: timeout after 9s | 2.50M msg/s |" in md
+
+
+def test_a_second_run_is_shown_beside_the_first():
+    """--beside: each row's ratio in a second run follows the ratio of the first, by workload and row label; a row
+    the second run does not have shows "-"; the machine lines name the second run."""
+    from bench import report
+
+    def results(ratios: dict, finished: str) -> dict:
+        return {"meta": {"finished": finished, "versions": {"skiff": "abc1234"}, "load": {"start": 1.2, "end": 1.5}},
+                "workloads": [{"name": name, "group": "core", "servers": {"skiff": {}, "nats-server": {}},
+                               "rows": [{"label": f"{name} row", "unit": "msg/s", "ratio": r, "met": None,
+                                         "values": {"skiff": 1.0, "nats-server": 2.0}, "notes": {}}]}
+                              for name, r in ratios.items()]}
+
+    first = results({"a": 0.5, "b": 0.7}, "2026-11-27 11:30")
+    second = results({"a": 0.55}, "2026-11-27 11:50")
+    ((_, rows),) = report.table_rows(first, None, beside=second)
+    assert [r[:5] for r in rows] == [("a row", "1 msg/s", "2 msg/s", "0.50x", "0.55x"),
+                                     ("b row", "1 msg/s", "2 msg/s", "0.70x", report.fmt_ratio(None))]
+    assert "ratio, 2nd run" in report.text_table(first, beside=second).splitlines()[0]
+    assert "| a row | 1 msg/s | 2 msg/s | 0.50x | 0.55x |" in report.markdown_table(first, beside=second)
+    assert "another whole run on 2026-11-27 11:50" in report.machine_markdown(first["meta"], second)
+    assert "2nd run" not in report.text_table(first)  # without --beside the table is as before
