@@ -138,10 +138,10 @@ async def test_subscription_changes_do_not_walk_every_push_consumer(target):
     seen: list[tuple[str, bool]] = []
     for i in range(1000):
         srv.watch_interest(f"deliver.{i}", lambda subject, has: seen.append((subject, has)))
-    t = time.perf_counter()
+    t = time.process_time()  # this process's CPU: a loaded machine does not move it
     for i in range(5000):
         srv.unsubscribe_internal(srv.subscribe_internal(f"_INBOX.{i}", lambda *a: None))
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
     assert seen == []
     # Literal and wildcard subscriptions still reach the watch they match.
     for subject in ("deliver.7", "deliver.*", ">"):

@@ -79,13 +79,13 @@ def test_wildcard_churn_does_not_walk_the_cache():
     sl.insert(keep)
     for i in range(4096):
         sl.match(f"warm.{i}")
-    t = time.perf_counter()
+    t = time.process_time()  # this process's CPU: a loaded machine does not move it
     for i in range(2000):
         s = sub(f"a.{i}.*", sid=str(i))
         sl.insert(s)
         sl.match(f"warm.{i}")  # a publisher between the changes refills the cache
         sl.remove(s)
-    assert time.perf_counter() - t < 0.5
+    assert time.process_time() - t < 0.5
     # ... and what is cached is still right.
     w = sub("warm.>")
     sl.insert(w)
@@ -103,10 +103,10 @@ def test_unsub_of_one_of_many_on_a_subject_is_constant_time():
     for s in plain + group:
         sl.insert(s)
     assert len(sl.match("foo")[0]) == 40000 and len(sl.match("foo")[1][0]) == 40000
-    t = time.perf_counter()
+    t = time.process_time()  # this process's CPU: a loaded machine does not move it
     for s in reversed(plain + group):  # newest first: a list scans to the end for each
         assert sl.remove(s)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
     assert sl.count == 0 and sl._root.empty()
 
 

@@ -98,10 +98,10 @@ def test_five_thousand_subjects_are_fast():
                      [f"s.{i}.*" for i in range(2500)] + [f"*.t{i}" for i in range(2500)],
                      [f"*{i}" for i in range(5000)],
                      [f"a{i}.>" for i in range(5000)]):
-        t = time.perf_counter()
+        t = time.process_time()  # this process's CPU: a loaded machine does not move it
         assert first_overlap(subjects) is None
         assert not any_collide(subjects, [f"z.{i}" for i in range(5000)])
-        assert time.perf_counter() - t < 0.5
+        assert time.process_time() - t < 0.5
 
 
 # -- consumer filter_subjects (checkConsumerCfg: no filter may be a subset of another) -----------------------------
@@ -145,10 +145,10 @@ def test_filter_overlap_known_cases():
 def test_five_thousand_filters_are_fast():
     # Every pair collides here and none is a subset: the all-pairs loop made 25M calls.
     filters = [f"a{i}.*" for i in range(2500)] + [f"*.b{i}" for i in range(2500)]
-    t = time.perf_counter()
+    t = time.process_time()  # this process's CPU: a loaded machine does not move it
     assert first_filter_overlap(filters) == -1
     assert first_filter_overlap([f"f.{i}" for i in range(5000)]) == -1
-    assert time.perf_counter() - t < 0.5
+    assert time.process_time() - t < 0.5
 
 
 def test_is_valid_subject_fast_path_matches_token_loop():
