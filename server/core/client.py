@@ -239,9 +239,7 @@ class ClientConnection(asyncio.Protocol):
             self._work_backlog()
             return
         srv = self.server
-        # The output of this read is written right below: mark_pending need not schedule a flush_pending of its
-        # own for the next loop turn (one loop callback less per request and reply, issue #13).
-        srv._flush_scheduled = True
+        srv.begin_read()  # the output of this read is written by the flush_pending below
         try:
             self.parser.parse(data, self)  # calls on_pub / on_op in order, stops once closed
         finally:
