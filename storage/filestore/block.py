@@ -57,6 +57,10 @@ HEAD = struct.Struct("<2sBBIQqiHI")
 HEAD_SIZE = HEAD.size  # 34
 CRC = struct.Struct("<I")
 OVERHEAD = HEAD_SIZE + CRC.size  # 38
+#: zlib.crc32 of a whole record, its stored CRC included, when that CRC is right (the CRC-32 residue: for any
+#: bytes m, crc32(m + crc32(m) as u32 LE) is this constant, and no other 4 bytes after m give it).  One crc32 call
+#: checks a record without unpacking the stored CRC (FileStreamStore._read_run).
+CRC_RESIDUE = 0x2144DF1C
 U64 = struct.Struct("<Q")
 MAX_RECORD = 1 << 30  # sanity bound when scanning (nats-server rlBadThresh is 32MB + headers)
 

@@ -58,7 +58,7 @@ from skiff.storage.engine import Chunk, IndexedStore, SubjState
 from skiff.storage.errors import InvalidPathError, StoreWriteError
 from skiff.storage.names import check_name
 from skiff.storage.filestore.block import (
-    CRC,
+    CRC_RESIDUE,
     HEAD,
     HEAD_SIZE,
     KIND_BLOCK,
@@ -342,7 +342,7 @@ class FileStreamStore(IndexedStore):
 
         This is the read of a consumer catching up (a push consumer, a fetch: every message it delivers), so
         block.py's ``parse_msg`` is in-line here with the same checks (magic, kind, length, sequence, CRC-32 of the
-        whole record) and less work: the stored subject is not copied out (the index has it), a payload without
+        whole record, checked as block.py ``CRC_RESIDUE``) and less work: the stored subject is not copied out (the index has it), a payload without
         headers gets the shared ``b""``, the CRC is taken over a memoryview of the read buffer (no copy of the
         record) and the ``StoredMsg`` is built with ``tuple.__new__`` (NamedTuple's own ``__new__`` is Python).
         ``hdr`` and ``data`` are still copies (``bytes``), so what a caller holds stays valid whatever happens to
@@ -370,7 +370,6 @@ class FileStreamStore(IndexedStore):
         nbuf = len(buf)
         mv = memoryview(buf)  # buf is bytes (immutable): the view never pins a resizable buffer
         unpack_head = HEAD.unpack_from
-        unpack_u32 = CRC.unpack_from
         crc32 = zlib.crc32
         new = tuple.__new__
         append = out.append
@@ -383,9 +382,10 @@ class FileStreamStore(IndexedStore):
             if off < flushed and pos + OVERHEAD <= nbuf:
                 # block.py parse_msg, in-line (see the docstring)
                 magic, kind, _f, rlen, rseq, ts, _ttl, slen, hlen = unpack_head(buf, pos)
-                rend = pos + rlen - 4
-                if (rseq == seq and magic == MAGIC and kind == KIND_MSG and pos + rlen <= nbuf
-                        and OVERHEAD + slen + hlen <= rlen and crc32(mv[pos:rend]) == unpack_u32(buf, rend)[0]):
+                rend = pos + rlen
+                if (rseq == seq and magic == MAGIC and kind == KIND_MSG and rend <= nbuf
+                        and OVERHEAD + slen + hlen <= rlen and crc32(mv[pos:rend]) == CRC_RESIDUE):
+                    rend -= 4
                     ra_end = off + rlen
                     h = pos + HEAD_SIZE + slen
                     if hlen:

@@ -216,6 +216,39 @@ def test_corruption_found_by_a_run_read_ends_the_run_and_is_reported(tmp_path):
     s.stop()
 
 
+def test_crc_residue_checks_a_record_and_its_stored_crc():
+    """A run read checks each record with one crc32 over the whole record, its stored CRC included (block.py
+    CRC_RESIDUE): right for every record, wrong after any change of one byte anywhere, the stored CRC's too."""
+    import zlib
+
+    from skiff.storage.filestore.block import CRC_RESIDUE, append_msg
+
+    for hdr, data in ((b"", b""), (b"", b"x" * 128), (b"NATS/1.0\r\nA: b\r\n\r\n", bytes(range(256)))):
+        rec = bytearray()
+        append_msg(rec, 7, 1_700_000_000 * 10**9, 0, b"a.b", hdr, data)
+        assert zlib.crc32(rec) == CRC_RESIDUE
+        for i in range(len(rec)):
+            bad = bytearray(rec)
+            bad[i] ^= 0x5A
+            assert zlib.crc32(bad) != CRC_RESIDUE, i
+
+
+def test_a_run_read_checks_the_stored_crc_itself(tmp_path):
+    s = FileStreamStore(tmp_path / "s", StoreConfig())
+    fill(s, 10)
+    s.flush()
+    blk = blocks(tmp_path / "s")[0]
+    off, rlen, _, seq = [r for r in record_offsets(blk) if r[3] == 4 and r[2] == 1][0]
+    with open(blk, "r+b") as f:  # the last byte of the record: its stored CRC
+        f.seek(off + rlen - 1)
+        last = f.read(1)
+        f.seek(off + rlen - 1)
+        f.write(bytes([last[0] ^ 1]))
+    assert [m.seq for m in s.load_run(1, 100)] == [1, 2, 3]
+    assert s.state().lost.msgs == [4]
+    s.stop()
+
+
 # ---------------------------------------------------------------------------------------------------- index
 def _with_summaries(tmp_path, n=3000):
     s = FileStreamStore(tmp_path / "s", StoreConfig(block_size=8192, max_msgs_per_subject=50))
