@@ -121,7 +121,11 @@ def process_ack(c: "Consumer", toks: list[str], reply: str, msg: bytes) -> None:
                 if c.stream.config.retention != "limits":
                     cset.ack_msg(sseq)
                 if was_full:
-                    c.delivery.kick_soon()
+                    dl = c.delivery
+                    if not dl.cont_scheduled:
+                        # The first ack of a read at max_ack_pending schedules the pass; the others of that read
+                        # (a client acks each message) find it scheduled: kick_soon would do nothing, a call less.
+                        dl.kick_soon()
             return
     d, n = toks[off + 4], toks[off + 2]
     dseq = int(d) if d.isdigit() and d.isascii() else -1
