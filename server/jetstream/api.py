@@ -10,6 +10,15 @@ objects are handed to :meth:`ApiRouter.serve`, and :meth:`ApiRouter.start` build
 ``routed`` row, its handler looked up by the row's name, with the row's reply ``type`` and the fields an error
 reply of that type carries.  A routed row without a handler, or two handlers for one row, stop the start.
 
+The handler modules themselves (``api_streams`` with ``api_snapshot``, ``api_consumers`` with the consumer code it
+imports) load with the first request to one of their rows, not at start (issue #13, start-up: ~24 M instructions of
+every start, a test harness starts a fresh server per test and many never use the consumer API).  :data:`LAZY`
+names the rows each of them serves; :meth:`ApiRouter.serve_later` takes these names in place of handlers, so the
+check that every routed row has exactly one handler still runs at start, on names, without importing anything.  A
+request to such a row finds a placeholder :class:`Route` (``handler`` None), and :meth:`ApiRouter.load` imports
+the module, calls its ``register`` and rebuilds the routes before the request goes on as before; a module that
+serves other rows than it is listed for stops there (tests/jetstream/test_api_table.py checks the lists).
+
 A handler takes an :class:`ApiRequest` and returns a dict (the reply without ``type``), an
 :class:`~protocol.errors.ApiError`, or None (no reply, as nats-server does in a few places).  The router adds
 ``type``, encodes Go-style JSON, publishes to the reply subject and keeps nats-server's API statistics: ``total``
@@ -37,9 +46,9 @@ body; the cluster-only operations: never on a standalone server, 10010 comes fir
 from __future__ import annotations
 
 import asyncio
+import importlib
 import re
 from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from skiff.protocol import headers
@@ -81,6 +90,22 @@ class ApiRequest(NamedTuple):
 
 Handler = Callable[[ApiRequest], "dict | ApiError | None"]
 
+# The handler modules loaded with the first request to one of their rows (see the module docstring): module (in
+# this package) -> the API table rows its ``register`` serves.  api_streams also serves api_snapshot's rows and the
+# cluster-only CONSUMER.LEADER.STEPDOWN (one handler for every JSClusterRequiredErr row).
+LAZY: dict[str, tuple[str, ...]] = {
+    "api_streams": (
+        "INFO", "STREAM.CREATE", "STREAM.UPDATE", "STREAM.NAMES", "STREAM.LIST", "STREAM.INFO", "STREAM.DELETE",
+        "STREAM.PURGE", "STREAM.MSG.GET", "STREAM.MSG.DELETE", "STREAM.SNAPSHOT", "STREAM.RESTORE",
+        "STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.PEER.EVACUATE", "STREAM.CANCEL_MOVE",
+        "CONSUMER.LEADER.STEPDOWN",
+    ),
+    "api_consumers": (
+        "CONSUMER.CREATE", "CONSUMER.CREATE.EX", "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO", "CONSUMER.DELETE",
+        "CONSUMER.NAMES", "CONSUMER.LIST", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
+    ),
+}
+
 
 class Serves(NamedTuple):
     """What ``@serves`` records on a handler: the API table rows it answers and how the router treats them."""
@@ -118,23 +143,32 @@ def handlers_of(obj: object) -> Iterator[tuple[str, Callable, Serves]]:
                 yield name, getattr(obj, attr), spec
 
 
-@dataclass
 class Route:
-    pattern: tuple[str, ...]
-    handler: Handler
-    type: str
-    error_extra: dict = field(default_factory=dict)
-    count_success: bool = True  # STREAM.MSG.GET answers outside nats-server's API accounting
-    accounted: bool = True  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
-    level_check: bool = True  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
-    # The request's parse-and-check part, pure but for reads of the engine's state: for a large body it runs in a
-    # worker thread and the handler gets its result as ``req.prepared`` (see ApiRouter._offload).
-    prepare: Callable[[ApiRequest], Any] | None = None
-    # The index of the token that names the stream (the pattern's first ``*``: STREAM.INFO.*, CONSUMER.CREATE.*.>,
-    # CONSUMER.DURABLE.CREATE.*.*), None for the account-level rows (INFO, STREAM.NAMES, STREAM.LIST).
-    stream_at: int | None = None
-    stream_scope: bool = False  # a coroutine of the handler holds only the requests naming the same stream
-    joins: bool = False  # runs beside the stream's handlers at work when no request waits there (see above)
+    """One routed row of the API table with its handler and how the router treats it (built by
+    :meth:`ApiRouter.build_routes`).  A plain class: ``dataclass()`` execs generated code at import (issue #13)."""
+    __slots__ = ("pattern", "handler", "type", "error_extra", "count_success", "accounted", "level_check",
+                 "prepare", "stream_at", "stream_scope", "joins", "lazy")
+
+    def __init__(self, pattern: tuple[str, ...], handler: "Handler | None", type: str, error_extra: dict,
+                 count_success: bool = True, accounted: bool = True, level_check: bool = True,
+                 prepare: "Callable[[ApiRequest], Any] | None" = None, stream_at: int | None = None,
+                 stream_scope: bool = False, joins: bool = False, lazy: str = "") -> None:
+        self.pattern = pattern
+        self.handler = handler  # None until ``lazy`` (the module that serves the row) is loaded
+        self.type = type
+        self.error_extra = error_extra
+        self.count_success = count_success  # STREAM.MSG.GET answers outside nats-server's API accounting
+        self.accounted = accounted  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
+        self.level_check = level_check  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
+        # The request's parse-and-check part, pure but for reads of the engine's state: for a large body it runs in a
+        # worker thread and the handler gets its result as ``req.prepared`` (see ApiRouter._offload).
+        self.prepare = prepare
+        # The index of the token that names the stream (the pattern's first ``*``: STREAM.INFO.*, CONSUMER.CREATE.*.>,
+        # CONSUMER.DURABLE.CREATE.*.*), None for the account-level rows (INFO, STREAM.NAMES, STREAM.LIST).
+        self.stream_at = stream_at
+        self.stream_scope = stream_scope  # a coroutine of the handler holds only the requests naming the same stream
+        self.joins = joins  # runs beside the stream's handlers at work when no request waits there (see above)
+        self.lazy = lazy
 
     def matches(self, tokens: list[str]) -> bool:
         pat = self.pattern
@@ -167,6 +201,8 @@ class ApiRouter:
         self.errors = 0
         self._routes: dict[str, list[Route]] = {}
         self._handlers: dict[str, tuple[Handler, Serves, object]] = {}  # row name -> handler (serve)
+        self._later: dict[str, str] = {}  # row name -> the module that serves it, not loaded yet (serve_later)
+        self._loaded: dict[str, Any] = {}  # module -> what its ``register`` returned (load)
         self._subs: list = []
         # While an offloaded request is prepared, later requests wait here, so the API acts in arrival order and
         # what ``prepare`` read (streams, limits) is still true when its handler runs.
@@ -183,20 +219,56 @@ class ApiRouter:
             for name, fn, spec in handlers_of(obj):
                 if not API[name].routed:
                     continue
-                if name in self._handlers:
-                    raise ValueError(f"two handlers for API table row {name}: {self._handlers[name][0]} and {fn}")
+                if name in self._handlers or name in self._later:
+                    other = self._handlers[name][0] if name in self._handlers else self._later[name]
+                    raise ValueError(f"two handlers for API table row {name}: {other} and {fn}")
                 self._handlers[name] = (fn, spec, obj)
 
+    def serve_later(self, *modules: str) -> None:
+        """Take the rows :data:`LAZY` lists for ``modules`` as served by them, loaded with the first request to one
+        of their rows (:meth:`load`)."""
+        for module in modules:
+            for name in LAZY[module]:
+                if not API[name].routed:
+                    raise ValueError(f"API table row {name} is not routed: {module} cannot serve it later")
+                if name in self._handlers or name in self._later:
+                    other = self._handlers[name][0] if name in self._handlers else self._later[name]
+                    raise ValueError(f"two handlers for API table row {name}: {other} and {module}")
+                self._later[name] = module
+
+    def load(self, module: str) -> Any:
+        """Import a :meth:`serve_later` module, have its ``register`` serve its rows, and route them; returns
+        what ``register`` returned (the consumer API object for api_consumers).  Loaded once."""
+        if module in self._loaded:
+            return self._loaded[module]
+        rows = sorted(n for n, m in self._later.items() if m == module)
+        mod = importlib.import_module("." + module, __package__)
+        for name in rows:  # its own handlers take these rows over (serve refuses a row served twice)
+            del self._later[name]
+        before = set(self._handlers)
+        self._loaded[module] = out = mod.register(self)
+        served = sorted(set(self._handlers) - before)
+        if served != rows:
+            raise LookupError(f"{module} serves API table rows {served}, listed for it: {rows} (api.py LAZY)")
+        self.build_routes()
+        return out
+
     def build_routes(self) -> None:
-        """One :class:`Route` per routed row of the API table, its handler looked up by the row's name."""
+        """One :class:`Route` per routed row of the API table, its handler looked up by the row's name (a
+        placeholder without handler for a row whose module loads later)."""
         self._routes = {}
         for row in API.values():
             if not row.routed:
                 continue
+            toks = tuple(row.pattern.split("."))
+            if row.name in self._later:
+                route = Route(toks, None, TYPE_PREFIX + row.reply_type, dict(row.error_fields),
+                              lazy=self._later[row.name])
+                self._routes.setdefault(toks[0], []).append(route)
+                continue
             if row.name not in self._handlers:
                 raise LookupError(f"no handler serves API table row {row.name} ({row.subject})")
             fn, spec, obj = self._handlers[row.name]
-            toks = tuple(row.pattern.split("."))
             prepare = getattr(obj, spec.prepare) if spec.prepare else None
             stream_at = toks.index("*") if "*" in toks else None
             if spec.stream_scope and stream_at is None:
@@ -287,6 +359,9 @@ class ApiRouter:
             if reply and origin is not None and subject.startswith(_OUTSIDE_API):
                 self._no_responders(sub, subject, reply, origin)
             return
+        if route.handler is None:  # the first request to a row of a module loaded later: load it, route again
+            self.load(route.lazy)
+            tokens, route = self._find(subject)
         if self._busy and route.stream_at is not None:
             hold = self._busy.get(tokens[route.stream_at])
             # A request on this stream is still at work: this one acts after it, unless it may join it.

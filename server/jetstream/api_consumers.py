@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-:func:`register` adds the consumer routes to the API router (the engine calls it at start) and
-installs three internal wildcard subscriptions that stand in for the per-consumer subscriptions of nats-server:
+:func:`register` adds the consumer routes to the API router (which calls it with the first request to one of them,
+api.py ``LAZY``); :class:`ConsumerApi` answers the three internal wildcard subscriptions (the engine makes them at
+start, engine.py) that stand in for the per-consumer subscriptions of nats-server:
 
 ``$JS.API.CONSUMER.MSG.NEXT.>``   pull requests, handed to the consumer named by the subject
 ``$JS.ACK.>``                      acks (v1 9-token and v2 11+-token reply subjects)
@@ -34,9 +35,7 @@ from skiff.protocol.jsapi.consumer_config import (
     check_consumer_name, check_consumer_update, check_workqueue_consumer, consumer_configs_equal, filter_subjects,
     parse_create_consumer_request, set_consumer_defaults, set_static_consumer_metadata,
 )
-from skiff.protocol.jsapi.subjects import (
-    ACK_PRE, API_PREFIX, DOMAIN_API_PRE_T, FC_PRE, LIST_LIMIT, NAMES_LIMIT, REQUEST_NEXT_PRE, STREAM_IDENTITY_HDR,
-)
+from skiff.protocol.jsapi.subjects import LIST_LIMIT, NAMES_LIMIT, STREAM_IDENTITY_HDR
 from skiff.protocol.jsapi._subjects import subjects_collide
 
 from . import consumer_advisories as adv
@@ -45,7 +44,7 @@ from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
 from .consumer_reset import reset_request, reset_starting_seq
-from .stream_consumers import consumer_set, meta_doc, open_store, recover, when_written
+from .stream_consumers import consumer_set, meta_doc, open_store, when_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -55,22 +54,14 @@ DEFAULT_MAX_CONSUMERS = 1000
 NAME_MAX = 255  # bytes in one path component (Linux, macOS): longer consumer names cannot be directories
 
 
-def register(router: ApiRouter) -> None:
-    """The handlers of the ``CONSUMER.*`` rows of the API table (the ``@serves`` methods of :class:`ConsumerApi`),
-    and the wildcard subscriptions of the consumers' own subjects."""
-    js = router.js
-    h = ConsumerApi(js)
+def register(router: ApiRouter) -> "ConsumerApi":
+    """The handlers of the ``CONSUMER.*`` rows of the API table (the ``@serves`` methods of :class:`ConsumerApi`);
+    the router calls it with the first request to one of them (api.py ApiRouter.load).  Returns the handler object,
+    whose ``on_next``, ``on_ack`` and ``on_fc`` take the consumers' own subjects: the engine subscribes those at
+    start and hands them over with their first message (engine.py _subscribe_consumer_subjects)."""
+    h = ConsumerApi(router.js)
     router.serve(h)
-    srv = js.server
-    srv.subscribe_internal(REQUEST_NEXT_PRE + ">", h.on_next)
-    domain = srv.options.jetstream_domain
-    if domain:  # $JS.<domain>.API.CONSUMER.MSG.NEXT.<s>.<c> reaches the same consumers
-        pre = DOMAIN_API_PRE_T.format(domain=domain)
-        srv.subscribe_internal(pre + REQUEST_NEXT_PRE[len(API_PREFIX):] + ">", lambda sub, subject, *rest: h.on_next(
-            sub, API_PREFIX + subject[len(pre):], *rest))
-    srv.subscribe_internal(ACK_PRE + ">", h.on_ack)
-    srv.subscribe_internal(FC_PRE + ">", h.on_fc)
-    js.stream_recovered.append(recover)  # consumers come back with their streams at start
+    return h
 
 
 class ConsumerApi:
@@ -97,7 +88,7 @@ class ConsumerApi:
             return
         self.server.no_responders(subject, reply, origin)
 
-    @serves("CONSUMER.MSG.NEXT")  # subscribed by register(): one wildcard subscription for every consumer
+    @serves("CONSUMER.MSG.NEXT")  # subscribed by the engine: one wildcard subscription for every consumer
     def on_next(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         toks = subject.split(".")
         c = self.lookup(toks[5], toks[6]) if len(toks) == 7 else None

@@ -44,6 +44,13 @@ if TYPE_CHECKING:  # pragma: no cover
 WAKE_SLICE = 4096  # asleep subjects woken per event-loop turn after a restart (_start_waking)
 
 
+def _recover_consumers(stream: "Stream") -> None:
+    """Reopen a recovered stream's consumers (stream_consumers.py, loaded with the first stream recovered)."""
+    from .stream_consumers import recover
+
+    recover(stream)
+
+
 class JetStream:
     def __init__(self, server: "Server") -> None:
         self.server = server
@@ -84,8 +91,8 @@ class JetStream:
         self.stream_limits = acl.stream_limits
         self.account_limit = acl.account_limit
         self.set_account_limits = acl.set
-        # Called with each stream recovered at start, after it started (consumers recover through this).
-        self.stream_recovered: list = []
+        # Called with each stream recovered at start, after it started (its consumers recover first).
+        self.stream_recovered: list = [_recover_consumers]
         self.stopping = False  # stop() began: a create finishing its disk work off the loop gives up
 
     # ------------------------------------------------------------------ life cycle
@@ -106,10 +113,9 @@ class JetStream:
 
     def _start(self) -> None:
         os.makedirs(self.store_dir, exist_ok=True)
-        from . import api_consumers, api_streams
-
-        api_streams.register(self.router)
-        api_consumers.register(self.router)
+        # The API handler modules load with the first request to one of their rows (api.py LAZY, issue #13).
+        self.router.serve_later("api_streams", "api_consumers")
+        self._subscribe_consumer_subjects()
         left = persist.remove_leftovers(self.root)  # stream deletes a crash interrupted
         if left:
             self.server.log_warning("JetStream removing streams left by an interrupted delete", count=len(left))
@@ -118,6 +124,32 @@ class JetStream:
         self._start_waking()
         self.router.start()
         self.durability.start()
+
+    def _subscribe_consumer_subjects(self) -> None:
+        """The three wildcard subscriptions that stand in for nats-server's per-consumer ones (api_consumers.py):
+        pull requests, acks and flow-control answers.  They exist from the start (an ack or a pull request to a
+        consumer that does not exist gets the no-responders status), but the consumer API they call loads with the
+        first message one of them gets (or the first consumer request): each callback then hands its subscription
+        the consumer API's own method, so later messages pay nothing for it."""
+        from skiff.protocol.jsapi.subjects import ACK_PRE, API_PREFIX, DOMAIN_API_PRE_T, FC_PRE, REQUEST_NEXT_PRE
+
+        srv = self.server
+        router = self.router
+
+        def later(subject: str, handler) -> None:
+            def first(sub, *args) -> None:
+                sub.callback = handler(router.load("api_consumers"))
+                sub.callback(sub, *args)
+            srv.subscribe_internal(subject, first)
+
+        later(REQUEST_NEXT_PRE + ">", lambda h: h.on_next)
+        domain = srv.options.jetstream_domain
+        if domain:  # $JS.<domain>.API.CONSUMER.MSG.NEXT.<s>.<c> reaches the same consumers
+            pre = DOMAIN_API_PRE_T.format(domain=domain)
+            later(pre + REQUEST_NEXT_PRE[len(API_PREFIX):] + ">", lambda h: lambda sub, subject, *rest: h.on_next(
+                sub, API_PREFIX + subject[len(pre):], *rest))
+        later(ACK_PRE + ">", lambda h: h.on_ack)
+        later(FC_PRE + ">", lambda h: h.on_fc)
 
     async def stop(self) -> None:
         self.stopping = True

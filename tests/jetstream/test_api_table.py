@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from skiff.protocol.jsapi.subjects import API, API_PREFIX, TYPE_PREFIX, Endpoint
-from skiff.server.jetstream.api import _OUTSIDE_API, ApiRouter, handlers_of, serves
+from skiff.server.jetstream import api
+from skiff.server.jetstream.api import _OUTSIDE_API, LAZY, ApiRouter, handlers_of, serves
 from skiff.server.jetstream.api_consumers import ConsumerApi
 from skiff.server.jetstream.api_snapshot import SnapshotApi
 from skiff.server.jetstream.api_streams import StreamApi
@@ -84,6 +85,54 @@ def test_a_row_without_handler_stops_the_start():
     router = _router(StreamApi, SnapshotApi)  # no consumer handlers
     with pytest.raises(LookupError, match="CONSUMER"):
         router.build_routes()
+
+
+def _routed_rows(*handler_classes) -> list[str]:
+    return sorted(name for cls in handler_classes for name, _fn, _spec in handlers_of(cls) if API[name].routed)
+
+
+def test_lazy_modules_list_the_rows_their_handlers_serve():
+    """api.py LAZY names the rows each handler module serves, so the start checks the table without importing
+    them: the names must be what the modules' ``@serves`` say (what register serves; ApiRouter.load checks it too)."""
+    assert sorted(LAZY) == ["api_consumers", "api_streams"]
+    assert sorted(LAZY["api_streams"]) == _routed_rows(StreamApi, SnapshotApi)
+    assert sorted(LAZY["api_consumers"]) == _routed_rows(ConsumerApi)
+
+
+def test_lazy_router_checks_names_at_start_and_loads_a_module_with_its_first_row():
+    router = ApiRouter(SimpleNamespace(server=None))
+    router.serve_later("api_streams", "api_consumers")
+    router.build_routes()  # every routed row is covered, by name
+    _, route = router._find(API["CONSUMER.INFO"].fill("S", "C"))
+    assert route.handler is None and route.lazy == "api_consumers"
+    assert route.type == TYPE_PREFIX + "consumer_info_response"  # what a refusal (10039) needs, without loading
+    h = router.load("api_consumers")
+    assert isinstance(h, ConsumerApi) and router.load("api_consumers") is h  # loaded once
+    _, route = router._find(API["CONSUMER.INFO"].fill("S", "C"))
+    assert route.handler.__self__ is h and not route.level_check  # the row's own @serves flags now
+    assert router._find(API["STREAM.INFO"].fill("S"))[1].handler is None  # the other module is still not loaded
+    router.load("api_streams")
+    assert all(r.handler is not None for routes in router._routes.values() for r in routes)
+
+
+def test_lazy_rows_without_a_module_stop_the_start():
+    router = ApiRouter(SimpleNamespace(server=None))
+    router.serve_later("api_streams")
+    with pytest.raises(LookupError, match="CONSUMER"):
+        router.build_routes()
+    with pytest.raises(ValueError, match="two handlers for API table row .*: api_streams and"):
+        router.serve(StreamApi(router.js))
+
+
+def test_a_lazy_list_that_is_not_what_the_module_serves_stops_its_load(monkeypatch):
+    consumers = tuple(n for n in LAZY["api_consumers"] if n != "CONSUMER.RESET")
+    monkeypatch.setitem(api.LAZY, "api_consumers", consumers)
+    monkeypatch.setitem(api.LAZY, "api_streams", LAZY["api_streams"] + ("CONSUMER.RESET",))
+    router = ApiRouter(SimpleNamespace(server=None))
+    router.serve_later("api_streams", "api_consumers")
+    router.build_routes()
+    with pytest.raises((LookupError, ValueError), match="CONSUMER.RESET"):
+        router.load("api_consumers")
 
 
 def test_two_handlers_for_one_row_are_refused():

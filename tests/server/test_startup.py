@@ -153,6 +153,16 @@ _NOT_FOR_A_PLAIN_START = (
     "skiff.server.jetstream.stream", "skiff.server.jetstream.batching", "skiff.server.jetstream.publish_checks",
     "skiff.server.jetstream.schedules", "skiff.server.jetstream.schedules_cron", "skiff.server.jetstream.transform",
     "skiff.server.jetstream.dedupe",
+    # the API handler modules, with the first request to one of their rows (server/jetstream/api.py LAZY; their
+    # first requests: tests/jetstream/test_api_lazy.py): ~29 M instructions, 7% of a start
+    "skiff.server.jetstream.api_streams", "skiff.server.jetstream.api_snapshot",
+    "skiff.server.jetstream.api_consumers", "skiff.protocol.jsapi.consumer_config", "skiff.storage.consumer",
+    "skiff.server.jetstream.stream_consumers", "skiff.server.jetstream.consumer",
+    "skiff.server.jetstream.consumer_core", "skiff.server.jetstream.consumer_advisories",
+    "skiff.server.jetstream.consumer_reset", "skiff.server.jetstream.consumer_state", "skiff.server.jetstream.acks",
+    "skiff.server.jetstream.delivery", "skiff.server.jetstream.lifecycle", "skiff.server.jetstream.pause",
+    "skiff.server.jetstream.priority", "skiff.server.jetstream.pull", "skiff.server.jetstream.push",
+    "skiff.server.jetstream.redelivery",
 )
 
 
