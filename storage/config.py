@@ -9,32 +9,60 @@ Limits use nats-server's conventions: ``-1`` (or any value <= 0) means unlimited
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any
+
+from skiff.protocol.record import Fields
 
 NANOS = 1_000_000_000
 DEFAULT_SYNC_INTERVAL = 120 * NANOS  # nats-server defaultSyncInterval (2m)
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024  # nats-server defaultMediumBlockSize; 1M x 128B msgs -> ~45 blocks
 
 
-@dataclass(slots=True)
-class StoreConfig:
-    name: str = ""
-    subjects: tuple[str, ...] = ()
-    max_msgs: int = -1
-    max_bytes: int = -1
-    max_age: int = 0  # ns, 0 = none
-    max_msgs_per_subject: int = -1
-    max_msg_size: int = -1  # len(hdr) + len(data)
-    discard: str = "old"  # "old" | "new"
-    discard_new_per_subject: bool = False
-    allow_msg_ttl: bool = False
-    subject_delete_marker_ttl: int = 0  # ns; when set, expire() reports whether a removal emptied its subject
-    first_seq: int = 0  # initial sequence of a new stream (stream config ``first_seq``)
-    # File store only.
-    block_size: int = DEFAULT_BLOCK_SIZE
-    sync_interval: int = DEFAULT_SYNC_INTERVAL  # ns; the server runs store.sync() in a thread this often
-    sync_always: bool = False  # nats-server ``sync_interval: always``: fsync before PubAck (group commit)
+class StoreConfig(Fields):
+    """A plain slotted class (``protocol.record.Fields``): a dataclass's ``__init__`` (then ``__post_init__``),
+    equality and ``repr``, without the code ``dataclass()`` generates at import."""
+
+    __slots__ = _fields = (
+        "name", "subjects", "max_msgs", "max_bytes", "max_age", "max_msgs_per_subject", "max_msg_size", "discard",
+        "discard_new_per_subject", "allow_msg_ttl", "subject_delete_marker_ttl", "first_seq", "block_size",
+        "sync_interval", "sync_always",
+    )
+
+    def __init__(
+        self,
+        name: str = "",
+        subjects: tuple[str, ...] = (),
+        max_msgs: int = -1,
+        max_bytes: int = -1,
+        max_age: int = 0,  # ns, 0 = none
+        max_msgs_per_subject: int = -1,
+        max_msg_size: int = -1,  # len(hdr) + len(data)
+        discard: str = "old",  # "old" | "new"
+        discard_new_per_subject: bool = False,
+        allow_msg_ttl: bool = False,
+        subject_delete_marker_ttl: int = 0,  # ns; when set, expire() reports whether a removal emptied its subject
+        first_seq: int = 0,  # initial sequence of a new stream (stream config ``first_seq``)
+        # File store only.
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        sync_interval: int = DEFAULT_SYNC_INTERVAL,  # ns; the server runs store.sync() in a thread this often
+        sync_always: bool = False,  # nats-server ``sync_interval: always``: fsync before PubAck (group commit)
+    ) -> None:
+        self.name = name
+        self.subjects = subjects
+        self.max_msgs = max_msgs
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.max_msgs_per_subject = max_msgs_per_subject
+        self.max_msg_size = max_msg_size
+        self.discard = discard
+        self.discard_new_per_subject = discard_new_per_subject
+        self.allow_msg_ttl = allow_msg_ttl
+        self.subject_delete_marker_ttl = subject_delete_marker_ttl
+        self.first_seq = first_seq
+        self.block_size = block_size
+        self.sync_interval = sync_interval
+        self.sync_always = sync_always
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         for name in ("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
@@ -67,7 +95,7 @@ class StoreConfig:
             src = {k: getattr(cfg, k) for k in dir(cfg) if not k.startswith("_")}
         if "max_msgs_per" in src and "max_msgs_per_subject" not in src:
             src["max_msgs_per_subject"] = src["max_msgs_per"]
-        names = {f.name for f in fields(cls)}
+        names = set(cls._fields)
         kw = {k: v for k, v in src.items() if k in names and v is not None}
         if hasattr(kw.get("discard"), "value"):
             kw["discard"] = kw["discard"].value

@@ -1,8 +1,9 @@
 """Record types shared by every store: what a store hands out and what it reports.
 
 These are plain values.  ``StoredMsg`` is a NamedTuple because it is created on every load (cheap to build,
-unpacks like a tuple); the state objects are slotted dataclasses because the server fills some fields in
-(``consumer_count``) and serialises them into JetStream JSON.
+unpacks like a tuple); the state objects are slotted plain classes (``protocol.record.Fields``: a dataclass's
+``__init__``, equality and ``repr``, without the code a dataclass generates at import) because the server fills
+some fields in (``consumer_count``) and serialises them into JetStream JSON.
 
 Field names follow nats-server's ``StoreMsg`` / ``StreamState`` / ``SimpleState`` / ``ConsumerState``
 (server/store.go), in snake case.  Times are integer nanoseconds since the epoch; ``0`` is Go's zero time
@@ -10,8 +11,9 @@ Field names follow nats-server's ``StoreMsg`` / ``StreamState`` / ``SimpleState`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
+
+from skiff.protocol.record import Fields
 
 
 class StoredMsg(NamedTuple):
@@ -32,42 +34,52 @@ class SimpleState(NamedTuple):
     last: int = 0
 
 
-@dataclass(slots=True)
-class LostStreamData:
+class LostStreamData(Fields):
     """Messages lost to corruption, as nats-server reports them in stream state (``lost``)."""
 
-    msgs: list[int] = field(default_factory=list)
-    bytes: int = 0
+    __slots__ = _fields = ("msgs", "bytes")
+
+    def __init__(self, msgs: list[int] | None = None, bytes: int = 0) -> None:
+        self.msgs = [] if msgs is None else msgs
+        self.bytes = bytes
 
 
-@dataclass(slots=True)
-class StreamState:
+class StreamState(Fields):
     """nats-server ``StreamState``.
 
     ``num_deleted`` counts the gaps between ``first_seq`` and ``last_seq`` (interior deletes, lost messages);
     ``deleted`` and ``subjects`` are only filled on request; ``consumer_count`` is left to the server.
     """
 
-    messages: int = 0
-    bytes: int = 0
-    first_seq: int = 0
-    first_ts: int = 0
-    last_seq: int = 0
-    last_ts: int = 0
-    num_subjects: int = 0
-    num_deleted: int = 0
-    deleted: list[int] | None = None
-    subjects: dict[str, int] | None = None
-    lost: LostStreamData | None = None
-    consumer_count: int = 0
+    __slots__ = _fields = ("messages", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_subjects",
+                           "num_deleted", "deleted", "subjects", "lost", "consumer_count")
+
+    def __init__(self, messages: int = 0, bytes: int = 0, first_seq: int = 0, first_ts: int = 0, last_seq: int = 0,
+                 last_ts: int = 0, num_subjects: int = 0, num_deleted: int = 0, deleted: list[int] | None = None,
+                 subjects: dict[str, int] | None = None, lost: LostStreamData | None = None,
+                 consumer_count: int = 0) -> None:
+        self.messages = messages
+        self.bytes = bytes
+        self.first_seq = first_seq
+        self.first_ts = first_ts
+        self.last_seq = last_seq
+        self.last_ts = last_ts
+        self.num_subjects = num_subjects
+        self.num_deleted = num_deleted
+        self.deleted = deleted
+        self.subjects = subjects
+        self.lost = lost
+        self.consumer_count = consumer_count
 
 
-@dataclass(slots=True)
-class SequencePair:
+class SequencePair(Fields):
     """A consumer sequence and the stream sequence of the same delivery (nats-server ``SequencePair``)."""
 
-    consumer_seq: int = 0
-    stream_seq: int = 0
+    __slots__ = _fields = ("consumer_seq", "stream_seq")
+
+    def __init__(self, consumer_seq: int = 0, stream_seq: int = 0) -> None:
+        self.consumer_seq = consumer_seq
+        self.stream_seq = stream_seq
 
 
 class Pending(NamedTuple):
@@ -77,11 +89,14 @@ class Pending(NamedTuple):
     timestamp: int
 
 
-@dataclass(slots=True)
-class ConsumerState:
+class ConsumerState(Fields):
     """nats-server ``ConsumerState``: ``pending`` and ``redelivered`` are keyed by stream sequence."""
 
-    delivered: SequencePair = field(default_factory=SequencePair)
-    ack_floor: SequencePair = field(default_factory=SequencePair)
-    pending: dict[int, Pending] = field(default_factory=dict)
-    redelivered: dict[int, int] = field(default_factory=dict)
+    __slots__ = _fields = ("delivered", "ack_floor", "pending", "redelivered")
+
+    def __init__(self, delivered: SequencePair | None = None, ack_floor: SequencePair | None = None,
+                 pending: dict[int, Pending] | None = None, redelivered: dict[int, int] | None = None) -> None:
+        self.delivered = SequencePair() if delivered is None else delivered
+        self.ack_floor = SequencePair() if ack_floor is None else ack_floor
+        self.pending = {} if pending is None else pending
+        self.redelivered = {} if redelivered is None else redelivered

@@ -23,9 +23,9 @@ every input exercised in tests/protocol/test_jsapi_timefmt.py.
 """
 from __future__ import annotations
 
-import calendar
 import re
-from dataclasses import dataclass
+
+from ..record import Fields
 
 __all__ = [
     "ZERO_TIME_NS",
@@ -57,12 +57,29 @@ ZERO_TIME_NS = -62135596800 * SECOND
 _RFC3339 = "2006-01-02T15:04:05Z07:00"
 
 
-@dataclass(frozen=True, slots=True)
-class GoTime:
-    """A point in time with nanosecond precision and the UTC offset (seconds) it was written with."""
+class GoTime(Fields):
+    """A point in time with nanosecond precision and the UTC offset (seconds) it was written with.
 
-    unix_ns: int
-    offset: int = 0
+    Immutable and hashable, as the frozen dataclass it was; a plain class (protocol.record.Fields) because
+    ``dataclass()`` generates and execs its code at import (issue #13, start-up)."""
+
+    __slots__ = _fields = ("unix_ns", "offset")
+
+    def __init__(self, unix_ns: int, offset: int = 0) -> None:
+        object.__setattr__(self, "unix_ns", unix_ns)
+        object.__setattr__(self, "offset", offset)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __hash__(self) -> int:
+        return hash((self.unix_ns, self.offset))
+
+    def __reduce__(self) -> tuple:  # copy, deepcopy and pickle build a new one (setting slots would raise)
+        return GoTime, (self.unix_ns, self.offset)
 
     @property
     def is_zero(self) -> bool:
@@ -217,6 +234,8 @@ def parse_time(value: str) -> GoTime:
         raise _perr(value, "", "", msg=": minute out of range")
     if sec >= 60:
         raise _perr(value, "", "", msg=": second out of range")
+    import calendar  # only here: it imports datetime and locale, ~1 ms of every start otherwise
+
     if not 1 <= day <= calendar.monthrange(year if year > 0 else 2000 + year % 400, month)[1]:
         raise _perr(value, "", "", msg=": day out of range")
     days = _days_from_civil(year, month, day)

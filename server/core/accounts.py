@@ -24,9 +24,9 @@ and so does Skiff (:class:`AccountError`).  Cycles of imports are cut by a depth
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from skiff.protocol.record import Fields
 from skiff.protocol.subjects import is_subset
 
 from ..ids import nuid
@@ -46,41 +46,57 @@ class AccountError(Exception):
     """An account configuration nats-server refuses to start with."""
 
 
-@dataclass
-class Export:
-    subject: str
-    service: bool
-    accounts: tuple[str, ...] | None = None  # None: public
-    response_type: str = "singleton"
-    threshold: float = RESPONSE_THRESHOLD
-    # Account JWT exports (core/operator.py decides with them whether an import is authorized): an activation
-    # token is required, which revocations (importing account -> time) it must not fall under, and the subject
-    # token that must be the importing account's name (jwt v2 exports.go).
-    token_req: bool = False
-    revocations: dict = field(default_factory=dict)
-    account_pos: int = 0
+class Export(Fields):
+    # A plain class (protocol.record.Fields): a dataclass's __init__, equality and repr, without the code
+    # dataclass() generates at import (issue #13, start-up).
+    _fields = ("subject", "service", "accounts", "response_type", "threshold", "token_req", "revocations",
+               "account_pos")
+
+    def __init__(self, subject: str, service: bool, accounts: tuple[str, ...] | None = None,
+                 response_type: str = "singleton", threshold: float = RESPONSE_THRESHOLD, token_req: bool = False,
+                 revocations: dict | None = None, account_pos: int = 0) -> None:
+        self.subject = subject
+        self.service = service
+        self.accounts = accounts  # None: public
+        self.response_type = response_type
+        self.threshold = threshold
+        # Account JWT exports (core/operator.py decides with them whether an import is authorized): an activation
+        # token is required, which revocations (importing account -> time) it must not fall under, and the subject
+        # token that must be the importing account's name (jwt v2 exports.go).
+        self.token_req = token_req
+        self.revocations = {} if revocations is None else revocations
+        self.account_pos = account_pos
 
     def allows(self, importer: str, subject: str) -> bool:
         return is_subset(subject, self.subject) and (self.accounts is None or importer in self.accounts)
 
 
-@dataclass
-class Account:
-    name: str
-    sublist: Sublist = field(default_factory=Sublist)
-    jetstream: bool = False
-    exports: list[Export] = field(default_factory=list)
-    imports: list[dict] = field(default_factory=list)
-    nkey: str = ""
-    limits: dict = field(default_factory=dict)  # max_connections, max_subscriptions, max_payload (-1/absent: none)
-    num_conns: int = 0  # client connections registered with the account
-    js_limits: dict = field(default_factory=dict)  # jetstream { max_mem, max_file, max_streams ... } (server/jetstream)
-    js_tier: str = ""  # "R1" when js_limits are an account JWT's tiered_limits (core/operator.py)
-    # The account's connections on the other servers of the cluster, as their account connection events report
-    # them (accounts.go strack, nrclients, nrleafs): server id -> (clients, leaf connections), and the sums.
-    strack: dict = field(default_factory=dict)
-    nrclients: int = 0
-    nrleafs: int = 0
+class Account(Fields):
+    # A plain class (protocol.record.Fields), as Export.
+    _fields = ("name", "sublist", "jetstream", "exports", "imports", "nkey", "limits", "num_conns", "js_limits",
+               "js_tier", "strack", "nrclients", "nrleafs")
+
+    def __init__(self, name: str, sublist: Sublist | None = None, jetstream: bool = False,
+                 exports: list[Export] | None = None, imports: list[dict] | None = None, nkey: str = "",
+                 limits: dict | None = None, num_conns: int = 0, js_limits: dict | None = None, js_tier: str = "",
+                 strack: dict | None = None, nrclients: int = 0, nrleafs: int = 0) -> None:
+        self.name = name
+        self.sublist = Sublist() if sublist is None else sublist
+        self.jetstream = jetstream
+        self.exports = [] if exports is None else exports
+        self.imports = [] if imports is None else imports
+        self.nkey = nkey
+        # max_connections, max_subscriptions, max_payload (-1/absent: none)
+        self.limits = {} if limits is None else limits
+        self.num_conns = num_conns  # client connections registered with the account
+        # jetstream { max_mem, max_file, max_streams ... } (server/jetstream)
+        self.js_limits = {} if js_limits is None else js_limits
+        self.js_tier = js_tier  # "R1" when js_limits are an account JWT's tiered_limits (core/operator.py)
+        # The account's connections on the other servers of the cluster, as their account connection events report
+        # them (accounts.go strack, nrclients, nrleafs): server id -> (clients, leaf connections), and the sums.
+        self.strack = {} if strack is None else strack
+        self.nrclients = nrclients
+        self.nrleafs = nrleafs
 
     def limit(self, name: str) -> int:
         """An account limit, or -1 for none (nats-server jwt.NoLimit).  Only -1 means none: nats-server compares

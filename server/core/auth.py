@@ -20,23 +20,29 @@ from __future__ import annotations
 # hmac.compare_digest is this function when OpenSSL is not there (hmac.py); importing hmac loads OpenSSL's hashlib,
 # ~0.6 MiB of every server's memory
 from _operator import _compare_digest as compare_digest
-from dataclasses import dataclass
 from typing import Any
+
+from skiff.protocol.record import Fields
 
 from .accounts import GLOBAL
 from .permissions import Permissions
 
 
-@dataclass
-class AuthUser:
-    name: str  # the user name, the nkey for nkey users, "" for token auth
-    account: str = GLOBAL
-    perms: Permissions | None = None
-    password: str = ""
-    nkey: str = ""
-    # allowed_connection_types, upper case; None: any.  nats-server connectionTypeAllowed: a user limited to
-    # STANDARD is refused on the WebSocket port and one limited to WEBSOCKET on the client port.
-    conn_types: frozenset[str] | None = None
+class AuthUser(Fields):
+    # A plain class (protocol.record.Fields): a dataclass's __init__, equality and repr, without the code
+    # dataclass() generates at import (issue #13, start-up).
+    _fields = ("name", "account", "perms", "password", "nkey", "conn_types")
+
+    def __init__(self, name: str, account: str = GLOBAL, perms: Permissions | None = None, password: str = "",
+                 nkey: str = "", conn_types: frozenset[str] | None = None) -> None:
+        self.name = name  # the user name, the nkey for nkey users, "" for token auth
+        self.account = account
+        self.perms = perms
+        self.password = password
+        self.nkey = nkey
+        # allowed_connection_types, upper case; None: any.  nats-server connectionTypeAllowed: a user limited to
+        # STANDARD is refused on the WebSocket port and one limited to WEBSOCKET on the client port.
+        self.conn_types = conn_types
 
 
 class Auth:
