@@ -27,7 +27,6 @@ from typing import Annotated, Callable, NamedTuple, Optional
 
 from ..errors import ApiError
 from . import _subjects as subj
-from ._transform import new_transform_error, validate_mapping
 from .gojson import (
     BOOL, DURATION, INT, INT32, INT64, OMIT, STRING, UINT64, Go, GoDecodeError, GoModel, enum_type, go_quote,
 )
@@ -54,6 +53,20 @@ JS_API_LEVEL = 5
 REQUIRED_LEVEL_KEY = "_nats.req.level"
 SERVER_VERSION_KEY = "_nats.ver"
 SERVER_LEVEL_KEY = "_nats.level"
+
+
+# The transform checks (_transform.py) compile a dozen patterns at import: loaded with the first stream config that
+# has a subject transform, a source or mirror transform or a republish (issue #13, start-up).
+def validate_mapping(src: str, dest: str) -> str | None:
+    from ._transform import validate_mapping as check
+
+    return check(src, dest)
+
+
+def new_transform_error(src: str, dest: str) -> str | None:
+    from ._transform import new_transform_error as check
+
+    return check(src, dest)
 
 
 # --- enums (Go types with custom UnmarshalJSON; the error texts are theirs) -----------------------------------------
