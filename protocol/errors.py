@@ -6,7 +6,8 @@ nats-server keeps every JetStream API error in ``server/errors.json``: a constan
 an HTTP-like ``code`` (400, 404, 500, 503 ...), a unique ``error_code`` (10059 ...) and a description that may hold
 ``{placeholder}`` slots (``{err}``, ``{seq}``, ``{limit}`` ...).  Its generated ``NewJS...Error(...)`` functions
 replace each slot with the string form of an argument.  We load the same file (``protocol/data/errors.json``, package
-data) once at import and build :data:`ERRORS`, keyed by constant name.  Nothing else in Skiff writes API error JSON by
+data) once, with the first error built (not at import: ~6 M instructions of every server start, issue #13), and
+build :data:`ERRORS`, keyed by constant name.  Nothing else in Skiff writes API error JSON by
 hand: callers say ``ApiError.of("JSStreamNotFoundErr")`` or ``ApiError.of("JSStreamCreateErrF", err="...")``.
 
 Formatting follows nats-server's ``toReplacerArgs``: strings are inserted as they are, an :class:`ApiError` passed as a
@@ -24,11 +25,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_PLACEHOLDER = r"\{(\w+)\}"  # compiled by re (and cached there) with the first error that has values
 
 
 class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
@@ -41,7 +42,7 @@ class ErrorDef(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every sta
 
     @property
     def placeholders(self) -> tuple[str, ...]:
-        return tuple(_PLACEHOLDER.findall(self.description))
+        return tuple(re.findall(_PLACEHOLDER, self.description))
 
 
 def _load() -> dict[str, ErrorDef]:
@@ -61,11 +62,25 @@ def _load() -> dict[str, ErrorDef]:
     return table
 
 
-#: Every error nats-server knows, keyed by its Go constant name.
-ERRORS: Mapping[str, ErrorDef] = _load()
+_ERRORS: dict[str, ErrorDef] | None = None
 
-#: The same rows keyed by ``err_code`` (unique in nats-server's table).
-BY_ERR_CODE: Mapping[int, ErrorDef] = {d.err_code: d for d in ERRORS.values()}
+
+def _errors() -> dict[str, ErrorDef]:
+    global _ERRORS
+    if _ERRORS is None:
+        _ERRORS = globals()["ERRORS"] = _load()
+    return _ERRORS
+
+
+def __getattr__(name: str) -> Any:
+    """``ERRORS``: every error nats-server knows, keyed by its Go constant name; ``BY_ERR_CODE``: the same rows keyed
+    by ``err_code`` (unique in nats-server's table).  Both built on first use (PEP 562)."""
+    if name == "ERRORS":
+        return _errors()
+    if name == "BY_ERR_CODE":
+        by_code = globals()["BY_ERR_CODE"] = {d.err_code: d for d in _errors().values()}
+        return by_code
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_text(value: Any) -> str:
@@ -99,10 +114,11 @@ class ApiError(Exception):
         Missing values leave their slot untouched, exactly like Go's ``strings.Replacer`` with no pair for it.
         Unknown constants raise ``KeyError`` (a typo is a bug, caught by the test that scans the code base).
         """
-        d = ERRORS[constant]
+        d = (_ERRORS or _errors())[constant]
         desc = d.description
         if values and "{" in desc:
-            desc = _PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]) if m.group(1) in values else m.group(0), desc)
+            desc = re.sub(_PLACEHOLDER, lambda m: _as_text(values[m.group(1)]) if m.group(1) in values else m.group(0),
+                          desc)
         return cls(d.code, d.err_code, desc, constant)
 
     @classmethod
