@@ -27,7 +27,6 @@ servers' ones) are in events.py.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -203,6 +202,8 @@ class SystemAccount:
         if accept and error is None:
             enc = _accept_encoding(accept)
             if enc == "gzip":
+                import gzip  # only for a request that asks for it: zlib and gzip are ~2 M instructions a start
+
                 body = gzip.compress(body)
                 hdr = b"NATS/1.0\r\nContent-Encoding: gzip\r\n\r\n"
         self.send_raw(reply, body, acc, hdr)

@@ -408,3 +408,20 @@ async def test_kick_a_client_by_cid(srv):
         await sys_nc.close()
         if not a.is_closed:
             await a.close()
+
+
+async def test_reply_compressed_when_the_request_accepts_gzip(srv):
+    """events.go getAcceptEncoding: ``Accept-Encoding: gzip`` gets the envelope gzip-compressed, said in the reply's
+    header (Skiff imports gzip only for such a request: server/core/sysacc.py)."""
+    import gzip
+
+    nc = await connect(srv, "sys")
+    try:
+        got = await gather(nc, "$SYS.REQ.SERVER.PING.VARZ", headers={"Accept-Encoding": "gzip"})
+        assert len(got) == 1 and got[0].headers["Content-Encoding"] == "gzip"
+        doc = json.loads(gzip.decompress(got[0].data))
+        assert set(doc) == {"server", "data"} and VARZ_KEYS <= set(doc["data"])
+        plain = await ask(nc, "$SYS.REQ.SERVER.PING.VARZ")  # and without the header, plain JSON as before
+        assert plain["data"]["server_id"] == doc["data"]["server_id"]
+    finally:
+        await nc.close()
