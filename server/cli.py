@@ -29,7 +29,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from skiff.server.conf import ConfigError
-from skiff.server.conf import support
+from skiff.server.conf import unimplemented as support  # the flags' table only: not the file's (support.py)
 from skiff.server.options import ServerOptions, _finish, settings_from_config
 from skiff.server.version import SKIFF_VERSION, VERSION
 

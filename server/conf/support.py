@@ -19,50 +19,13 @@ Keys Skiff implements are not in these tables; unknown keys stay errors (``unkno
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
-
-REFUSE = "refuse"
-WARN = "warn"
-
-
-class Unimplemented(NamedTuple):  # not a frozen dataclass: ~0.5 ms less of every start
-    level: str  # REFUSE or WARN
-    what: str  # what nats-server does with the key, that Skiff does not
-    harmless: Callable[[Any], bool] | None = None  # values equal to Skiff's own behaviour: accepted silently
-
-    def accepts(self, value: Any) -> bool:
-        return self.harmless is not None and self.harmless(value)
-
-
-def _empty(v: Any) -> bool:
-    return v in ({}, [], "", None)
-
-
-def _false(v: Any) -> bool:
-    return v is False
-
-
-def _zero(v: Any) -> bool:
-    return v == 0 and not isinstance(v, bool)
-
-
-def _all_false(v: Any) -> bool:
-    return isinstance(v, dict) and all(x is False for x in v.values())
-
-
-def _entries(*rows: tuple[tuple[str, ...], Unimplemented]) -> dict[str, Unimplemented]:
-    out: dict[str, Unimplemented] = {}
-    for names, entry in rows:
-        for n in names:
-            out[n] = entry
-    return out
-
+from .unimplemented import (  # noqa: F401  (re-exported: the tables' entry type and the flags' table)
+    FLAGS, REFUSE, WARN, Unimplemented, _TRACE_VERBOSE, _all_false, _empty, _entries, _false, _zero, refusal, warning,
+)
 
 _CONN_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
 _JWT = "a default sentinel user JWT (clients without credentials would be refused)"
 _ONE_SERVER = "Skiff is a single server"
-_TRACE_VERBOSE = ("tracing the server's internal system client too (Skiff traces client connections, as with "
-                  "trace)")
 
 #: top-level keys (server/opts.go processConfigFileLine)
 TOP_LEVEL = _entries(
@@ -221,23 +184,4 @@ TLS = _entries(
     (("connection_rate_limit",), Unimplemented(REFUSE, "a TLS handshake rate limit", _zero)),
 )
 
-#: command-line flags (server/opts.go ConfigureOptions) Skiff does not implement: flag -> entry.
-#: ``--cluster_advertise``, ``--no_advertise`` and ``--connect_retries`` are not here: without ``--cluster`` they
-#: have no effect in nats-server either (checked with the 2.15.1 binary: nothing in varz, INFO or the log), and
-#: ``--cluster`` itself is refused.  ``--routes`` without ``--cluster`` is nats-server's own error (cli.py).
-FLAGS = _entries(
-    (("profile",), Unimplemented(REFUSE, "the Go profiling (pprof) port", _zero)),
-    (("syslog",), Unimplemented(REFUSE, "logging to syslog (the log would go to stderr)", _false)),
-    (("remote_syslog",), Unimplemented(REFUSE, "logging to a remote syslog (the log would go to stderr)", _empty)),
-    (("VV", "DVV"), Unimplemented(WARN, _TRACE_VERBOSE, _false)),
-)
-
-
-def refusal(key: str, entry: Unimplemented) -> str:
-    """The start-up error: the key, and that Skiff refuses rather than ignores it."""
-    return f'"{key}" is not implemented by Skiff: {entry.what}'
-
-
-def warning(key: str, entry: Unimplemented) -> str:
-    """The start-up warning for a key no client can see the effect of."""
-    return f'"{key}" is not implemented by Skiff and is ignored: {entry.what}'
+#: The command-line flags' table (``FLAGS``) is in unimplemented.py: a start without a file imports only that.
