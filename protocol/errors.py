@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, NamedTuple
+from typing import Any
+
+from .record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 __all__ = ["ErrorDef", "ERRORS", "ApiError", "BY_ERR_CODE"]
 

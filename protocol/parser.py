@@ -47,9 +47,9 @@ the connection's business: the parser only reports what was sent.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from skiff.protocol.accel import speedups
+from skiff.protocol.record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 # The compiled fast path (protocol/_speedups.c) when it was built and not turned off (SKIFF_PURE_PYTHON=1), else
 # None and the regex fast path below.  Both take exactly the same inputs.

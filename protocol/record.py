@@ -97,3 +97,48 @@ class Fields:
 
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._fields)})"
+
+
+# typing.NamedTuple without its type checks of the annotations: with ``from __future__ import annotations`` each is a
+# string that typing compiles (ForwardRef), ~1 M instructions a class, ~20 M of every server start (issue #13).
+# The class made is the same: collections.namedtuple with the annotated fields (defaults from the class body), the
+# annotations as written, and the body's methods, properties and docstring (typing.NamedTupleMeta, less Generic).
+_NT_PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults",
+                            "_make", "_replace", "_asdict", "_source"})
+_NT_SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
+
+
+class _NamedTupleMeta(type):
+    def __new__(mcls, typename: str, bases: tuple, ns: dict) -> type:
+        import collections
+
+        if bases != (_NamedTupleBase,):
+            raise TypeError("can only inherit from a NamedTuple type")
+        names = ns.get("__annotations__", {})
+        defaults: list[str] = []
+        for name in names:
+            if name in ns:
+                defaults.append(name)
+            elif defaults:
+                raise TypeError(f"Non-default namedtuple field {name} cannot follow default field"
+                                f"{'s' if len(defaults) > 1 else ''} {', '.join(defaults)}")
+        cls = collections.namedtuple(typename, list(names), defaults=[ns[n] for n in defaults],
+                                     module=ns["__module__"])
+        cls.__annotations__ = dict(names)
+        for key, value in ns.items():
+            if key in _NT_PROHIBITED:
+                raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
+            if key not in _NT_SPECIAL and key not in cls._fields:
+                setattr(cls, key, value)
+        return cls
+
+
+_NamedTupleBase = type.__new__(_NamedTupleMeta, "NamedTuple", (), {})
+
+
+def NamedTuple(typename: str, fields: Any = None, /, **kw: Any) -> Any:  # noqa: N802  (typing's name)
+    """``class X(NamedTuple): ...`` as with typing's (only the class form is used)."""
+    raise TypeError("use the class form: class X(NamedTuple)")
+
+
+NamedTuple.__mro_entries__ = lambda bases: (_NamedTupleBase,)  # type: ignore[attr-defined]

@@ -32,7 +32,9 @@ Byte accounting follows nats-server: memory store msg size = len(subj)+len(hdr)+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Sequence
+
+from skiff.protocol.record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 from skiff.storage.config import StoreConfig
 from skiff.storage.records import ConsumerState, SimpleState, StoredMsg, StreamState

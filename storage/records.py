@@ -11,9 +11,8 @@ Field names follow nats-server's ``StoreMsg`` / ``StreamState`` / ``SimpleState`
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
-from skiff.protocol.record import Fields
+from skiff.protocol.record import Fields, NamedTuple  # NamedTuple: typing's, without its annotation checks
 
 
 class StoredMsg(NamedTuple):

@@ -36,10 +36,10 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar
 
 from ..marshal import html_safe
-from ..record import Record
+from ..record import NamedTuple, Record  # NamedTuple: typing's, without its annotation checks (start-up)
 from .timefmt import GoTime, TimeParseError, format_time, parse_time
 
 __all__ = [

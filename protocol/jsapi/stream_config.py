@@ -23,9 +23,10 @@ two configs the way an idempotent re-create does (ignoring the versioning keys).
 """
 from __future__ import annotations
 
-from typing import Annotated, Callable, NamedTuple, Optional
+from typing import Annotated, Callable, Optional
 
 from ..errors import ApiError
+from ..record import NamedTuple  # typing's, without its annotation checks (start-up)
 from . import _subjects as subj
 from .gojson import (
     BOOL, DURATION, INT, INT32, INT64, OMIT, STRING, UINT64, Go, GoDecodeError, GoModel, enum_type, go_quote,

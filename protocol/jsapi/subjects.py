@@ -23,7 +23,7 @@ The other ``$JS`` subjects (acks, flow control, snapshots, advisories) are templ
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 JS_API = "$JS.API"  # JSApiPrefix: what an external source's ``api`` prefix replaces
 API_PREFIX = JS_API + "."

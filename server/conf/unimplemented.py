@@ -7,7 +7,9 @@ tables) re-exports it (issue #13, start-up: support.py is ~4 M instructions of e
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
+
+from skiff.protocol.record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 REFUSE = "refuse"
 WARN = "warn"

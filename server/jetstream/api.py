@@ -49,13 +49,14 @@ import asyncio
 import importlib
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from skiff.protocol import headers
 from skiff.protocol.errors import ApiError
 from skiff.protocol.jsapi.subjects import (
     ALL_API, API, API_PREFIX, DIRECT_GET_PRE, DOMAIN_API_PRE_T, REQUEST_NEXT_PRE, REQUIRED_API_LEVEL_HDR, TYPE_PREFIX,
 )
+from skiff.protocol.record import NamedTuple  # typing's, without its annotation checks (start-up)
 
 from ..version import API_LEVEL
 from . import advisories, jsonout

@@ -62,3 +62,41 @@ def test_go_time_is_frozen_hashable_and_copies():
     assert {t: 1}[GoTime(1_000, 3600)] == 1 and t != GoTime(1_000)
     for c in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
         assert c == t and type(c) is GoTime
+
+
+def _pair(base):
+    class P(base):
+        """doc"""
+        x: int
+        y: list[int] | None = None
+
+        @property
+        def z(self) -> int:
+            return self.x + 1
+    return P
+
+
+def test_named_tuple_makes_the_class_typing_makes():
+    """protocol.record.NamedTuple is typing.NamedTuple without its checks of the (string) annotations."""
+    import typing
+
+    from skiff.protocol.record import NamedTuple
+
+    ours, theirs = _pair(NamedTuple), _pair(typing.NamedTuple)
+    for attr in ("_fields", "_field_defaults", "__doc__", "__module__", "__qualname__", "__mro__"):
+        a, b = getattr(ours, attr), getattr(theirs, attr)
+        assert (a if attr != "__mro__" else [c.__name__ for c in a]) == \
+            (b if attr != "__mro__" else [c.__name__ for c in b]), attr
+    p = ours(1)
+    assert p == (1, None) and p.z == 2 and repr(p) == "P(x=1, y=None)" and type(p._replace(x=2)) is ours
+    assert list(ours.__annotations__) == ["x", "y"]
+    with pytest.raises(TypeError, match="Non-default namedtuple field y cannot follow default field x"):
+        class Bad(NamedTuple):
+            x: int = 0
+            y: int
+    with pytest.raises(AttributeError, match="Cannot overwrite NamedTuple attribute _make"):
+        class Bad2(NamedTuple):
+            x: int
+
+            def _make(self):
+                pass
