@@ -163,6 +163,10 @@ _NOT_FOR_A_PLAIN_START = (
     "skiff.server.jetstream.delivery", "skiff.server.jetstream.lifecycle", "skiff.server.jetstream.pause",
     "skiff.server.jetstream.priority", "skiff.server.jetstream.pull", "skiff.server.jetstream.push",
     "skiff.server.jetstream.redelivery",
+    # dataclass() execs generated code per class (protocol/record.py Fields replaced them); calendar and datetime
+    # come with the first date checked or config date; gzip with the first $SYS request accepting it; the
+    # transform checks with the first transform; the file configuration's tables with a file (conf/support.py)
+    "dataclasses", "calendar", "datetime", "gzip", "skiff.protocol.jsapi._transform", "skiff.server.conf.support",
 )
 
 
