@@ -361,7 +361,13 @@ class ApiRouter:
                 self._no_responders(sub, subject, reply, origin)
             return
         if route.handler is None:  # the first request to a row of a module loaded later: load it, route again
-            self.load(route.lazy)
+            try:
+                self.load(route.lazy)
+            except Exception as e:  # as a handler failure (_run): the server goes on, the requester hears why
+                self.server.log_error("JetStream API handlers failed to load", module=route.lazy, error=repr(e))
+                self.reply_error(ApiRequest(subject, tokens, reply, b"", b"", origin), route,
+                                 ApiError.of("JSStreamGeneralErrorF", err=str(e) or type(e).__name__))
+                return
             tokens, route = self._find(subject)
         if self._busy and route.stream_at is not None:
             hold = self._busy.get(tokens[route.stream_at])

@@ -9,6 +9,7 @@ both servers in test_stream_api.py, test_consumer_api.py and tests/protocol/test
 from __future__ import annotations
 
 import ast
+import json
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -133,6 +134,25 @@ def test_a_lazy_list_that_is_not_what_the_module_serves_stops_its_load(monkeypat
     router.build_routes()
     with pytest.raises((LookupError, ValueError), match="CONSUMER.RESET"):
         router.load("api_consumers")
+
+
+def test_a_module_that_fails_to_load_answers_with_the_general_error(monkeypatch):
+    """As a handler that raises (ApiRouter._run): the failure is logged, the request gets JSStreamGeneralErrorF (10051) with the reason,
+    and the next request tries again."""
+    monkeypatch.setitem(api.LAZY, "api_nope", ("STREAM.INFO",))
+    monkeypatch.setitem(api.LAZY, "api_streams", tuple(n for n in LAZY["api_streams"] if n != "STREAM.INFO"))
+    sent, logged = [], []
+    server = SimpleNamespace(js_account=SimpleNamespace(jetstream=True), log_error=lambda *a, **kw: logged.append(kw),
+                             publish=lambda subject, data, *a: sent.append((subject, data)))
+    router = ApiRouter(SimpleNamespace(server=server))
+    router.serve_later("api_streams", "api_consumers", "api_nope")
+    router.build_routes()
+    for _ in range(2):
+        router._dispatch_now(None, API["STREAM.INFO"].fill("S"), "reply", 0, b"", None)
+    assert [s for s, _ in sent] == ["reply", "reply"] and len(logged) == 2 and logged[0]["module"] == "api_nope"
+    reply = json.loads(sent[0][1])
+    assert reply["type"] == TYPE_PREFIX + "stream_info_response" and reply["error"]["err_code"] == 10051
+    assert "api_nope" in reply["error"]["description"] and router.errors == 2
 
 
 def test_two_handlers_for_one_row_are_refused():
