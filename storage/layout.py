@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from skiff.log import get_logger
 
 from skiff.storage import meta
-from skiff.storage.base import Clock
 from skiff.storage.config import StoreConfig
 from skiff.storage.errors import InvalidPathError
 from skiff.storage.names import check_name
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # storage/base.py (the store ABCs) loads with the first store, not at start (issue #13)
+    from skiff.storage.base import Clock
     from skiff.storage.filestore.store import FileStreamStore
 
 log = get_logger("skiff.storage")

@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from skiff.protocol.jsapi.stream_config import StreamConfig
-from skiff.storage.base import StreamStore
 from skiff.storage.config import StoreConfig
 from skiff.storage.layout import StoreRoot
 from skiff.storage.remove import remove_tree_in_background
+
+if TYPE_CHECKING:  # storage/base.py (the store ABCs) loads with the first store, not at start (issue #13)
+    from skiff.storage.base import StreamStore
 
 META_VERSION = 1
 DELETED_DIR = ".deleted"  # in the account directory, next to streams/ (a "." name is never an account or stream)

@@ -167,6 +167,8 @@ _NOT_FOR_A_PLAIN_START = (
     # come with the first date checked or config date; gzip with the first $SYS request accepting it; the
     # transform checks with the first transform; the file configuration's tables with a file (conf/support.py)
     "dataclasses", "calendar", "datetime", "gzip", "skiff.protocol.jsapi._transform", "skiff.server.conf.support",
+    # the store classes' bases and records, with the first store (storage/layout.py, server/jetstream/persist.py)
+    "skiff.storage.base", "skiff.storage.records",
 )
 
 
