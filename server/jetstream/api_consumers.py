@@ -113,12 +113,14 @@ class ConsumerApi:
         c.process_ack(toks, reply, bytes(data[hdr_len:]))
 
     def on_fc(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
+        # nats-server subscribes $JS.FC.<stream>.<consumer>.* for a consumer with flow_control only
+        # (consumer.go setLeader, fcSub): anything else has nobody behind it, and a request gets no responders.
         toks = subject.split(".")
-        if len(toks) != 5:
+        c = self.lookup(toks[2], toks[3]) if len(toks) == 5 else None
+        if c is None or not c.config.flow_control:
+            self._no_responders(sub, subject, reply, origin)
             return
-        c = self.lookup(toks[2], toks[3])
-        if c is not None:
-            c.process_flow_control(subject, bytes(data[:hdr_len]) if hdr_len else b"")
+        c.process_flow_control(subject, bytes(data[:hdr_len]) if hdr_len else b"")
 
     # ------------------------------------------------------------------ create
     # jsConsumerCreateRequest decodes the body before it looks at Nats-Required-Api-Level

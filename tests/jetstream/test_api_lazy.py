@@ -50,8 +50,8 @@ async def test_first_message_to_a_consumer_subject_has_no_responders(fresh_jsc, 
 
 async def test_first_message_is_a_flow_control_answer(fresh_jsc):
     # A flow-control answer (published, as a client answers one) with no push consumer behind it: dropped, and the
-    # server goes on serving; the consumer API it loaded answers next.  (Sent as a request, nats-server answers
-    # 503 no responders and Skiff does not answer: a divergence of api_consumers.py on_fc, reported separately.)
+    # server goes on serving; the consumer API it loaded answers next.  (Sent as a request it gets no responders:
+    # test_flow_control_subject_without_a_flow_control_consumer_has_no_responders.)
     await fresh_jsc.nc.publish("$JS.FC.S.C.1", b"")
     await fresh_jsc.nc.flush()
     r = await fresh_jsc.api("CONSUMER.INFO.S.C")

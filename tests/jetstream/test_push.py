@@ -97,6 +97,27 @@ async def test_flow_control_request_and_reply(jsc):
 SECOND_HB = 1_000_000_000
 
 
+async def test_flow_control_subject_without_a_flow_control_consumer_has_no_responders(jsc):
+    # nats-server subscribes $JS.FC.<stream>.<consumer>.* only for a consumer with flow control (consumer.go
+    # fcSub): a request there for a missing consumer, or one without flow control, has nobody to answer it.
+    s = await _stream(jsc)
+    await add_consumer(jsc, s, "P", deliver_subject=jsc.name("plain"))
+    await add_consumer(jsc, s, "F", deliver_subject=jsc.name("fc"), flow_control=True, idle_heartbeat=SECOND_HB)
+    for subject in (f"$JS.FC.{s}.NONE.1", f"$JS.FC.{s}.P.1", f"$JS.FC.{s}.F.1.extra", f"$JS.FC.{s}.F"):
+        try:
+            await jsc.nc.request(subject, b"", timeout=1)
+        except nats.errors.NoRespondersError:
+            continue
+        raise AssertionError(f"{subject}: answered")
+    # The flow-control consumer's own subject has a subscriber: a stale answer is taken (no reply) and dropped.
+    try:
+        await jsc.nc.request(f"$JS.FC.{s}.F.1", b"", timeout=0.3)
+    except nats.errors.TimeoutError:
+        pass
+    else:
+        raise AssertionError("a flow-control answer got a reply")
+
+
 async def test_headers_only(jsc):
     s = await _stream(jsc)
     await jsc.pub(f"{s}.a", b"12345", headers={"X-A": "1"})
