@@ -44,7 +44,8 @@ from .consumer import Consumer, create_consumer_name
 from .pause import pause_advisory, pause_request
 from .priority import unpin_request
 from .consumer_reset import reset_request, reset_starting_seq
-from .stream_consumers import consumer_set, meta_doc, open_store, when_written
+from .consumer_writes import meta_doc, open_store, when_written
+from .stream_consumers import consumer_set
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import JetStream
@@ -244,7 +245,7 @@ class ConsumerApi:
 
     async def _create_on_disk(self, stream: "Stream", cs, ncfg: ConsumerConfig, name: str, created: int,
                               defaulted: bool, ident: str, done: asyncio.Future) -> dict | WithHeader | ApiError:
-        """The store is opened and ``meta.inf`` written in a worker thread (stream_consumers.create_files) and the
+        """The store is opened and ``meta.inf`` written in a worker thread (consumer_writes.create_files) and the
         reply waits for it, so a consumer acknowledged as created survives kill -9 (as nats-server, which writes
         the metadata before it answers: addConsumerWithAssignment).  Meanwhile the loop serves the other clients;
         the router holds the later API requests naming this stream (api.py, ``stream_scope``) but creates and

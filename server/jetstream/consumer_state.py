@@ -7,7 +7,7 @@ The consumer's bookkeeping is its :class:`~.consumer_core.ConsumerCore`; the ``C
 the one place where the consumer writes to that store: each outcome of the core (a delivery, an ack, a NAK's new
 deadline, a message that reached max_deliver, a reset) becomes the store's own nats-server transition
 (``update_delivered`` / ``update_acks``, consumerMemStore.UpdateDelivered / UpdateAcks), and the consumer is marked
-dirty with its stream's :class:`~.stream_consumers.ConsumerSet`, which writes dirty file stores every 100 ms, with
+dirty with its stream's :class:`~.stream_consumers.ConsumerSet` (consumer_writes.py), which writes dirty file stores every 100 ms, with
 ``sync_interval: always`` through the group commit (durability.py, "Consumer acks").
 
 A store that refuses an update (a store bug, or a state it thinks impossible) must never stop delivery or the ack

@@ -160,10 +160,10 @@ def pause_request(js: "JetStream", req: "ApiRequest", strict: bool):
         if out["paused"]:
             out["pause_remaining"] = pu.unix_ns - now
         return out
-    # Answered once the new meta.inf is written (off the loop: stream_consumers.ConsumerSet.write_meta), as
+    # Answered once the new meta.inf is written (off the loop: consumer_writes.ConsumerWrites.write_meta), as
     # nats-server answers after updateConfig wrote it.
     if written is None:
         return reply()
-    from .stream_consumers import when_written  # stream_consumers -> consumer -> this module
+    from .consumer_writes import when_written  # the consumers' disk writes: loaded with the first stream that has some
 
     return when_written(written, c, reply)

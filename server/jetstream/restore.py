@@ -42,7 +42,8 @@ from ..ids import nuid
 from . import advisories, jsonout, persist
 from .consumer import Consumer
 from .publish_checks import message_ttl
-from .stream_consumers import consumer_set, meta_doc, open_store
+from .consumer_writes import meta_doc, open_store
+from .stream_consumers import consumer_set
 
 if TYPE_CHECKING:  # pragma: no cover
     from skiff.protocol.jsapi.stream_config import StreamConfig

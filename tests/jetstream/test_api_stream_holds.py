@@ -2,7 +2,7 @@
 stream's, at its create or update, too, with every API request waiting for it.
 
 Consumer create, update and pause answer once the consumer's metadata is on disk (nats-server writes it before it
-answers), and Skiff writes it in a worker thread (stream_consumers.create_files, ``ConsumerSet.write_meta``).  The
+answers), and Skiff writes it in a worker thread (consumer_writes.create_files, ``ConsumerWrites.write_meta``).  The
 API router holds the requests that name the same stream until then, in arrival order, but creates and updates of
 other consumers of that stream, which join the write under way (their files are written by the next worker job, all
 together); requests on other streams and account-level requests go on (api.py ``stream_scope``, issue #13: one slow
@@ -22,7 +22,7 @@ import nats
 import pytest
 
 from skiff.server.core.server import Server
-from skiff.server.jetstream import stream_consumers
+from skiff.server.jetstream import consumer_writes
 from skiff.storage import meta
 
 pytestmark = pytest.mark.skiff_only
@@ -99,13 +99,13 @@ async def _streams(nc) -> None:
 
 async def test_a_slow_consumer_create_holds_only_its_stream(tmp_path, slow_disk, monkeypatch):
     batches: list[list[str]] = []
-    run_batch = stream_consumers._run_meta_batch
+    run_batch = consumer_writes._run_meta_batch
 
     def recorded(items):
-        batches.append([args[1] for fn, args in items if fn is stream_consumers.create_files])
+        batches.append([args[1] for fn, args in items if fn is consumer_writes.create_files])
         return run_batch(items)
 
-    monkeypatch.setattr(stream_consumers, "_run_meta_batch", recorded)
+    monkeypatch.setattr(consumer_writes, "_run_meta_batch", recorded)
     async with Server(port=0, jetstream=True, store_dir=str(tmp_path)) as srv:
         nc = await nats.connect(f"nats://127.0.0.1:{srv.port}")
         await _streams(nc)

@@ -1,7 +1,7 @@
 """A consumer create writes its ``meta.inf`` off the event loop and still answers only once it is written (a stream
 update too).
 
-Skiff opens the consumer's store and writes its metadata in a worker thread (stream_consumers.create_files); the
+Skiff opens the consumer's store and writes its metadata in a worker thread (consumer_writes.create_files); the
 reply waits for it, and the API router holds later requests meanwhile.  What a client can see, on both servers:
 
 * every consumer acknowledged as created is there after a kill -9 (nats-server writes meta.inf before it answers:
@@ -150,7 +150,7 @@ async def test_create_then_delete_and_update_act_in_order(server_factory, target
 
 
 async def test_pipelined_creates_keep_names_and_limits(server_factory, target):
-    """Creates sent back to back on one stream: Skiff writes their files together (stream_consumers.py
+    """Creates sent back to back on one stream: Skiff writes their files together (consumer_writes.py
     ``_queue_meta``) and lets a create of another consumer run beside one still writing (api.py ``joins``); the
     stream's max_consumers and the consumers' names still hold as if they came one by one."""
     server = server_factory()

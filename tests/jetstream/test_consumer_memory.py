@@ -23,7 +23,7 @@ import nats
 import pytest
 
 from skiff.server.core.server import Server
-from skiff.server.jetstream import stream_consumers
+from skiff.server.jetstream import consumer_writes, stream_consumers
 
 pytestmark = pytest.mark.skiff_only
 
@@ -212,7 +212,7 @@ def test_a_failed_state_write_holds_no_consumer(no_collector):
 
     c = C()
     ref = weakref.ref(c)
-    failed = stream_consumers._write_states([(c, 1, b"state")])
+    failed = consumer_writes._write_states([(c, 1, b"state")])
     assert [(type(x).__name__, e) for x, e in failed] == [("C", "[Errno 2] No such file or directory")]
     del c, failed
     assert ref() is None

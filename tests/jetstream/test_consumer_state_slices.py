@@ -1,4 +1,4 @@
-"""Consumer states are written in slices (server/jetstream/stream_consumers.py ``ConsumerSet.flush``): a turn of the
+"""Consumer states are written in slices (server/jetstream/consumer_writes.py ``ConsumerWrites.flush``): a turn of the
 event loop writes states for at most ``FLUSH_SLICE`` seconds and leaves the rest to the next turn, so creating or
 acking on thousands of consumers at once does not stall other clients (issue #13, bench ``scale.admin_stalls``).
 Every state still reaches the disk, in the same ``FLUSH_INTERVAL``."""
@@ -9,14 +9,14 @@ import asyncio
 import nats
 
 from skiff.server.core.server import Server
-from skiff.server.jetstream import stream_consumers
+from skiff.server.jetstream import consumer_writes, stream_consumers
 from skiff.storage.consumer import FileConsumerStore
 
 N = 20
 
 
 async def test_states_are_written_a_slice_per_turn_and_all_reach_the_disk(tmp_path, monkeypatch):
-    monkeypatch.setattr(stream_consumers, "FLUSH_SLICE", 0.0)  # one state per turn: every write is its own slice
+    monkeypatch.setattr(consumer_writes, "FLUSH_SLICE", 0.0)  # one state per turn: every write is its own slice
     slices = 0
     real = stream_consumers.ConsumerSet._flush_slice
 
