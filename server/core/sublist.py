@@ -15,7 +15,10 @@ nearly always match the same subscriptions as every other subject of their famil
 When no subscription looks at a token beyond the family's prefix (``$JS.ACK.<stream>.<consumer>.``,
 ``_INBOX.<id>.``) - every node a match can reach at the prefix's depth has no literal child and no ``*`` -, the
 result depends on the prefix alone, and ``pcache`` keeps it under the prefix until a subscription that could match
-such a subject comes or goes.  Every ack went through a full match before (~20% of a push consumer's ack path,
+such a subject comes or goes.  An inbox reply with one token after the prefix is kept apart (the prefix without its
+dot), allowed a ``*`` at that depth: the ``_INBOX.<id>.*`` every client's request multiplexer subscribes, which kept
+every PubAck and Direct Get reply out of the prefix cache before (a full walk per ack, ~30% of Skiff's CPU in an
+async JetStream publish, profiled).  Every ack went through a full match before (~20% of a push consumer's ack path,
 profiled); nats-server caches those subjects one by one instead.
 
 Members of a node are dicts used as ordered sets (nats-server keeps maps too), so an UNSUB is O(1) however many
@@ -162,15 +165,20 @@ class Sublist:
         prefix = None
         if subject.startswith(_UNCACHED):
             # The family prefix: "$JS.ACK.<stream>.<consumer>." or "_INBOX.<id>.", of a subject with more tokens
-            # than that and no empty one (which matches nothing: the long way finds that).
+            # than that and no empty one (which matches nothing: the long way finds that).  An inbox reply of one
+            # token after the prefix, the clients' request form ("_INBOX.<id>.<token>" to their "_INBOX.<id>.*":
+            # nats-py, nats.c, nats.go), is kept under the prefix without its final dot: its match may also
+            # depend on a "*" at the prefix's depth (that very subscription), which the dotted key excludes.
+            one = False
             if subject[0] == "$":
                 i = subject.find(".", _ACK_LEN)
                 if i > 0:
                     i = subject.find(".", i + 1)
             else:
                 i = subject.find(".", _INBOX_LEN)
+                one = i > 0 and subject.find(".", i + 1) < 0
             if i > 0 and subject[-1] != "." and ".." not in subject:
-                prefix = subject[:i + 1]
+                prefix = subject[:i] if one else subject[:i + 1]
                 hit = self.pcache.get(prefix)
                 if hit is not None:
                     self.hits += 1
@@ -184,7 +192,8 @@ class Sublist:
         _collect(self._root, tokens, 0, plain, qmap)
         result = (plain, list(qmap.values())) if (plain or qmap) else _EMPTY
         if subject.startswith(_UNCACHED):
-            if prefix is not None and _flat_below(self._root, tokens, prefix.count(".")):
+            if prefix is not None and _flat_below(self._root, tokens, len(tokens) - 1 if one else prefix.count("."),
+                                                  one):
                 pcache = self.pcache
                 if len(pcache) >= CACHE_MAX:
                     pcache.clear()
@@ -242,10 +251,12 @@ class Sublist:
         }
 
 
-def _flat_below(root: _Node, tokens: list[str], k: int) -> bool:
+def _flat_below(root: _Node, tokens: list[str], k: int, one: bool = False) -> bool:
     """Whether a match of a subject with more than ``k`` tokens depends on its first ``k`` tokens alone: every node
     a match can reach at depth ``k`` (through literal children and ``*``) has no literal child and no ``*`` (its
-    ``>`` takes any tail; _collect adds a node's own subscriptions only at the subject's last token)."""
+    ``>`` takes any tail; _collect adds a node's own subscriptions only at the subject's last token).  With ``one``
+    the subject has exactly ``k + 1`` tokens, so a ``*`` there matches whatever its last token is: only a literal
+    child depends on it."""
     nodes = [root]
     for tok in tokens[:k]:
         nxt = []
@@ -258,6 +269,8 @@ def _flat_below(root: _Node, tokens: list[str], k: int) -> bool:
         if not nxt:
             return True
         nodes = nxt
+    if one:
+        return all(not n.children for n in nodes)
     return all(not n.children and n.pwc is None for n in nodes)
 
 

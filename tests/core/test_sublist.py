@@ -168,3 +168,30 @@ def test_prefix_cache_answers_acks_without_a_walk():
     assert subjects(sl.match("$JS.ACK.S.C.2.7.7.1.0")) == (["$JS.ACK.>"], [])
     sl.remove(spy)
     assert sl.match("$JS.ACK.S.C.1.8.8.1.0") == ([acks], [])
+
+
+def test_prefix_cache_answers_request_inbox_replies_without_a_walk():
+    # Every client's request multiplexer (nats-py, nats.c, nats.go) subscribes _INBOX.<id>.* and gets each reply
+    # (PubAck, Direct Get answer) on _INBOX.<id>.<token>: the "*" at the prefix's depth must not keep those replies
+    # out of the prefix cache, nor make it answer a subject of another length or a literal inbox.
+    sl = Sublist()
+    mux = sub("_INBOX.abc.*")
+    sl.insert(mux)
+    sl.match("_INBOX.abc.t0")
+    misses = sl.misses
+    for i in range(1, 100):
+        assert sl.match(f"_INBOX.abc.t{i}") == ([mux], [])
+    assert sl.misses == misses
+    assert sl.match("_INBOX.abc.t1.x") == ([], [])  # two tokens after the prefix: "*" does not match
+    assert sl.match("_INBOX.abd.t1") == ([], [])
+    assert sl.match("_INBOX.abc.t2") == ([mux], [])
+    old_style = sub("_INBOX.abc.t5", sid="2")  # a literal inbox below the prefix: the prefix answers no more
+    sl.insert(old_style)
+    assert subjects(sl.match("_INBOX.abc.t5")) == (["_INBOX.abc.*", "_INBOX.abc.t5"], [])
+    assert sl.match("_INBOX.abc.t6") == ([mux], [])
+    sl.remove(old_style)
+    assert sl.match("_INBOX.abc.t5") == ([mux], [])
+    wide = sub("_INBOX.>", sid="3")
+    sl.insert(wide)
+    assert subjects(sl.match("_INBOX.abc.t7")) == (["_INBOX.>", "_INBOX.abc.*"], [])
+    assert subjects(sl.match("_INBOX.abc.t7.x")) == (["_INBOX.>"], [])
