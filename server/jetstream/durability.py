@@ -57,6 +57,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Durability:
+    # How many flush() calls are running, in any engine of any server of this process (see stored()).
+    flushing = 0
+
     def __init__(self, js: "JetStream", *, sync_always: bool, sync_interval: float) -> None:
         self.js = js
         self.server = js.server
@@ -94,7 +97,10 @@ class Durability:
         js = self.js
         if not js.has_pending:
             js.has_pending = True
-        if not self._soon:
+        if not self._soon and not (self.server._flush_scheduled and not Durability.flushing):
+            # No loop callback when the server's flush_pending is due anyway (a client's read, begun with
+            # Server.begin_read, ends with it; or one is scheduled): it runs JetStream.flush first.  Not while any
+            # flush runs: an ack routed by one may store a message whose engine that pass has already flushed.
             self._pending()
 
     def dirty(self, stream: "Stream") -> None:
@@ -138,6 +144,13 @@ class Durability:
 
     # ------------------------------------------------------------------ flush
     def flush(self) -> None:
+        Durability.flushing += 1
+        try:
+            self._flush()
+        finally:
+            Durability.flushing -= 1
+
+    def _flush(self) -> None:
         self.js.has_pending = False
         failed: dict["Stream", tuple[set[int] | None, bytes]] = {}  # None: every ack of that stream failed
         if self._dirty:
