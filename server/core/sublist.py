@@ -158,12 +158,13 @@ class Sublist:
 
     def match(self, subject: str) -> tuple[list[Subscription], list[list[Subscription]]]:
         """Subscriptions interested in literal ``subject``: (plain subs, [members of each queue group])."""
-        hit = self.cache.get(subject)
-        if hit is not None:
-            self.hits += 1
-            return hit
         prefix = None
-        if subject.startswith(_UNCACHED):
+        if not subject.startswith(_UNCACHED):  # those subjects never enter ``cache``: no lookup for them
+            hit = self.cache.get(subject)
+            if hit is not None:
+                self.hits += 1
+                return hit
+        else:
             # The family prefix: "$JS.ACK.<stream>.<consumer>." or "_INBOX.<id>.", of a subject with more tokens
             # than that and no empty one (which matches nothing: the long way finds that).  An inbox reply of one
             # token after the prefix, the clients' request form ("_INBOX.<id>.<token>" to their "_INBOX.<id>.*":
