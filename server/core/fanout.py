@@ -88,6 +88,17 @@ class Fanout:
                     if not self._client_may_publish(origin, subject, reply):
                         return False
                 sublist = origin.sublist
+                if subject[0] == "$" and subject.startswith(ACK_PRE) and msg_subject is None:
+                    # An ack (one per delivery of a push consumer): when the engine's $JS.ACK.> is all any ack
+                    # subject can match (Sublist.ack_only), straight to it, as the loop below would, without the
+                    # match.  on_ack refuses a subject with an empty token, which matches nothing.
+                    ack = sublist.ack_only
+                    if ack is None:
+                        ack = sublist.find_ack_only()
+                    if ack:
+                        sublist.hits += 1
+                        ack.callback(ack, subject, reply, hdr_len, data, origin)
+                        return True
         r = sublist.cache.get(subject)
         if r is None:
             r = sublist.match(subject)

@@ -21,6 +21,13 @@ every PubAck and Direct Get reply out of the prefix cache before (a full walk pe
 async JetStream publish, profiled).  Every ack went through a full match before (~20% of a push consumer's ack path,
 profiled); nats-server caches those subjects one by one instead.
 
+``ack_only`` goes one step further for acks, the one message a push consumer's client sends per delivery: when the
+only subscription any ``$JS.ACK.<a>.<b>...`` subject can match is the engine's internal ``$JS.ACK.>`` (no ``>`` or
+``*`` at the root, none under ``$JS.``, nothing under ``$JS.ACK.`` but its ``>``, no queue group), the router hands
+an ack straight to that subscription without a match (Fanout.route); the consumer API refuses a subject with an
+empty token itself, as the match would have (it matches nothing).  None means not known yet: any insert or remove
+that could change the answer resets it, and the next ack computes it again.
+
 Members of a node are dicts used as ordered sets (nats-server keeps maps too), so an UNSUB is O(1) however many
 subscriptions share a subject or queue group; match() returns fresh lists.
 """
@@ -64,12 +71,14 @@ class _Node:
 
 
 class Sublist:
-    __slots__ = ("_root", "cache", "pcache", "count", "inserts", "removes", "hits", "misses")
+    __slots__ = ("_root", "cache", "pcache", "ack_only", "count", "inserts", "removes", "hits", "misses")
 
     def __init__(self) -> None:
         self._root = _Node()
         self.cache: dict[str, tuple[list, list]] = {}
         self.pcache: dict[str, tuple[list, list]] = {}  # by family prefix (see the module's docstring)
+        # The only subscription every ack subject matches, False when there is none such, None: not known yet
+        self.ack_only: Subscription | bool | None = None
         self.count = 0
         # Matches answered from the cache (``hits``) and by walking the tree (``misses``): /subsz num_matches and
         # cache_hit_rate (sublist.go matches, cacheHits).  Server.route reads the cache itself and counts its hits.
@@ -145,8 +154,10 @@ class Sublist:
         return True
 
     def _invalidate(self, subject: str) -> None:
-        if self.pcache and subject.startswith(_PCACHE_AFFECTED):
-            self.pcache = {}
+        if subject.startswith(_PCACHE_AFFECTED):
+            if self.pcache:
+                self.pcache = {}
+            self.ack_only = None
         cache = self.cache
         if not cache:
             return
@@ -207,6 +218,24 @@ class Sublist:
                 del cache[key]
         cache[subject] = result
         return result
+
+    def find_ack_only(self) -> Subscription | bool:
+        """Compute ``ack_only`` (see the module's docstring): the subscription a subject ``$JS.ACK.<a>.<b>...``
+        without an empty token always matches, alone, or False."""
+        root = self._root
+        ack = False
+        js = root.children.get("$JS")
+        if root.fwc is None and root.pwc is None and js is not None and js.fwc is None and js.pwc is None:
+            node = js.children.get("ACK")
+            fwc = node.fwc if node is not None else None
+            if (fwc is not None and not node.children and node.pwc is None and not fwc.queues
+                    and len(fwc.plain) == 1):
+                sub = next(iter(fwc.plain))
+                # an internal subscription that takes client messages as they are (Fanout.route's own case)
+                if sub.conn is None and sub.route is None and not sub.msg_subject and sub.callback is not None:
+                    ack = sub
+        self.ack_only = ack
+        return ack
 
     def has_interest(self, subject: str) -> bool:
         plain, queues = self.match(subject)

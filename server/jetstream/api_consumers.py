@@ -104,14 +104,17 @@ class ConsumerApi:
         toks = subject.split(".")
         n = len(toks)
         c = None
-        if n == 9 or n >= 11:
+        # A subject with an empty token matches nothing in nats-server; Fanout.route hands acks here without a
+        # match when this subscription is all they can reach (Sublist.ack_only), so the check is here.
+        if (n == 9 or n >= 11) and "" not in toks:
             s = self.js.streams.get(toks[2] if n == 9 else toks[4])
             if s is not None:
                 c = s.consumers.get(toks[3] if n == 9 else toks[5])
         if c is None or c.core.ack_policy in ("none", "flow_control"):
             self._no_responders(sub, subject, reply, origin)
             return
-        c.process_ack(toks, reply, bytes(data[hdr_len:]))
+        # the parser's payload is bytes already: a copy only for a header's tail (HPUB) or another buffer type
+        c.process_ack(toks, reply, data if not hdr_len and type(data) is bytes else bytes(data[hdr_len:]))
 
     def on_fc(self, sub, subject: str, reply: str, hdr_len: int, data: bytes, origin) -> None:
         # nats-server subscribes $JS.FC.<stream>.<consumer>.* for a consumer with flow_control only

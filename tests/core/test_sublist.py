@@ -195,3 +195,35 @@ def test_prefix_cache_answers_request_inbox_replies_without_a_walk():
     sl.insert(wide)
     assert subjects(sl.match("_INBOX.abc.t7")) == (["_INBOX.>", "_INBOX.abc.*"], [])
     assert subjects(sl.match("_INBOX.abc.t7.x")) == (["_INBOX.>"], [])
+
+
+def test_ack_only_names_the_one_subscription_every_ack_reaches():
+    # Fanout.route hands an ack straight to Sublist.ack_only: it must be set only while that subscription is the
+    # whole match of every ack subject, and follow every insert and remove that could change it.
+    sl = Sublist()
+    assert sl.find_ack_only() is False and sl.ack_only is False
+    acks = Subscription(None, "$JS.ACK.>", "", "_int_1", callback=lambda *a: None)
+    sl.insert(acks)
+    assert sl.ack_only is None and sl.find_ack_only() is acks
+    for subject in ["$JS.ACK.S.C.1.5.1.1.0", "$JS.ACK.T.D.2.9.3.1.2.x.y"]:
+        assert sl.match(subject) == ([acks], [])
+    # Subscriptions that cannot match an ack subject change nothing.
+    for other in ["$JS.API.>", "$JS.ACK", "$JS.FC.>", "foo.>", "_INBOX.x.*"]:
+        s = sub(other, sid=other)
+        sl.insert(s)
+        assert sl.find_ack_only() is acks
+        sl.remove(s)
+    # Anything that could reach an ack subject turns it off while it is there, in each place of the tree.
+    for other, queue in [("$JS.ACK.>", ""), ("$JS.>", ""), (">", ""), ("*.ACK.>", ""), ("$JS.*.>", ""),
+                         ("$JS.ACK.S.>", ""), ("$JS.ACK.*.C.>", ""), ("$JS.ACK.>", "q")]:
+        s = sub(other, queue, sid="9")
+        sl.insert(s)
+        assert sl.ack_only is None and sl.find_ack_only() is False, other
+        sl.remove(s)
+        assert sl.ack_only is None and sl.find_ack_only() is acks, other
+    # A client's (or a route's) subscription in the engine's place is not one to call.
+    sl.remove(acks)
+    assert sl.find_ack_only() is False
+    client = sub("$JS.ACK.>")
+    sl.insert(client)
+    assert sl.find_ack_only() is False

@@ -100,6 +100,49 @@ async def test_ack_subject_of_no_consumer_has_no_responders(jsc, tail):
         await jsc.nc.request(f"$JS.ACK.{s}.{tail}", b"", timeout=0.5)
 
 
+@pytest.mark.parametrize("tail", ["C.1.1.1..0", "C.1.1.1.1.", "C..1.1.1.0"], ids=["ts", "last", "count"])
+async def test_ack_subject_with_an_empty_token_is_not_an_ack(jsc, tail):
+    # A subject with an empty token matches no subscription (sublist.go): no responders, and a plain publish to
+    # it acks nothing, though the stream and consumer tokens name a real consumer with message 1 pending.
+    s = await _setup(jsc, 1)
+    assert len(await _fetch(jsc, s, 1)) == 1
+    with pytest.raises(nats.errors.NoRespondersError):
+        await jsc.nc.request(f"$JS.ACK.{s}.{tail}", b"", timeout=0.5)
+    await jsc.nc.publish(f"$JS.ACK.{s}.{tail}", b"+ACK")
+    await jsc.nc.flush()
+    info = await cinfo(jsc, s, "C")
+    assert info["num_ack_pending"] == 1 and info["ack_floor"]["stream_seq"] == 0
+
+
+async def test_client_subscribed_to_acks_sees_them_and_they_still_ack(jsc):
+    # A client's $JS.ACK.> (or ">") subscription receives every ack, and the consumer still applies them; after
+    # it unsubscribes, acks go on being applied (Skiff routes acks straight to its consumers when nothing else
+    # could match them, Sublist.ack_only).
+    s = await _setup(jsc, 4)
+    msgs = await _fetch(jsc, s, 4)
+    seen: list = []
+
+    async def spy_cb(m) -> None:
+        seen.append((m.subject, m.data))
+
+    spy = await jsc.nc.subscribe("$JS.ACK.>", cb=spy_cb)
+    await jsc.nc.flush()
+    await msgs[0].ack()
+    assert await _ack(jsc, msgs[1], b"+ACK") == b""
+    for _ in range(50):
+        if len(seen) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == [(msgs[0].reply, b""), (msgs[1].reply, b"+ACK")]  # nats-py acks with an empty payload
+    await spy.unsubscribe()
+    await jsc.nc.flush()
+    await msgs[2].ack()
+    assert await _ack(jsc, msgs[3], b"") == b""
+    info = await cinfo(jsc, s, "C")
+    assert info["num_ack_pending"] == 0 and info["ack_floor"]["stream_seq"] == 4
+    assert len(seen) == 2
+
+
 async def test_nak_redelivers_now_and_with_delay(jsc):
     s = await _setup(jsc, 1)
     (m,) = await _fetch(jsc, s, 1)
