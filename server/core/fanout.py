@@ -89,13 +89,13 @@ class Fanout:
                         return False
                 sublist = origin.sublist
                 if subject[0] == "$" and subject.startswith(ACK_PRE) and msg_subject is None:
-                    # An ack (one per delivery of a push consumer): when the engine's $JS.ACK.> is all any ack
-                    # subject can match (Sublist.ack_only), straight to it, as the loop below would, without the
-                    # match.  on_ack refuses a subject with an empty token, which matches nothing.
+                    # An ack (one per delivery of a push consumer): when one subscription (the engine's $JS.ACK.>)
+                    # is all any ack subject can match (Sublist.ack_only), straight to it, as the loop below would,
+                    # without the match.  A subject with an empty token matches nothing (sublist.go): the long way.
                     ack = sublist.ack_only
                     if ack is None:
                         ack = sublist.find_ack_only()
-                    if ack:
+                    if ack and ".." not in subject and subject[-1] != ".":
                         sublist.hits += 1
                         ack.callback(ack, subject, reply, hdr_len, data, origin)
                         return True

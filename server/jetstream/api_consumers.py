@@ -104,9 +104,7 @@ class ConsumerApi:
         toks = subject.split(".")
         n = len(toks)
         c = None
-        # A subject with an empty token matches nothing in nats-server; Fanout.route hands acks here without a
-        # match when this subscription is all they can reach (Sublist.ack_only), so the check is here.
-        if (n == 9 or n >= 11) and "" not in toks:
+        if n == 9 or n >= 11:
             s = self.js.streams.get(toks[2] if n == 9 else toks[4])
             if s is not None:
                 c = s.consumers.get(toks[3] if n == 9 else toks[5])
