@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .subscription import Subscription
 
 _random = random.random
+_RESERVED_REPLIES = (ACK_PRE, "_R_.")  # reply subjects a client may not use (_client_may_publish)
 
 
 class Fanout:
@@ -82,9 +83,10 @@ class Fanout:
                 sublist = self.sublist
             else:
                 # What _client_may_publish refuses ($NRG. subjects, $JS.ACK. and _R_. replies), without its call
-                # for every other "$" subject: each ack is a PUB to $JS.ACK.<...> (5% of a push consumer's
-                # server, sampled).
-                if (subject[0] == "$" and subject.startswith("$NRG.")) or (reply and reply[0] in "$_"):
+                # for every other "$" subject or "_INBOX." reply: each ack is a PUB to $JS.ACK.<...> (5% of a push
+                # consumer's server, sampled), each request has an _INBOX reply (3% of JS async publish).
+                if (subject[0] == "$" and subject.startswith("$NRG.")) or (
+                        reply and reply[0] in "$_" and reply.startswith(_RESERVED_REPLIES)):
                     if not self._client_may_publish(origin, subject, reply):
                         return False
                 sublist = origin.sublist
@@ -349,7 +351,7 @@ class Fanout:
         if subject.startswith("$NRG."):
             origin.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
             return False
-        if reply.startswith((ACK_PRE, "_R_.")):
+        if reply.startswith(_RESERVED_REPLIES):
             origin.send(encoder.err(f'Permissions Violation for Publish with Reply of "{reply}"'))
             return False
         return True
