@@ -14,13 +14,9 @@ from skiff.log import capture_logs
 
 from skiff.storage import FileStreamStore, StoreConfig
 from skiff.storage.filestore.state import STATE_FILE
+from tests.storage.test_recovery import crash
 
 CFG = StoreConfig(block_size=8192)
-
-
-def crash(store: FileStreamStore) -> None:
-    store._close_fds()
-    store._closed = True
 
 
 def blocks(d) -> list[Path]:

@@ -24,7 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def crash(store: FileStreamStore) -> None:
-    """Abandon a store like a killed process: close descriptors, write nothing more."""
+    """Abandon a store like a killed process: close descriptors, write nothing more.  A killed process's threads
+    die with it; this one's go on, so the crash comes once the threads unlinking dead blocks are done (a moment a
+    kill -9 can hit too).  Left running, one of them unlinked a block the next store had just created under the
+    same name (a CI failure of test_random_operations_with_crashes: two stores on one directory at once, which
+    no process crash can make)."""
+    store._wait_unlinks()
     store._close_fds()
     store._closed = True
 
