@@ -24,9 +24,9 @@ profiled); nats-server caches those subjects one by one instead.
 ``ack_only`` goes one step further for acks, the one message a push consumer's client sends per delivery: when the
 only subscription any ``$JS.ACK.<a>.<b>...`` subject can match is one internal ``$JS.ACK.>`` (the engine's, or an
 import's forwarder: no ``>`` or ``*`` at the root, none under ``$JS.``, nothing under ``$JS.ACK.`` but its ``>``, no
-queue group), the router hands
-an ack without an empty token straight to that subscription, without a match (Fanout.route).  None means not known
-yet: any insert or remove that could change the answer resets it, and the next ack computes it again.
+queue group), the router hands an ack without an empty token straight to that subscription, without a match
+(Fanout.route).  None means not known yet: any insert or remove that could change the answer resets it, and the
+next ack computes it again.
 
 Members of a node are dicts used as ordered sets (nats-server keeps maps too), so an UNSUB is O(1) however many
 subscriptions share a subject or queue group; match() returns fresh lists.

@@ -159,8 +159,10 @@ class Route:
         self.type = type
         self.error_extra = error_extra
         self.count_success = count_success  # STREAM.MSG.GET answers outside nats-server's API accounting
-        self.accounted = accounted  # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
-        self.level_check = level_check  # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
+        # False: answered by a consumer's own subscription (CONSUMER.RESET), never counted
+        self.accounted = accounted
+        # False: the handler applies Nats-Required-Api-Level itself, at nats-server's point
+        self.level_check = level_check
         # The request's parse-and-check part, pure but for reads of the engine's state: for a large body it runs in a
         # worker thread and the handler gets its result as ``req.prepared`` (see ApiRouter._offload).
         self.prepare = prepare
@@ -220,9 +222,7 @@ class ApiRouter:
             for name, fn, spec in handlers_of(obj):
                 if not API[name].routed:
                     continue
-                if name in self._handlers or name in self._later:
-                    other = self._handlers[name][0] if name in self._handlers else self._later[name]
-                    raise ValueError(f"two handlers for API table row {name}: {other} and {fn}")
+                self._check_unserved(name, fn)
                 self._handlers[name] = (fn, spec, obj)
 
     def serve_later(self, *modules: str) -> None:
@@ -232,10 +232,14 @@ class ApiRouter:
             for name in LAZY[module]:
                 if not API[name].routed:
                     raise ValueError(f"API table row {name} is not routed: {module} cannot serve it later")
-                if name in self._handlers or name in self._later:
-                    other = self._handlers[name][0] if name in self._handlers else self._later[name]
-                    raise ValueError(f"two handlers for API table row {name}: {other} and {module}")
+                self._check_unserved(name, module)
                 self._later[name] = module
+
+    def _check_unserved(self, name: str, by: object) -> None:
+        """Refuse a second handler (a method, or a module loaded later) for API table row ``name``."""
+        if name in self._handlers or name in self._later:
+            other = self._handlers[name][0] if name in self._handlers else self._later[name]
+            raise ValueError(f"two handlers for API table row {name}: {other} and {by}")
 
     def load(self, module: str) -> Any:
         """Import a :meth:`serve_later` module, have its ``register`` serve its rows, and route them; returns
