@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
+
+from skiff.protocol.accel import speedups
 
 MAGIC = b"\xa5\x5a"
 KIND_MSG = 1
@@ -62,6 +64,7 @@ OVERHEAD = HEAD_SIZE + CRC.size  # 38
 #: checks a record without unpacking the stored CRC (FileStreamStore._read_run).
 CRC_RESIDUE = 0x2144DF1C
 U64 = struct.Struct("<Q")
+_CODE = struct.Struct("<I")  # a slot's subject code (seqindex.py)
 MAX_RECORD = 1 << 30  # sanity bound when scanning (nats-server rlBadThresh is 32MB + headers)
 
 _pack_head = HEAD.pack
@@ -180,6 +183,64 @@ def scan(data: bytes, start: int = 0) -> Iterator[tuple | Bad]:
             return
         yield Bad(pos, nxt, False, kind, seq)
         pos = nxt
+
+
+def read_run_py(out: list, buf: bytes, base: int, flushed: int, offsets, codes, i: int, j: int, seq: int,
+                subject_of: Callable[[int], str], cls: type) -> tuple[int, int, int]:
+    """The MSG records of slots ``i`` .. ``j - 1`` (sequences from ``seq``) that lie whole in ``buf`` (the block's
+    bytes from file offset ``base``; only offsets below ``flushed`` are looked at), appended to ``out`` as ``cls``
+    tuples (StoredMsg's field order: subject, seq, ts, hdr, data).  ``offsets`` are the slots' record offsets
+    (array 'I'), ``codes`` their 4-byte subject codes (``subject_of`` names a code; asked once per change).
+
+    ``parse_msg``'s checks, with the sequence: magic, kind, length, the CRC-32 of the whole record (as
+    ``CRC_RESIDUE``).  It stops at the first slot that is not such a record in ``buf`` (a removed slot, the tail
+    not yet flushed, a corrupt record) and returns ``(i, seq, end)``: where it stopped and the file offset just
+    after the last record it took (-1 for none); FileStreamStore._read_run goes on from there the slow way.
+    ``hdr`` and ``data`` are copies (``bytes``); a message without headers gets the shared ``b""``.  The compiled
+    twin is protocol/_speedups.c ``read_run`` (same arguments, same results: tests/storage/test_read_run.py)."""
+    nbuf = len(buf)
+    mv = memoryview(buf)
+    unpack_head = HEAD.unpack_from
+    unpack_code = _CODE.unpack_from
+    crc32 = _crc32
+    new = tuple.__new__
+    append = out.append
+    end = -1
+    last = -1
+    subject = ""
+    try:
+        while i < j:
+            off = offsets[i]
+            pos = off - base
+            if off >= flushed or pos < 0 or pos + OVERHEAD > nbuf:
+                break
+            magic, kind, _f, rlen, rseq, ts, _ttl, slen, hlen = unpack_head(buf, pos)
+            rend = pos + rlen
+            if not (rseq == seq and magic == MAGIC and kind == KIND_MSG and rend <= nbuf
+                    and OVERHEAD + slen + hlen <= rlen and crc32(mv[pos:rend]) == CRC_RESIDUE):
+                break
+            end = off + rlen
+            rend -= 4
+            h = pos + HEAD_SIZE + slen
+            if hlen:
+                d = h + hlen
+                hdr, data = buf[h:d], buf[d:rend]
+            else:
+                hdr, data = b"", buf[h:rend]
+            icode = unpack_code(codes, i << 2)[0]
+            if icode != last:
+                subject = subject_of(icode)
+                last = icode
+            append(new(cls, (subject, seq, ts, hdr, data)))
+            i += 1
+            seq += 1
+    finally:
+        mv.release()
+    return i, seq, end
+
+
+# The compiled twin when the accelerator is built and not turned off (protocol/accel.py), else the one above.
+read_run = read_run_py if speedups is None else speedups.read_run
 
 
 def parse_msg(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int, int, bytes, bytes, bytes] | None:
