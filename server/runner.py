@@ -76,6 +76,7 @@ async def _main(options: ServerOptions) -> int:
     from .core.server import Server
 
     from .core.accounts import AccountError
+    from .core.spin import spinner_for_process
 
     log = logmod.get_logger("skiff")
     # -js without a store directory: nats-server's temporary directory, with its warning (logged below).
@@ -91,6 +92,13 @@ async def _main(options: ServerOptions) -> int:
         server = Server(options, clock=clock)
     except AccountError as e:  # an accounts configuration nats-server refuses too
         logmod.fatal(f"Error configuring accounts: {e}")
+        return 1
+    try:
+        # A process of its own polls a moment for the next request after a reply (core/spin.py); a server in a
+        # test's own event loop never does.
+        server.spinner = spinner_for_process()
+    except ValueError as e:
+        logmod.fatal(f"Error starting server: {e}")
         return 1
     for level, line in startup.banner_lines(server):
         getattr(log, level)(line)

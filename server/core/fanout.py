@@ -32,6 +32,9 @@ class Fanout:
     """Routing and output batching of ``Server`` (its attributes: ``_pending``, ``_flush_scheduled``, ``sublist``,
     ``jetstream``, ``_other_engines``, ``clock``)."""
 
+    #: server/core/spin.py: set by the standalone server's runner only (never inside a test's own event loop).
+    spinner: Any = None
+
     # ------------------------------------------------------------------ output batching
     def begin_read(self) -> None:
         """A connection starts handling a read; its output is written by the ``flush_pending`` at its end, so
@@ -65,6 +68,8 @@ class Fanout:
         self._pending = []
         for conn in pending:
             conn.flush()
+        if self.spinner is not None:  # the standalone server polls for the next request a moment (spin.py)
+            self.spinner.arm()
 
     # ------------------------------------------------------------------ routing
     def route(self, origin: ClientConnection | None, subject: str, reply: str, hdr_len: int, data: bytes,

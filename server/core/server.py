@@ -206,6 +206,8 @@ class Server(Fanout):
         if not self.running:
             return
         self.running = False
+        if self.spinner is not None:
+            self.spinner.stop()
         self.log.info("Initiating Shutdown...")  # nats-server Shutdown's words
         if self._listener is not None:
             self._listener.close()

@@ -1,0 +1,130 @@
+"""Stay awake for a moment after a reply: the standalone server polls for the next request instead of sleeping.
+
+Why
+---
+A client that waits for each answer (a KV put or get, a request, a JetStream publish with its PubAck) sends its next
+message some 40-80 us after it got the last one.  A server that went to sleep in ``epoll_wait`` meanwhile has to be
+woken for it, and on a virtual machine (where CI and most benchmarks run) that wake-up costs about as much as the
+work: measured with ``perf record -e raw_syscalls:*`` on the KV put loop of ``bench/c/js.c``, Skiff's own work was
+~48 us of each ~150 us round trip, and every wake-up found caches and the interpreter cold (the same work pipelined
+takes ~14 us).  nats-server does not pay this: the Go scheduler spins a thread on the network poller for a while
+before parking it (runtime/proc.go ``findRunnable``), which is why it uses ~75-95 us of CPU per KV operation
+(``perf stat`` task-clock, 4.5-4.8 context switches each) to Skiff's ~45-65 us.
+
+What
+----
+After ``Fanout.flush_pending`` wrote output, the server keeps the event loop turning (a callback that re-schedules
+itself, so uvloop polls with a zero timeout) for ``window`` seconds, 100 us by default.  A read arriving then is
+handled at once; every flush with output extends the window.  It is bounded and backs off: a spell in which nothing
+came (a client that pauses between requests, a test suite's idle moments) counts as a miss, and after two misses in
+a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client costs next to nothing;
+one spell that catches a read resets it.  Where it cannot help it is off: a server running inside a test's own event
+loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs (affinity or cgroup
+quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the environment (any other value
+is the window in microseconds).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from time import perf_counter
+
+DEFAULT_WINDOW_US = 100
+MISSES_BEFORE_BACKOFF = 2
+MAX_BACKOFF = 256
+
+
+def available_cpus() -> float:
+    """CPUs this process may use: its affinity mask, capped by a cgroup v2 CPU quota (``cpu.max``)."""
+    try:
+        n: float = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            n = min(n, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def window_from_env(environ=os.environ) -> float:
+    """The spin window in seconds from ``SKIFF_SPIN_US`` (default 100 us; 0 turns spinning off)."""
+    raw = environ.get("SKIFF_SPIN_US", "")
+    if raw == "":
+        return DEFAULT_WINDOW_US / 1e6
+    try:
+        us = int(raw)
+    except ValueError:
+        raise ValueError(f"SKIFF_SPIN_US must be a whole number of microseconds, not {raw!r}") from None
+    if us < 0:
+        raise ValueError(f"SKIFF_SPIN_US must not be negative, not {raw!r}")
+    return us / 1e6
+
+
+class Spinner:
+    """Busy-polls the loop for ``window`` seconds after each :meth:`arm` (module docstring)."""
+
+    def __init__(self, window: float, loop: asyncio.AbstractEventLoop | None = None, clock=perf_counter) -> None:
+        self.window = window
+        self._loop = loop
+        self._clock = clock
+        self._deadline = 0.0
+        self.running = False
+        self._caught = False  # a read was handled during the current spell
+        self._misses = 0  # spells in a row that caught nothing
+        self._skip = 0  # arms to let pass before the next spell
+        self._backoff = 1
+        self.stopped = False
+        #: Counters for tests and the benchmark notes: spells started, spells that caught a read, arms skipped.
+        self.spells = self.caught = self.skipped = 0
+
+    def arm(self) -> None:
+        """Output was written: keep polling for ``window`` (or longer, when already polling)."""
+        if self.running:
+            self._deadline = self._clock() + self.window
+            self._caught = True
+            return
+        if self._skip:
+            self._skip -= 1
+            self.skipped += 1
+            return
+        if self.stopped:
+            return
+        self.running = True
+        self._caught = False
+        self._deadline = self._clock() + self.window
+        self.spells += 1
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        if not self.stopped and self._clock() < self._deadline:
+            self._loop.call_soon(self._tick)  # type: ignore[union-attr]
+            return
+        self.running = False
+        if self._caught:
+            self.caught += 1
+            self._misses = 0
+            self._backoff = 1
+        else:
+            self._misses += 1
+            if self._misses >= MISSES_BEFORE_BACKOFF:
+                self._skip = self._backoff
+                self._backoff = min(self._backoff * 2, MAX_BACKOFF)
+
+    def stop(self) -> None:
+        """No more spells (the server is shutting down); a running one ends at its next turn."""
+        self.stopped = True
+
+
+def spinner_for_process() -> Spinner | None:
+    """The standalone server's spinner, or None where spinning is off (module docstring)."""
+    window = window_from_env()
+    if window <= 0 or available_cpus() < 2:
+        return None
+    return Spinner(window)

@@ -1,0 +1,209 @@
+"""server/core/spin.py: the standalone server polls a moment for the next request after a reply.
+
+The spinner's rules on a fake loop and clock (a spell lasts its window and is extended by output, two empty spells
+in a row start a doubling back-off up to 256 skipped arms, a spell that catches a read resets it, stop ends it);
+where it is off (a server in a test's event loop, one CPU or a quota under two, ``SKIFF_SPIN_US=0``); a bad
+``SKIFF_SPIN_US`` is a start-up error; and the process it is meant for, a real ``skiff``, answers a tight request
+loop and then goes quiet: it does not keep burning a CPU once its client pauses.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from skiff.server.core import spin
+from skiff.server.core.server import Server
+from skiff.server.core.spin import MAX_BACKOFF, Spinner, available_cpus, spinner_for_process, window_from_env
+from tests.harness import free_port, server_env
+
+
+class FakeLoop:
+    def __init__(self) -> None:
+        self.ready: list = []
+
+    def call_soon(self, cb) -> None:
+        self.ready.append(cb)
+
+    def run_once(self) -> None:
+        ready, self.ready = self.ready, []
+        for cb in ready:
+            cb()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _spinner(window: float = 0.001) -> tuple[Spinner, FakeLoop, FakeClock]:
+    loop, clock = FakeLoop(), FakeClock()
+    return Spinner(window, loop, clock), loop, clock
+
+
+def _empty_spell(sp: Spinner, loop: FakeLoop, clock: FakeClock) -> None:
+    sp.arm()
+    clock.now += 1
+    loop.run_once()
+
+
+def test_a_spell_keeps_the_loop_turning_for_its_window_and_output_extends_it():
+    sp, loop, clock = _spinner(0.001)
+    sp.arm()
+    assert sp.running and len(loop.ready) == 1
+    for _ in range(5):  # within the window: one callback a turn, so the loop polls without sleeping
+        clock.now += 0.0001
+        loop.run_once()
+        assert sp.running and len(loop.ready) == 1
+    clock.now += 0.0008
+    sp.arm()  # output written during the spell (a request it caught): the window starts again
+    clock.now += 0.0009
+    loop.run_once()
+    assert sp.running
+    clock.now += 0.0002
+    loop.run_once()
+    assert not sp.running and loop.ready == []
+    assert (sp.spells, sp.caught) == (1, 1)
+
+
+def test_empty_spells_back_off_doubling_and_a_caught_read_resets_it():
+    sp, loop, clock = _spinner()
+    _empty_spell(sp, loop, clock)
+    assert sp.spells == 1 and sp._skip == 0  # one miss: no back-off yet
+    _empty_spell(sp, loop, clock)
+    skipped = []
+    for _ in range(12):  # from the second miss in a row: 1, 2, 4, ... arms skipped between spells
+        before = sp.skipped
+        while sp._skip:
+            sp.arm()
+            assert not sp.running and loop.ready == []
+        skipped.append(sp.skipped - before)
+        _empty_spell(sp, loop, clock)
+    assert skipped == [1, 2, 4, 8, 16, 32, 64, 128, 256, 256, 256, 256]
+    assert MAX_BACKOFF == 256
+    while sp._skip:
+        sp.arm()
+    sp.arm()  # a spell that catches a read resets the back-off
+    sp.arm()
+    clock.now += 1
+    loop.run_once()
+    assert sp.caught == 1 and sp._skip == 0 and sp._backoff == 1
+    _empty_spell(sp, loop, clock)
+    assert sp._skip == 0  # one miss again before any back-off
+
+
+def test_stop_ends_a_spell_and_starts_no_other():
+    sp, loop, clock = _spinner()
+    sp.arm()
+    sp.stop()
+    loop.run_once()
+    assert not sp.running and loop.ready == []
+    sp.arm()
+    assert not sp.running and loop.ready == []
+
+
+def test_the_window_from_the_environment():
+    assert window_from_env({}) == 100e-6
+    assert window_from_env({"SKIFF_SPIN_US": "250"}) == 250e-6
+    assert window_from_env({"SKIFF_SPIN_US": "0"}) == 0
+    for bad in ("abc", "-5", "1.5"):
+        with pytest.raises(ValueError, match="SKIFF_SPIN_US"):
+            window_from_env({"SKIFF_SPIN_US": bad})
+
+
+def test_off_with_fewer_than_two_cpus_or_turned_off(monkeypatch):
+    monkeypatch.delenv("SKIFF_SPIN_US", raising=False)
+    monkeypatch.setattr(spin, "available_cpus", lambda: 1.0)
+    assert spinner_for_process() is None
+    monkeypatch.setattr(spin, "available_cpus", lambda: 1.5)  # a cgroup quota of one and a half CPUs
+    assert spinner_for_process() is None
+    monkeypatch.setattr(spin, "available_cpus", lambda: 2.0)
+    sp = spinner_for_process()
+    assert sp is not None and sp.window == 100e-6
+    monkeypatch.setenv("SKIFF_SPIN_US", "0")
+    assert spinner_for_process() is None
+
+
+def test_available_cpus_is_capped_by_the_cgroup_quota(monkeypatch, tmp_path):
+    real_open = open
+    quota = tmp_path / "cpu.max"
+
+    def fake_open(path, *a, **kw):
+        return real_open(quota if path == "/sys/fs/cgroup/cpu.max" else path, *a, **kw)
+
+    monkeypatch.setattr(spin, "open", fake_open, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    quota.write_text("max 100000\n")
+    assert available_cpus() == 4
+    quota.write_text("150000 100000\n")
+    assert available_cpus() == 1.5
+    quota.write_text("garbage\n")
+    assert available_cpus() == 4
+
+
+async def test_a_server_in_a_tests_own_loop_never_spins():
+    async with Server(port=0) as srv:
+        assert srv.spinner is None
+
+
+def test_a_bad_window_is_a_start_up_error():
+    env = dict(server_env(), SKIFF_SPIN_US="fast")
+    r = subprocess.run([sys.executable, "-m", "skiff.server", "-p", str(free_port())], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 1
+    fatal = [ln for ln in r.stderr.splitlines() if "[FTL] " in ln]
+    assert fatal and "SKIFF_SPIN_US must be a whole number of microseconds, not 'fast'" in fatal[-1], r.stderr
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads the server's CPU time from /proc")
+def test_the_process_answers_a_tight_loop_then_goes_quiet():
+    port = free_port()
+    env = dict(server_env(), SKIFF_SPIN_US="2000")  # a long window: an idle server that kept spinning would show
+    proc = subprocess.Popen([sys.executable, "-m", "skiff.server", "-a", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+        with sock, sock.makefile("rb") as f:
+            assert f.readline().startswith(b"INFO ")
+            sock.sendall(b'CONNECT {"verbose":false}\r\n')
+            for _ in range(2000):
+                sock.sendall(b"PING\r\n")
+                assert f.readline() == b"PONG\r\n"
+            # The client pauses between requests (10 ms): after a few empty spells the server backs off, so over a
+            # second it uses a small part of a CPU; spinning its 2 ms window after every answer would be ~20%.
+            start = _cpu_seconds(proc.pid)
+            for _ in range(100):
+                time.sleep(0.01)
+                sock.sendall(b"PING\r\n")
+                assert f.readline() == b"PONG\r\n"
+            paused = _cpu_seconds(proc.pid) - start
+            # And idle: nothing at all.
+            time.sleep(0.2)
+            start = _cpu_seconds(proc.pid)
+            time.sleep(1.0)
+            idle = _cpu_seconds(proc.pid) - start
+        assert paused < 0.1, paused
+        assert idle < 0.05, idle
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
