@@ -20,7 +20,8 @@ GROUP_TITLES = {
     "nats-py": "What a nats-py user sees (nats-py as the client)",
 }
 KINDS = ("skiff", "nats-server")
-HEADER = ("workload", "Skiff", "nats-server", "ratio", "target", "met", "peak RSS Skiff", "peak RSS nats-server")
+HEADER = ("workload", "Skiff", "nats-server", "ratio", "target", "met", "peak RSS Skiff", "peak RSS nats-server",
+          "CPU/run Skiff", "CPU/run nats-server")
 
 
 def fmt_value(value: float | None, unit: str) -> str:
@@ -47,6 +48,11 @@ def fmt_value(value: float | None, unit: str) -> str:
 
 def fmt_rss(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:.0f} MiB"
+
+
+def fmt_cpu(seconds: float | None) -> str:
+    """The server's CPU time during one run of the client (median of the runs): 5.0 s in a 5 s run is a whole CPU."""
+    return "-" if seconds is None else f"{seconds:.1f} s"
 
 
 def fmt_ratio(ratio: float | None) -> str:
@@ -79,6 +85,7 @@ def table_rows(results: dict, err_width: int | None,
             target = row.get("target") or ""
             met = "" if row.get("met") is None else ("yes" if row["met"] else "NO")
             rss = [fmt_rss(w["servers"].get(k, {}).get("peak_rss_kib")) if i == 0 else "" for k in KINDS]
+            rss += [fmt_cpu(w["servers"].get(k, {}).get("cpu_s_median")) if i == 0 else "" for k in KINDS]
             second = (fmt_ratio(other.get((w["name"], row["label"]))),) if beside is not None else ()
             rows.append((row["label"], cell(row, "skiff", err_width), cell(row, "nats-server", err_width),
                          fmt_ratio(row.get("ratio")), *second, target, met, *rss))
@@ -94,7 +101,7 @@ def text_table(results: dict, err_width: int = 48, beside: dict | None = None) -
     head = header(beside)
     all_rows = [head] + [r for _, rows in sections for r in rows]
     widths = [max(len(r[i]) for r in all_rows) for i in range(len(head))]
-    right = {1, 2, 3, len(head) - 2, len(head) - 1} | ({4} if beside is not None else set())
+    right = {1, 2, 3, *range(len(head) - 4, len(head))} | ({4} if beside is not None else set())
 
     def line(r: tuple[str, ...]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -109,7 +116,7 @@ def text_table(results: dict, err_width: int = 48, beside: dict | None = None) -
 def markdown_table(results: dict, beside: dict | None = None) -> str:
     out = []
     head = header(beside)
-    aligns = ["---"] + ["---:"] * (4 if beside is not None else 3) + ["---", "---", "---:", "---:"]
+    aligns = ["---"] + ["---:"] * (4 if beside is not None else 3) + ["---", "---", "---:", "---:", "---:", "---:"]
     for title, rows in table_rows(results, 120, beside):
         out.append(f"**{title}**\n")
         out.append("| " + " | ".join(head) + " |")

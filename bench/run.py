@@ -93,8 +93,8 @@ def _summary(w: Workload, result: dict | None, error: str | None) -> str:
 def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], log) -> dict:
     fresh = w.fresh
     servers = {k: pool.acquire(k, w.profile, fresh) for k in kinds}
-    per = {k: {"runs": [], "errors": [], "peak_rss_kib": None, "error": s.error, "server": s.describe()}
-           for k, s in servers.items()}
+    per = {k: {"runs": [], "errors": [], "cpu_s": [], "peak_rss_kib": None, "error": s.error,
+               "server": s.describe()} for k, s in servers.items()}
     try:
         setup_timeout = 3 * ctx.slack + ctx.prefill / 500
         for k, s in servers.items():
@@ -115,6 +115,7 @@ def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], 
                     per[k]["error"] = f"server died: {s.log_tail(2)}"
                     continue
                 t0 = time.monotonic()
+                pid0, cpu0 = s.pid, s.cpu_seconds()
                 if w.procedure is not None:
                     try:
                         result, error = w.procedure(ctx, s), None
@@ -125,8 +126,11 @@ def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], 
                 else:
                     out = commands.run(w.client(ctx, s), w.timeout(ctx))
                     result, error = out.result, out.error
+                cpu1 = s.cpu_seconds()
                 if result is not None:
                     per[k]["runs"].append(result)
+                    if cpu0 is not None and cpu1 is not None and s.pid == pid0:  # not across a restart
+                        per[k]["cpu_s"].append(cpu1 - cpu0)  # the server's CPU while the client ran
                 else:
                     per[k]["errors"].append(error)
                     if not s.alive():
@@ -135,6 +139,7 @@ def run_workload(ctx: Context, w: Workload, pool: ServerPool, kinds: list[str], 
                     f"{_summary(w, result, error)}")
         for k, s in servers.items():
             per[k]["peak_rss_kib"] = s.peak_rss_kib()
+            per[k]["cpu_s_median"] = _median(per[k]["cpu_s"])
         for k, s in servers.items():
             if s.alive():
                 for argv in w.teardown(ctx, s):

@@ -52,6 +52,16 @@ PROFILES = {
 
 
 
+def proc_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of /proc/<pid>/stat in seconds (None when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def proc_status(pid: int) -> dict[str, int]:
     """VmRSS / VmHWM of a process in KiB (empty when it is gone)."""
     out: dict[str, int] = {}
@@ -169,6 +179,10 @@ class BenchServer:
 
     def peak_rss_kib(self) -> int | None:
         return proc_status(self.pid).get("VmHWM") if self.pid else None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU the server process (all its threads) used so far, or None when it is gone."""
+        return proc_cpu_seconds(self.pid) if self.pid else None
 
     def reset_peak(self) -> None:
         if self.pid:

@@ -80,6 +80,24 @@ def test_peak_rss_of_both_servers_reported(bench_results):
                 assert w["servers"][kind]["peak_rss_kib"] > 0, (w["name"], kind)
 
 
+def test_server_cpu_of_both_servers_reported(bench_results):
+    """Each server's CPU time during the client's runs (median), beside the figures: a server that is faster by
+    burning more CPU shows it."""
+    from bench.workloads import all_workloads
+
+    results, table = bench_results
+    restarting = {w.name for w in all_workloads() if w.procedure is not None and w.fresh}
+    busy = {kind: 0.0 for kind in ("skiff", "nats-server")}
+    for w in results["workloads"]:
+        for kind, per in w["servers"].items():
+            cpu = per.get("cpu_s_median")
+            if per["runs"] and w["name"] not in restarting:  # those may restart the server within a run: no figure
+                assert cpu is not None and cpu >= 0, (w["name"], kind)
+                busy[kind] += cpu
+    assert all(v > 0 for v in busy.values()), busy
+    assert "CPU/run Skiff" in table and "CPU/run nats-server" in table
+
+
 def test_targets_printed_beside_ratios(bench_results):
     results, table = bench_results
     targets = {r["label"]: r["target"] for w in results["workloads"] for r in w["rows"] if r["target"]}
@@ -108,7 +126,8 @@ def test_cells_show_errors_pending_and_targets():
                 "ratio": ratio, "met": met, "notes": {}, "pending": pending or {}}
 
     results = {"meta": {}, "workloads": [
-        {"name": "a", "group": "core", "servers": {"skiff": {"peak_rss_kib": 40960}, "nats-server": {}},
+        {"name": "a", "group": "core", "servers": {"skiff": {"peak_rss_kib": 40960, "cpu_s_median": 2.46},
+                                                   "nats-server": {}},
          "rows": [row("lat p50", "us", {"skiff": 120.0, "nats-server": 100.0}, target="<= 1.5x", ratio=1.2,
                       met=True),
                   row("pub", "msg/s", {"skiff": None, "nats-server": 2.5e6}, errors={"skiff": "timeout after 9s"},
@@ -119,7 +138,7 @@ def test_cells_show_errors_pending_and_targets():
     text = report.text_table(results)
     lines = {line.split("  ")[0]: line for line in text.splitlines()}
     assert "1.20x" in lines["lat p50"] and "<= 1.5x" in lines["lat p50"] and "yes" in lines["lat p50"]
-    assert "40 MiB" in lines["lat p50"]
+    assert "40 MiB" in lines["lat p50"] and "2.5 s" in lines["lat p50"]
     assert "error: timeout after 9s" in lines["pub"] and "2.50M msg/s" in lines["pub"]
     assert "pending" in lines["js"] and "1.0k msg/s" in lines["js"]
     md = report.markdown_table(results)
