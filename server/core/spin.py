@@ -18,7 +18,9 @@ itself, so uvloop polls with a zero timeout) for ``window`` seconds, 100 us by d
 handled at once; every flush with output extends the window.  It is bounded and backs off: a spell in which nothing
 came (a client that pauses between requests, a test suite's idle moments) counts as a miss, and after two misses in
 a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client costs next to nothing;
-one spell that catches a read resets it.  Where it cannot help it is off: a server running inside a test's own event
+one spell that catches a read resets it.  It spins only while the rest of the machine leaves a CPU free
+(``CpuGate``: /proc/stat less the server's own CPU time, looked at every 0.2 s): with two clients busy on a
+two-core machine, a spinning server would only take their CPU.  Where it cannot help it is off: a server running inside a test's own event
 loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs (affinity or cgroup
 quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the environment (any other value
 is the window in microseconds).
@@ -27,11 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from time import perf_counter
+from time import perf_counter, process_time
 
 DEFAULT_WINDOW_US = 100
 MISSES_BEFORE_BACKOFF = 2
 MAX_BACKOFF = 256
+GATE_PERIOD = 0.2  # seconds between two looks at the machine's CPU use (CpuGate)
+GATE_FREE = 0.9  # spin only while the other processes left at least this much of a CPU unused
 
 
 def available_cpus() -> float:
@@ -64,13 +68,65 @@ def window_from_env(environ=os.environ) -> float:
     return us / 1e6
 
 
+class CpuGate:
+    """Whether the rest of the machine left a CPU free over the last ``GATE_PERIOD``: spinning takes a CPU, and on a
+    machine whose CPUs the clients need (two C clients and the server on two cores, parallel test workers) it would
+    slow everyone down.  Busy time is /proc/stat's (all CPUs: user, nice, system, irq, softirq, steal) less this
+    process's own CPU time (``time.process_time``, all threads; its spinning included), so a server does not shut
+    itself out by spinning.  Without /proc/stat the gate stays shut: no spinning where it cannot be checked."""
+
+    def __init__(self, cpus: float, stat_path: str = "/proc/stat", own_cpu=process_time) -> None:
+        self.cpus = cpus
+        self._path = stat_path
+        self._own_cpu = own_cpu
+        self._hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._last: tuple[float, float, float] | None = None  # (time, machine busy s, own CPU s)
+        self.open = self._sample(perf_counter()) is not None  # readable: open until the first period says more
+
+    def _busy_seconds(self) -> float | None:
+        try:
+            with open(self._path) as f:
+                head = f.readline().split()
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in head[1:9])
+        except (OSError, ValueError):
+            return None
+        return (user + nice + system + irq + softirq + steal) / self._hz
+
+    def _sample(self, now: float) -> tuple[float, float, float] | None:
+        busy = self._busy_seconds()
+        if busy is None:
+            return None
+        self._last = (now, busy, self._own_cpu())
+        return self._last
+
+    def check(self, now: float) -> bool:
+        """Look again (every ``GATE_PERIOD`` at most) and say whether spinning may go on."""
+        last = self._last
+        if last is None:
+            return False
+        if now - last[0] < GATE_PERIOD:
+            return self.open
+        t0, busy0, own0 = last
+        cur = self._sample(now)
+        if cur is None:
+            self.open = False
+            return False
+        dt = now - t0
+        others = (cur[1] - busy0) - (cur[2] - own0)
+        self.open = self.cpus * dt - others >= GATE_FREE * dt
+        return self.open
+
+
 class Spinner:
     """Busy-polls the loop for ``window`` seconds after each :meth:`arm` (module docstring)."""
 
-    def __init__(self, window: float, loop: asyncio.AbstractEventLoop | None = None, clock=perf_counter) -> None:
+    def __init__(self, window: float, loop: asyncio.AbstractEventLoop | None = None, clock=perf_counter,
+                 gate: CpuGate | None = None) -> None:
         self.window = window
         self._loop = loop
         self._clock = clock
+        self._gate = gate
+        self._gate_at = 0.0  # when to ask the gate again during a spell
         self._deadline = 0.0
         self.running = False
         self._caught = False  # a read was handled during the current spell
@@ -93,9 +149,15 @@ class Spinner:
             return
         if self.stopped:
             return
+        now = self._clock()
+        gate = self._gate
+        if gate is not None and not gate.check(now):
+            self.skipped += 1
+            return
         self.running = True
         self._caught = False
-        self._deadline = self._clock() + self.window
+        self._deadline = now + self.window
+        self._gate_at = now + GATE_PERIOD
         self.spells += 1
         loop = self._loop
         if loop is None:
@@ -103,7 +165,13 @@ class Spinner:
         loop.call_soon(self._tick)
 
     def _tick(self) -> None:
-        if not self.stopped and self._clock() < self._deadline:
+        now = self._clock()
+        if not self.stopped and now < self._deadline:
+            if now >= self._gate_at and self._gate is not None:
+                self._gate_at = now + GATE_PERIOD
+                if not self._gate.check(now):
+                    self.running = False  # the machine needs the CPU: the spell ends, not counted as a miss
+                    return
             self._loop.call_soon(self._tick)  # type: ignore[union-attr]
             return
         self.running = False
@@ -125,6 +193,7 @@ class Spinner:
 def spinner_for_process() -> Spinner | None:
     """The standalone server's spinner, or None where spinning is off (module docstring)."""
     window = window_from_env()
-    if window <= 0 or available_cpus() < 2:
+    cpus = available_cpus()
+    if window <= 0 or cpus < 2:
         return None
-    return Spinner(window)
+    return Spinner(window, gate=CpuGate(cpus))

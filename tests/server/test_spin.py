@@ -109,6 +109,71 @@ def test_stop_ends_a_spell_and_starts_no_other():
     assert not sp.running and loop.ready == []
 
 
+class FakeGate:
+    def __init__(self) -> None:
+        self.open = True
+        self.asked: list[float] = []
+
+    def check(self, now: float) -> bool:
+        self.asked.append(now)
+        return self.open
+
+
+def test_no_spell_while_the_machine_needs_the_cpu_and_a_spell_ends_when_it_does():
+    loop, clock, gate = FakeLoop(), FakeClock(), FakeGate()
+    sp = Spinner(1.0, loop, clock, gate=gate)
+    gate.open = False
+    sp.arm()
+    assert not sp.running and loop.ready == [] and sp.skipped == 1
+    gate.open = True
+    sp.arm()
+    assert sp.running
+    clock.now += spin.GATE_PERIOD / 2
+    loop.run_once()
+    assert sp.running and len(gate.asked) == 2  # not asked again within a period
+    gate.open = False
+    clock.now += spin.GATE_PERIOD
+    loop.run_once()
+    assert not sp.running and loop.ready == [] and len(gate.asked) == 3
+    assert sp._misses == 0  # ended for the machine's sake, not an empty spell
+
+
+def _stat(path, busy_ticks: int, idle_ticks: int) -> None:
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice
+    path.write_text(f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+
+
+def test_the_gate_counts_the_other_processes_cpu_not_its_own(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    own = [0.0]
+    _stat(stat, 0, 0)
+    monkeypatch.setattr(spin, "perf_counter", lambda: 0.0)
+    gate = spin.CpuGate(2, str(stat), own_cpu=lambda: own[0])
+    assert gate.open
+    # 1 s later: the machine was busy 1.5 CPU-seconds, 1.0 of them this server's own (spinning): others used 0.5
+    _stat(stat, int(1.5 * hz), 0)
+    own[0] = 1.0
+    assert gate.check(0.1) is True and gate._last[0] == 0.0  # within a period: the last answer, no new look
+    assert gate.check(1.0) is True
+    # the next second others used 1.2 CPU-seconds of 2: less than 0.9 of a CPU left, the gate shuts
+    _stat(stat, int(1.5 * hz + 1.7 * hz), 0)
+    own[0] = 1.5
+    assert gate.check(2.0) is False
+    # and opens again when they calm down
+    _stat(stat, int(3.2 * hz + 0.3 * hz), 0)
+    own[0] = 1.5
+    assert gate.check(3.0) is True
+
+
+def test_the_gate_stays_shut_without_proc_stat(tmp_path):
+    gate = spin.CpuGate(4, str(tmp_path / "missing"))
+    assert not gate.open and gate.check(10.0) is False
+    sp = Spinner(1.0, FakeLoop(), FakeClock(), gate=gate)
+    sp.arm()
+    assert not sp.running
+
+
 def test_the_window_from_the_environment():
     assert window_from_env({}) == 100e-6
     assert window_from_env({"SKIFF_SPIN_US": "250"}) == 250e-6
@@ -126,7 +191,7 @@ def test_off_with_fewer_than_two_cpus_or_turned_off(monkeypatch):
     assert spinner_for_process() is None
     monkeypatch.setattr(spin, "available_cpus", lambda: 2.0)
     sp = spinner_for_process()
-    assert sp is not None and sp.window == 100e-6
+    assert sp is not None and sp.window == 100e-6 and isinstance(sp._gate, spin.CpuGate)
     monkeypatch.setenv("SKIFF_SPIN_US", "0")
     assert spinner_for_process() is None
 
