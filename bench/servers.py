@@ -27,6 +27,7 @@ from bench.commands import child_kwargs
 # Ports and the two servers' command lines are the test harness's (one definition for tests and benchmark).
 from tests.harness import command_for as default_command
 from tests.harness import free_port, free_ports, nats_server_binary  # noqa: F401
+from tests.harness import proc_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("skiff", "nats-server")
@@ -50,16 +51,6 @@ PROFILES = {
 }
 
 
-
-
-def proc_cpu_seconds(pid: int) -> float | None:
-    """utime + stime of /proc/<pid>/stat in seconds (None when the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_status(pid: int) -> dict[str, int]:

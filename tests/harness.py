@@ -110,6 +110,16 @@ def nats_server_binary() -> str:
     return found
 
 
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time (all threads) of a process from /proc/<pid>/stat, in seconds; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def command_for(kind: str) -> list[str]:
     if kind == "skiff":
         return [sys.executable, "-m", "skiff.server"]

@@ -77,7 +77,6 @@ from skiff.storage.filestore.index import Block, encode_summary
 from skiff.storage.filestore.recovery import Recovery
 from skiff.storage.filestore.state import MAX_LOST, StreamFileState, state_path, write_state
 from skiff.storage.records import StoredMsg
-from skiff.storage.seqindex import _unpack_code
 from skiff.storage.remove import unlink_in_background, unlink_quietly
 
 log = get_logger("skiff.storage")
@@ -380,7 +379,7 @@ class FileStreamStore(IndexedStore):
                     break
                 append(m)
             else:
-                append(StoredMsg(self._subject_of_code(_unpack_code(codes, i << 2)[0]), seq, r[1], r[4], r[5]))
+                append(StoredMsg(self._subject_at(b, i).subject, seq, r[1], r[4], r[5]))  # type: ignore[union-attr]
             i += 1
             seq += 1
         if ra_end >= 0 and buf:

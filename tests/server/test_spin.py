@@ -19,7 +19,7 @@ import pytest
 from skiff.server.core import spin
 from skiff.server.core.server import Server
 from skiff.server.core.spin import MAX_BACKOFF, Spinner, available_cpus, spinner_for_process, window_from_env
-from tests.harness import free_port, server_env
+from tests.harness import free_port, proc_cpu_seconds, server_env
 
 
 class FakeLoop:
@@ -227,12 +227,6 @@ def test_a_bad_window_is_a_start_up_error():
     assert fatal and "SKIFF_SPIN_US must be a whole number of microseconds, not 'fast'" in fatal[-1], r.stderr
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads the server's CPU time from /proc")
 def test_the_process_answers_a_tight_loop_then_goes_quiet():
     port = free_port()
@@ -256,17 +250,17 @@ def test_the_process_answers_a_tight_loop_then_goes_quiet():
                 assert f.readline() == b"PONG\r\n"
             # The client pauses between requests (10 ms): after a few empty spells the server backs off, so over a
             # second it uses a small part of a CPU; spinning its 2 ms window after every answer would be ~20%.
-            start = _cpu_seconds(proc.pid)
+            start = proc_cpu_seconds(proc.pid)
             for _ in range(100):
                 time.sleep(0.01)
                 sock.sendall(b"PING\r\n")
                 assert f.readline() == b"PONG\r\n"
-            paused = _cpu_seconds(proc.pid) - start
+            paused = proc_cpu_seconds(proc.pid) - start
             # And idle: nothing at all.
             time.sleep(0.2)
-            start = _cpu_seconds(proc.pid)
+            start = proc_cpu_seconds(proc.pid)
             time.sleep(1.0)
-            idle = _cpu_seconds(proc.pid) - start
+            idle = proc_cpu_seconds(proc.pid) - start
         assert paused < 0.1, paused
         assert idle < 0.05, idle
     finally:
