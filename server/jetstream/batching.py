@@ -157,10 +157,6 @@ class Batching:
         self.atomic: dict[str, AtomicBatch] = {}
         self.fast = FastBatches(self)
 
-    def process_fast(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
-        """A fast batch message (batching_fast.py)."""
-        return self.fast.process(subject, reply, hdr, msg, can_respond)
-
     # ------------------------------------------------------------------ bookkeeping
     def _drop(self, b: AtomicBatch) -> None:
         if self.atomic.get(b.id) is b:

@@ -95,7 +95,8 @@ def parse_reply(reply: str) -> FastOp | None:
 
 
 class FastBatch:
-    __slots__ = ("id", "lseq", "sseq", "pseq", "fseq", "ack_messages", "max_ack_messages", "gap_ok", "timer")
+    __slots__ = ("id", "lseq", "sseq", "pseq", "fseq", "ack_messages", "max_ack_messages", "gap_ok", "timer", "head",
+                 "next")
 
     def __init__(self, batch_id: str, gap_ok: bool, flow: int) -> None:
         self.id = batch_id
@@ -104,6 +105,8 @@ class FastBatch:
         self.max_ack_messages = flow
         self.gap_ok = gap_ok
         self.timer: Any = None
+        self.head = ""  # the reply subject up to the batch sequence: "<prefix>.<id>.<flow>.<gap>."
+        self.next = ""  # the reply subject of the next in-order append, the key of this batch in FastBatches.expect
 
 
 class FastBatches:
@@ -113,6 +116,9 @@ class FastBatches:
         self.owner = owner
         self.stream = owner.stream
         self.open: dict[str, FastBatch] = {}
+        # The reply subject each open batch's next in-order append will carry -> the batch: such a message without
+        # headers takes append() (Stream._inbound), everything else process().
+        self.expect: dict[str, FastBatch] = {}
 
     # ------------------------------------------------------------------ bookkeeping
     def _drop(self, b: FastBatch) -> None:
@@ -120,6 +126,10 @@ class FastBatches:
             del self.open[b.id]
             srv = self.stream.server
             _inflight_total[srv] = max(_inflight_total.get(srv, 0) - 1, 0)
+        if b.next:
+            if self.expect.get(b.next) is b:
+                del self.expect[b.next]
+            b.next = ""
         if b.timer is not None:
             b.timer.cancel()
             b.timer = None
@@ -171,13 +181,61 @@ class FastBatches:
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
             self._send(reply, stream.ack_payload(b.sseq, tail))
 
+    def _expect_next(self, b: FastBatch, head: str) -> None:
+        """Key ``b`` by the reply subject of its next in-order append (op 1 at ``lseq + 1``), which parse_reply
+        reads back as this batch: ``head`` comes from a reply subject it accepted for this batch."""
+        old = b.next
+        if old and self.expect.get(old) is b:
+            del self.expect[old]
+        nxt = b.lseq + 1
+        if nxt < 2 or nxt >= MAX_U64 or self.open.get(b.id) is not b:  # op 1 needs a sequence above 1
+            b.next = ""
+            return
+        b.head = head
+        b.next = key = f"{head}{nxt}.1.$FI"
+        self.expect[key] = b
+
     # ------------------------------------------------------------------ the publish path
+    def append(self, b: FastBatch, subject: str, reply: str, msg: bytes) -> int:
+        """The next in-order message of an open batch, without headers, on a stream without transform, seal or
+        counters (``reply`` is ``b.next``): what Stream.process and :meth:`process` do for it, in their order,
+        reduced to what applies (the resources, the size, "disabled"; the idle timer; store; flow control).
+        tests/jetstream/test_batch_fast_path.py holds the two paths to the same replies and stored messages."""
+        stream = self.stream
+        err = stream.js.check_resources(stream, len(subject) + len(msg), 0)
+        if err is None:
+            mms = stream._max_msg_size
+            if mms >= 0 and len(msg) > mms:
+                err = ApiError.of("JSStreamMessageExceedsMaximumErr")
+            elif not stream.config.allow_batched:
+                err = ApiError.of("JSBatchPublishDisabledErr")
+        if err is not None:
+            return stream._nak(reply, not stream._no_ack, err)
+        b.timer.touch()  # an open batch has its timer (_arm at its first message; _drop takes both away)
+        b.lseq += 1
+        seq = stream.store_checked(subject, reply, b"", msg, "", "", b"}", False)
+        if seq:
+            b.sseq = seq
+        b.pseq = b.lseq
+        self._check_flow_control(b, reply)
+        self._expect_next(b, b.head)
+        return seq
+
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
         stream = self.stream
-        nak = stream._nak
         fb = parse_reply(reply)
         if fb is None:
-            return nak(reply, can_respond, ApiError.of("JSBatchPublishInvalidPatternErr"))
+            return stream._nak(reply, can_respond, ApiError.of("JSBatchPublishInvalidPatternErr"))
+        seq = self._process(fb, subject, reply, hdr, msg, can_respond)
+        b = self.open.get(fb.id)
+        if b is not None:
+            self._expect_next(b, reply[:-4].rsplit(".", 2)[0] + ".")
+        return seq
+
+    def _process(self, fb: FastOp, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
+        stream = self.stream
+        nak = stream._nak
+        counted = len(subject) + len(hdr) + len(msg)  # Stream.process counted this size against the limits
         if len(fb.id) > MAX_BATCH_ID:
             return nak(reply, can_respond, ApiError.of("JSBatchPublishInvalidBatchIDErr"))
 
@@ -236,7 +294,7 @@ class FastBatches:
         if fb.seq == 1 and can_respond and not commit:
             self._send(reply, b'{"type":"ack","seq":0,"msgs":%d}' % b.ack_messages)
 
-        res = stream.check(subject, hdr, msg)
+        res = stream.check(subject, hdr, msg, counted=counted)
         if res.__class__ is not tuple:
             dup = isinstance(res, Duplicate)
             if dup:

@@ -302,6 +302,15 @@ class Stream:
                     return
             if hdr[8:9] == b" ":  # removeHeaderStatusIfPresent: a status line is not stored
                 hdr = _strip_status(hdr)
+        elif self._plain and reply[-4:] == FAST_BATCH_SUFFIX and reply in self.batching.fast.expect:
+            # The next in-order message of an open fast batch (batching_fast.py append).
+            try:
+                fast = self.batching.fast
+                fast.append(fast.expect[reply], subject, reply, bytes(data))
+            except Exception as e:
+                self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                      subject=subject, error=repr(e))
+            return
         elif self._plain and reply[-4:] != FAST_BATCH_SUFFIX:
             # The common publish, no headers, on a stream without subject transform, seal or counters: process()
             # and check() reduced to what applies to it (same checks, same order), then store_checked().
@@ -352,7 +361,7 @@ class Stream:
                     return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
                 if batch == "JSBatchPublishDisabledErr":
                     if self.config.allow_batched:
-                        return self.batching.process_fast(subject, reply, hdr, msg, can_respond)
+                        return self.batching.fast.process(subject, reply, hdr, msg, can_respond)
                 elif self.config.allow_atomic:
                     return self.batching.process_atomic(subject, reply, hdr, msg, can_respond)
                 return self._nak(reply, can_respond, ApiError.of(batch))
@@ -405,9 +414,12 @@ class Stream:
             return
         self.store_checked(subject, reply, hdr, msg, msg_id, "", b"}", can_respond)
 
-    def check(self, subject: str, hdr: bytes, msg: bytes, sourced: bool = False) -> "tuple | Duplicate | ApiError":
+    def check(self, subject: str, hdr: bytes, msg: bytes, sourced: bool = False,
+              counted: int = -1) -> "tuple | Duplicate | ApiError":
         """The checks half of :meth:`process`: ``(hdr, msg, msg_id, rollup, ack_tail)`` for the store (counters
-        rewrite the message), a :class:`Duplicate`, or the error for the PubAck."""
+        rewrite the message), a :class:`Duplicate`, or the error for the PubAck.  ``counted``: the size a batch
+        message already had checked against the limits (check_resources counts what it lets through until the
+        next refresh, so a second check of the same message would count it twice)."""
         msg_id = rollup = ""
         incr = None
         if hdr:
@@ -439,9 +451,11 @@ class Stream:
             return ApiError.of("JSStreamMessageExceedsMaximumErr")
         if len(hdr) > MAX_HEADER_SIZE:
             return ApiError.of("JSStreamHeaderExceedsMaximumErr")
-        err = self.js.check_resources(self, len(subject) + len(hdr) + len(msg), len(hdr))
-        if err is not None:
-            return err
+        size = len(subject) + len(hdr) + len(msg)
+        if size != counted:
+            err = self.js.check_resources(self, size, len(hdr))
+            if err is not None:
+                return err
         return (hdr, msg, msg_id, rollup, ack_tail)
 
     def store_checked(self, subject: str, reply: str, hdr: bytes, msg: bytes, msg_id: str, rollup: str,

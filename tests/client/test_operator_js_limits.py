@@ -355,3 +355,27 @@ async def test_updates_and_stream_consumer_limits_meet_the_account_limits(server
                 assert r["config"]["max_ack_pending"] == taken
     finally:
         await nc.close()
+
+
+async def test_fast_batch_message_counts_once_against_the_account_limit(server_factory, tmp_path):
+    """A fast batch message is checked against the account's limits once before it is stored (stream.go
+    processJetStreamFastBatchMsg: wouldExceedLimits with the message's size): with room for exactly one more 39-byte
+    message, the batch's first message is stored.  Skiff counted the
+    message twice (Stream.process, then Stream.check), and refused it.  The commit at end of batch is checked as
+    well, and finds the account full."""
+    srv, *_, app = start(server_factory, jetstream={"mem_storage": 0, "disk_storage": 39 + 39})
+    nc = await connect(srv, app, tmp_path)
+    try:
+        _, cfg = stream("E", "file")
+        assert (await api(nc, "$JS.API.STREAM.CREATE.E", {**cfg, "allow_batched": True}))["config"]["name"] == "E"
+        assert await api(nc, "e", {"x": 1}) == {"stream": "E", "seq": 1}
+        sub = await nc.subscribe("_FI.>")
+        await nc.publish("e", b'{"x": 1}', reply="_FI.b.10.fail.1.0.$FI")
+        assert json.loads((await sub.next_msg(timeout=5)).data) == {"type": "ack", "seq": 0, "msgs": 10}
+        await nc.publish("e", b"", reply="_FI.b.10.fail.2.3.$FI")
+        assert json.loads((await sub.next_msg(timeout=5)).data) == {"error": ACCOUNT_RESOURCES_ERR, "stream": "E",
+                                                                    "seq": 0}
+        assert (await api(nc, "$JS.API.STREAM.INFO.E"))["state"]["messages"] == 2
+        assert (await api(nc, "$JS.API.INFO"))["storage"] == 78
+    finally:
+        await nc.close()
