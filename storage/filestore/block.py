@@ -79,8 +79,10 @@ def file_msg_size(slen: int, hlen: int, dlen: int) -> int:
     return 22 + slen + 4 + hlen + dlen + 8
 
 
-def append_msg(buf: bytearray, seq: int, ts: int, ttl: int, subj: bytes, hdr: bytes, data: bytes) -> int:
-    """Append a MSG record (layout above) to ``buf``; returns its length."""
+def append_msg_py(buf: bytearray, seq: int, ts: int, ttl: int, subj: bytes, hdr: bytes, data: bytes) -> int:
+    """Append a MSG record (layout above) to ``buf``; returns its length.  The compiled twin is
+    protocol/_speedups.c ``append_msg`` (same arguments, same bytes, struct.error for a field out of range:
+    tests/storage/test_append_msg.py)."""
     rlen = OVERHEAD + len(subj) + len(hdr) + len(data)
     # Header, subject and header block joined (small), then the payload: two crc32 calls instead of four, and the
     # payload is still copied once.
@@ -89,6 +91,10 @@ def append_msg(buf: bytearray, seq: int, ts: int, ttl: int, subj: bytes, hdr: by
     buf += data
     buf += _pack_crc(_crc32(data, _crc32(pre)))
     return rlen
+
+
+# The compiled twin when the accelerator is built and not turned off (protocol/accel.py), else the one above.
+append_msg = append_msg_py if speedups is None else speedups.append_msg
 
 
 def encode_control(kind: int, seq: int, ts: int, payload: bytes = b"") -> bytes:
