@@ -211,14 +211,25 @@ class FastBatches:
                 err = ApiError.of("JSBatchPublishDisabledErr")
         if err is not None:
             return stream._nak(reply, not stream._no_ack, err)
-        b.timer.touch()  # an open batch has its timer (_arm at its first message; _drop takes both away)
-        b.lseq += 1
+        timer = b.timer  # an open batch has its timer (_arm at its first message; _drop takes both away)
+        timer.last = timer.clock.monotonic()  # IdleTimer.touch
+        b.lseq = nxt = b.lseq + 1
         seq = stream.store_checked(subject, reply, b"", msg, "", "", b"}", False)
         if seq:
             b.sseq = seq
-        b.pseq = b.lseq
-        self._check_flow_control(b, reply)
-        self._expect_next(b, b.head)
+        b.pseq = nxt
+        if nxt >= b.fseq + b.ack_messages:  # _check_flow_control's own test, to spare the call
+            self._check_flow_control(b, reply)
+        # _expect_next in-line: the key moves on by one.
+        expect = self.expect
+        if expect.get(reply) is b:
+            del expect[reply]
+        nxt += 1
+        if nxt < MAX_U64 and self.open.get(b.id) is b:
+            b.next = key = f"{b.head}{nxt}.1.$FI"
+            expect[key] = b
+        else:
+            b.next = ""
         return seq
 
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:

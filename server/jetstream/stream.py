@@ -101,6 +101,7 @@ class Stream:
         self._pub_ack_prefix = self._ack_prefix()
         self._apply_flags()
         self.batching = Batching(self)
+        self._fast_expect = self.batching.fast.expect  # _inbound's look-up of an open fast batch's next append
         store.on_remove = self._store_removed
 
     def _apply_flags(self) -> None:
@@ -302,33 +303,36 @@ class Stream:
                     return
             if hdr[8:9] == b" ":  # removeHeaderStatusIfPresent: a status line is not stored
                 hdr = _strip_status(hdr)
-        elif self._plain and reply[-4:] == FAST_BATCH_SUFFIX and reply in self.batching.fast.expect:
-            # The next in-order message of an open fast batch (batching_fast.py append).
-            try:
-                fast = self.batching.fast
-                fast.append(fast.expect[reply], subject, reply, bytes(data))
-            except Exception as e:
-                self.server.log_error("JetStream stream failed to process a message", stream=self.name,
-                                      subject=subject, error=repr(e))
-            return
-        elif self._plain and reply[-4:] != FAST_BATCH_SUFFIX:
-            # The common publish, no headers, on a stream without subject transform, seal or counters: process()
-            # and check() reduced to what applies to it (same checks, same order), then store_checked().
+        elif self._plain:
             msg = bytes(data)
-            try:
-                mms = self._max_msg_size
-                if mms >= 0 and len(msg) > mms:
-                    err = ApiError.of("JSStreamMessageExceedsMaximumErr")
-                else:
-                    err = self.js.check_resources(self, len(subject) + len(msg))
-                if err is None:
-                    self.store_checked(subject, reply, b"", msg, "", "", b"}", bool(reply) and not self._no_ack)
-                else:
-                    self._nak(reply, bool(reply) and not self._no_ack, err)
-            except Exception as e:
-                self.server.log_error("JetStream stream failed to process a message", stream=self.name,
-                                      subject=subject, error=repr(e))
-            return
+            hdr = b""
+            if reply[-4:] == FAST_BATCH_SUFFIX:
+                b = self._fast_expect.get(reply)
+                if b is not None:  # the next in-order message of an open fast batch (FastBatches.append)
+                    try:
+                        self.batching.fast.append(b, subject, reply, msg)
+                    except Exception as e:
+                        self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                              subject=subject, error=repr(e))
+                    return
+                # any other fast batch message: process() below
+            else:
+                # The common publish, no headers, on a stream without subject transform, seal or counters: process()
+                # and check() reduced to what applies to it (same checks, same order), then store_checked().
+                try:
+                    mms = self._max_msg_size
+                    if mms >= 0 and len(msg) > mms:
+                        err = ApiError.of("JSStreamMessageExceedsMaximumErr")
+                    else:
+                        err = self.js.check_resources(self, len(subject) + len(msg))
+                    if err is None:
+                        self.store_checked(subject, reply, b"", msg, "", "", b"}", bool(reply) and not self._no_ack)
+                    else:
+                        self._nak(reply, bool(reply) and not self._no_ack, err)
+                except Exception as e:
+                    self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                          subject=subject, error=repr(e))
+                return
         else:
             hdr, msg = b"", bytes(data)
         try:
