@@ -297,11 +297,11 @@ def natspy_workloads() -> list[Workload]:
                  setup=_kv_setup, client=lambda ctx, s: py("kvget", "--keys", ctx.kv_keys)(ctx, s),
                  teardown=_kv_drop),
         Workload("py.fastbatch", "nats-py", "nats-py: one fast batch (allow_batched, ADR-50), flow 500",
-                 (rate("nats-py fast batch publish"),),
+                 (rate("nats-py fast batch publish", PY_TARGET),),
                  client=py("fastbatch", "--stream", "BENCHPYB", "--window", 500),
                  teardown=_drop_stream("BENCHPYB")),
         Workload("py.atomicbatch", "nats-py", "nats-py: atomic batches of 100 (allow_atomic, ADR-50)",
-                 (rate("nats-py atomic batch publish"),),
+                 (rate("nats-py atomic batch publish", PY_TARGET),),
                  client=py("atomicbatch", "--stream", "BENCHPYT", "--batch", 100),
                  teardown=_drop_stream("BENCHPYT")),
     ]
