@@ -19,7 +19,7 @@ from tests.jetstream.test_priority_support import ClockEnv
 
 pytestmark = pytest.mark.skiff_only
 
-SEEDS = 30
+SEEDS = 20
 STEPS = 70
 
 
