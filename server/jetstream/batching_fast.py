@@ -181,19 +181,19 @@ class FastBatches:
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
             self._send(reply, stream.ack_payload(b.sseq, tail))
 
-    def _expect_next(self, b: FastBatch, head: str) -> None:
-        """Key ``b`` by the reply subject of its next in-order append (op 1 at ``lseq + 1``), which parse_reply
-        reads back as this batch: ``head`` comes from a reply subject it accepted for this batch."""
+    def _rekey(self, b: FastBatch) -> None:
+        """Key ``b`` by the reply subject of its next in-order append (op 1 at ``lseq + 1``): ``b.head`` comes from a
+        reply subject parse_reply accepted for this batch, so it reads the key back as this batch."""
+        expect = self.expect
         old = b.next
-        if old and self.expect.get(old) is b:
-            del self.expect[old]
+        if old and expect.get(old) is b:
+            del expect[old]
         nxt = b.lseq + 1
-        if nxt < 2 or nxt >= MAX_U64 or self.open.get(b.id) is not b:  # op 1 needs a sequence above 1
+        if 2 <= nxt < MAX_U64 and self.open.get(b.id) is b:  # op 1 needs a sequence above 1
+            b.next = key = f"{b.head}{nxt}.1.$FI"
+            expect[key] = b
+        else:
             b.next = ""
-            return
-        b.head = head
-        b.next = key = f"{head}{nxt}.1.$FI"
-        self.expect[key] = b
 
     # ------------------------------------------------------------------ the publish path
     def append(self, b: FastBatch, subject: str, reply: str, msg: bytes) -> int:
@@ -220,16 +220,7 @@ class FastBatches:
         b.pseq = nxt
         if nxt >= b.fseq + b.ack_messages:  # _check_flow_control's own test, to spare the call
             self._check_flow_control(b, reply)
-        # _expect_next in-line: the key moves on by one.
-        expect = self.expect
-        if expect.get(reply) is b:
-            del expect[reply]
-        nxt += 1
-        if nxt < MAX_U64 and self.open.get(b.id) is b:
-            b.next = key = f"{b.head}{nxt}.1.$FI"
-            expect[key] = b
-        else:
-            b.next = ""
+        self._rekey(b)
         return seq
 
     def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
@@ -240,7 +231,8 @@ class FastBatches:
         seq = self._process(fb, subject, reply, hdr, msg, can_respond)
         b = self.open.get(fb.id)
         if b is not None:
-            self._expect_next(b, reply[:-4].rsplit(".", 2)[0] + ".")
+            b.head = reply[:-4].rsplit(".", 2)[0] + "."
+            self._rekey(b)
         return seq
 
     def _process(self, fb: FastOp, subject: str, reply: str, hdr: bytes, msg: bytes, can_respond: bool) -> int:
