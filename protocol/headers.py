@@ -41,10 +41,10 @@ _NATS_FIELD = re.compile(rb"\r\n(Nats-[^\r\n:]*): *([^\r]*(?:\r(?!\n)[^\r]*)*)")
 
 
 def nats_values(hdr: bytes) -> dict[bytes, bytes]:
-    """The first raw value of every ``Nats-*`` key of a header block, one scan (the publish checks of stream.py
-    and publish_checks.py read a dozen of them per message, most absent).  ``text(nats_values(hdr)[key])`` is
-    ``get_exact(hdr, key)`` (nats-server getHeader) for each of them; a key not in the dict is one it does not
-    find."""
+    """The first raw value of every ``Nats-*`` key of a header block, one scan (the publish checks of
+    stream_publish.py and publish_checks.py read a dozen of them per message, most absent).
+    ``text(nats_values(hdr)[key])`` is ``get_exact(hdr, key)`` (nats-server getHeader) for each of them; a key not in
+    the dict is one it does not find."""
     if not hdr:
         return {}
     found = _NATS_FIELD.findall(hdr)

@@ -1,6 +1,6 @@
 """Publishes whose headers are only Nats-Msg-Id and Nats-Expected-Stream (the Spark connector's writes, the clients'
-``publish(msg_id=...)``): Skiff answers them on a direct path (stream.py ``_publish_with_ids``); every PubAck and
-every stored header must stay byte for byte what nats-server gives, next to blocks that look alike and take the
+``publish(msg_id=...)``): Skiff answers them on a direct path (stream_publish.py ``_publish_with_ids``); every PubAck
+and every stored header must stay byte for byte what nats-server gives, next to blocks that look alike and take the
 general path.  The header blocks are written by hand (nats-py would normalise them)."""
 from __future__ import annotations
 
