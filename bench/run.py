@@ -158,7 +158,7 @@ def _rows(ctx: Context, w: Workload, per: dict, kinds: list[str]) -> list[dict]:
         values, errors = {}, {}
         for k in kinds:
             values[k] = _median([r.get(row.key) for r in per[k]["runs"]])
-            if values[k] is None:
+            if values[k] is None and (row.kinds is None or k in row.kinds):
                 errors[k] = per[k]["error"] or (per[k]["errors"][0] if per[k]["errors"] else "no result")
         ratio = None
         if values.get("skiff") is not None and values.get("nats-server"):
@@ -166,6 +166,7 @@ def _rows(ctx: Context, w: Workload, per: dict, kinds: list[str]) -> list[dict]:
         met = row.target.met(ratio, values.get("skiff")) if row.target else None
         rows.append({"label": row.label.format(**names), "key": row.key, "unit": row.unit,
                      "higher_better": row.higher_better, "target": str(row.target) if row.target else None,
+                     "kinds": list(row.kinds) if row.kinds is not None else None,
                      "values": values, "errors": errors, "ratio": ratio, "met": met,
                      "notes": {k: n for k in kinds if (n := _note(per[k], values[k]))},
                      "pending": {k: k not in kinds for k in KINDS}})

@@ -9,7 +9,9 @@ Theory of operation: each is a procedure ``(ctx, server) -> dict`` (bench/scale.
   time of each process's whole life (start, that one request, SIGTERM; user + system, every thread), read from the
   reaped children's resource usage: on a shared machine the times to INFO mostly measure the wait for a CPU, the
   CPU time what a start costs.  Then the idle memory of the last start, a second after it (the target is
-  <= 30 MiB).
+  <= 30 MiB).  Beside Skiff's starts, the same number of starts of bench/floor_server.py (a bare asyncio server on
+  Skiff's interpreter, timed the same way): the floor under Skiff's figures on this machine, so that a start-up
+  miss can be told apart as the machine's (the floor near the target too) or Skiff's (far above the floor).
 - ``restart_subjects``: ``restart_msgs / 5`` messages of 100 bytes, each on a subject of its own (1,000,000 /
   5 = 200,000 in the full run, ~32 MB: the shape of a store with a subject per message), then ``kill -9`` and the time from
   spawning the process to the first ``STREAM.INFO`` that reports every message; the median over a few kills.
@@ -22,12 +24,14 @@ import resource
 import socket
 import statistics
 import time
+from pathlib import Path
 
 from bench.scale import ScaleError, wait_stream_ready
 from bench.servers import BenchServer
 from bench.workloads import Context, Row, Target, Workload
 
 POLL = 0.002
+FLOOR_SERVER = Path(__file__).resolve().parent / "floor_server.py"
 
 
 def _spawn_timed(server: BenchServer, timeout: float) -> tuple[float, float]:
@@ -70,23 +74,39 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def startup(ctx: Context, server: BenchServer) -> dict:
-    runs = 5 if ctx.quick else 15
+def _starts(server: BenchServer, runs: int, timeout: float) -> dict:
+    """Stop ``server`` and start it ``runs`` times: the medians of the times to INFO and to the first
+    $JS.API.INFO answer, and of the CPU of each start that was also stopped here."""
     first_info, first_js, cpu = [], [], []
     for i in range(runs):
         before = _children_cpu()
         server.stop()
         if i:  # the process this loop started (the first stop ends the one the run started for it)
             cpu.append(_children_cpu() - before)
-        a, b = _spawn_timed(server, timeout=ctx.slack)
+        a, b = _spawn_timed(server, timeout=timeout)
         first_info.append(a)
         first_js.append(b)
+    return {"startup_s": statistics.median(first_info), "startup_js_s": statistics.median(first_js),
+            "startup_max_s": max(first_info), "startup_cpu_ms": statistics.median(cpu) * 1000}
+
+
+def startup(ctx: Context, server: BenchServer) -> dict:
+    runs = 5 if ctx.quick else 15
+    out = {"runs": runs, **_starts(server, runs, ctx.slack)}
     # Idle memory (<= 30 MiB): VmRSS of the last started server once it has had a second to settle.
     time.sleep(1.0)
     rss = server.rss_kib()
-    return {"runs": runs, "startup_s": statistics.median(first_info), "startup_js_s": statistics.median(first_js),
-            "startup_max_s": max(first_info), "startup_cpu_ms": statistics.median(cpu) * 1000,
-            "idle_rss_mib": None if rss is None else rss / 1024}
+    out["idle_rss_mib"] = None if rss is None else rss / 1024
+    if server.kind == "skiff":
+        # The floor on this machine: a bare asyncio server (bench/floor_server.py) on Skiff's interpreter, started
+        # and timed the same way, between Skiff's starts and nats-server's.
+        floor = BenchServer(kind="floor", command=[ctx.python, str(FLOOR_SERVER)])
+        try:
+            starts = _starts(floor, runs, ctx.slack)
+        finally:
+            floor.cleanup()
+        out["floor_s"], out["floor_cpu_ms"] = starts["startup_s"], starts["startup_cpu_ms"]
+    return out
 
 
 def _fill_subjects(port: int, stream: str, n: int, size: int, timeout: float) -> None:
@@ -154,7 +174,9 @@ def startup_workloads() -> list[Workload]:
                   Row("start to first $JS.API.INFO answer", "startup_js_s", "s", False),
                   Row("CPU of a start (to that answer and SIGTERM)", "startup_cpu_ms", "ms", False),
                   Row("idle RSS (JetStream on, empty store)", "idle_rss_mib", "MiB", False,
-                      Target("<=", 30.0, unit="MiB"))),
+                      Target("<=", 30.0, unit="MiB")),
+                  Row("floor: a bare asyncio server, start to INFO", "floor_s", "s", False, kinds=("skiff",)),
+                  Row("floor: CPU of its start", "floor_cpu_ms", "ms", False, kinds=("skiff",))),
                  procedure=startup, single_run=True, fresh=True),
         Workload("startup.restart_subjects", "scale", "stream with one subject per message: restart after "
                  "kill -9 until STREAM.INFO reports every message (median of 5 kills)",

@@ -51,6 +51,7 @@ class Row:
     unit: str  # "msg/s", "op/s", "req/s", "us", "s", "KiB"
     higher_better: bool
     target: Target | None = None
+    kinds: tuple[str, ...] | None = None  # the servers whose procedure reports it (None: every one); "-" for others
 
 
 @dataclass

@@ -55,11 +55,15 @@ def test_table_has_both_servers_and_every_workload(bench_results):
             assert row["label"] in table
 
 
+def reported_by(row: dict, kind: str) -> bool:
+    return row["kinds"] is None or kind in row["kinds"]
+
+
 def test_nats_server_figures_in_every_row(bench_results):
-    """The harness itself works: the reference server gives a figure for every row."""
+    """The harness itself works: the reference server gives a figure for every row it reports."""
     results, _ = bench_results
     missing = [(w["name"], r["label"], r["errors"].get("nats-server")) for w in results["workloads"]
-               for r in w["rows"] if r["values"].get("nats-server") is None]
+               for r in w["rows"] if reported_by(r, "nats-server") and r["values"].get("nats-server") is None]
     assert not missing, _lines(missing)
 
 
@@ -67,9 +71,25 @@ def test_skiff_figures_and_ratio_in_every_row(request, bench_results):
     if not skiff_selected(request.config):
         pytest.skip("--target=nats-server: Skiff not run")
     results, _ = bench_results
-    missing = [(w["name"], r["label"], r["errors"].get("skiff")) for w in results["workloads"]
-               for r in w["rows"] if r["values"].get("skiff") is None or r["ratio"] is None]
+    missing = [(w["name"], r["label"], r["errors"].get("skiff")) for w in results["workloads"] for r in w["rows"]
+               if r["values"].get("skiff") is None or (r["ratio"] is None and reported_by(r, "nats-server"))]
     assert not missing, _lines(missing)
+
+
+def test_start_up_floor_beside_skiff_only(request, bench_results):
+    """startup.empty times a bare asyncio server (bench/floor_server.py) beside Skiff's starts: a figure on the
+    Skiff side, "-" (no figure, no error, no ratio) on nats-server's."""
+    if not skiff_selected(request.config):
+        pytest.skip("--target=nats-server: Skiff not run")
+    results, table = bench_results
+    (w,) = [w for w in results["workloads"] if w["name"] == "startup.empty"]
+    floor = [r for r in w["rows"] if r["label"].startswith("floor:")]
+    assert [r["key"] for r in floor] == ["floor_s", "floor_cpu_ms"]
+    for r in floor:
+        assert r["kinds"] == ["skiff"] and r["values"]["skiff"] > 0, r
+        assert r["values"]["nats-server"] is None and not r["errors"] and r["ratio"] is None, r
+        line = next(ln for ln in table.splitlines() if ln.startswith(r["label"]))
+        assert "error" not in line and " - " in line, line
 
 
 def test_peak_rss_of_both_servers_reported(bench_results):
