@@ -68,4 +68,10 @@ async def test_a_failed_restore_still_completes(jsc):
     r, replies = await restore(jsc.nc, new, meta, b"not a backup")
     assert "error" not in r and "error" in replies[-1]
     ev = _events(await collect(sub, 1, timeout=2))
-    assert ev[0]["bytes"] == len(b"not a backup")
+    if jsc.server.kind == "skiff":
+        assert ev[0]["bytes"] == len(b"not a backup")  # what it received
+    else:
+        # nats-server adds a chunk to the total when its restore goroutine takes it off a queue, in the same select
+        # that takes the restore's result (jetstream_api.go processStreamRestore: activeQ against resultCh /
+        # restoreCh): a restore that fails at once may finish before it counted the chunk (seen under load).
+        assert ev[0]["bytes"] in (0, len(b"not a backup"))
