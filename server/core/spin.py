@@ -14,16 +14,23 @@ before parking it (runtime/proc.go ``findRunnable``), which is why it uses ~75-9
 What
 ----
 After ``Fanout.flush_pending`` wrote output, the server keeps the event loop turning (a callback that re-schedules
-itself, so uvloop polls with a zero timeout) for ``window`` seconds, 100 us by default.  A read arriving then is
-handled at once; every flush with output extends the window.  It is bounded and backs off: a spell in which nothing
+itself, so uvloop polls with a zero timeout) for ``window`` seconds.  A read arriving then is handled at once; every
+flush with output extends the window.  The window follows the clients, between 100 us and 1 ms: a read caught
+in a spell shows how long the server waited for it (from the output before it to the last idle turn of the loop),
+and the window moves towards twice that (at once when longer, a sixteenth of the way when shorter); a spell that
+missed, followed by output less than 1 ms after the one that started it, stretches the window to that gap.  A fixed
+100 us caught next to nothing on a slower machine, where a C client's KV put comes back 250-450 us after the last
+answer and a nats-py client's ~450 us (the gaps between outputs, measured on the benchmark's workloads); 1 ms for
+everyone would spin through every lull of a stream of messages, on the CPU its clients need.  It is bounded and backs off: a spell in which nothing
 came (a client that pauses between requests, a test suite's idle moments) counts as a miss, and after two misses in
 a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client costs next to nothing;
-one spell that catches a read resets it.  It spins only while the rest of the machine leaves a CPU free
+one spell that catches a read resets it, so a client that pauses longer than the window costs at most two windows
+of CPU and then next to nothing.  It spins only while the rest of the machine leaves a CPU free
 (``CpuGate``: /proc/stat less the server's own CPU time, looked at every 0.2 s): with two clients busy on a
 two-core machine, a spinning server would only take their CPU.  Where it cannot help it is off: a server running inside a test's own event
 loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs (affinity or cgroup
 quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the environment (any other value
-is the window in microseconds).
+is the shortest window in microseconds; the longest is 1 ms or that, whichever is longer).
 """
 from __future__ import annotations
 
@@ -32,6 +39,9 @@ import os
 from time import perf_counter, process_time
 
 DEFAULT_WINDOW_US = 100
+MAX_WINDOW_US = 1000  # the longest window the clients can ask for (module docstring)
+IDLE_MARGIN = 2.0  # the window covers twice the wait for the reads it catches
+SHRINK = 1 / 16  # how far a catch that waited less moves the window down
 MISSES_BEFORE_BACKOFF = 2
 MAX_BACKOFF = 256
 GATE_PERIOD = 0.2  # seconds between two looks at the machine's CPU use (CpuGate)
@@ -55,7 +65,7 @@ def available_cpus() -> float:
 
 
 def window_from_env(environ=os.environ) -> float:
-    """The spin window in seconds from ``SKIFF_SPIN_US`` (default 100 us; 0 turns spinning off)."""
+    """The shortest spin window in seconds from ``SKIFF_SPIN_US`` (default 100 us; 0 turns spinning off)."""
     raw = environ.get("SKIFF_SPIN_US", "")
     if raw == "":
         return DEFAULT_WINDOW_US / 1e6
@@ -122,7 +132,12 @@ class Spinner:
 
     def __init__(self, window: float, loop: asyncio.AbstractEventLoop | None = None, clock=perf_counter,
                  gate: CpuGate | None = None) -> None:
-        self.window = window
+        self.base = window  # the shortest window
+        self.max_window = max(window, MAX_WINDOW_US / 1e6)
+        self.window = window  # the current one: follows the waits for the next read (arm)
+        self._last_arm = -1.0  # when output was last written
+        self._tick_at = 0.0  # the loop's last idle turn in a spell
+        self._missed = False  # the last spell ended without catching a read
         self._loop = loop
         self._clock = clock
         self._gate = gate
@@ -139,23 +154,38 @@ class Spinner:
 
     def arm(self) -> None:
         """Output was written: keep polling for ``window`` (or longer, when already polling)."""
-        if self.running:
-            self._deadline = self._clock() + self.window
+        now = self._clock()
+        last = self._last_arm
+        self._last_arm = now
+        if self.running:  # a read caught: it came (last idle turn - previous output) after the output before it
+            want = (self._tick_at - last) * IDLE_MARGIN
+            w = self.window
+            if want > w:
+                self.window = want if want < self.max_window else self.max_window
+            elif w > self.base:
+                w -= (w - want) * SHRINK
+                self.window = w if w > self.base else self.base
+            self._deadline = now + self.window
             self._caught = True
             return
+        if self._missed:  # the spell before ended just too soon, or the client paused (then the gap says nothing)
+            self._missed = False
+            gap = now - last
+            if self.window < gap < self.max_window:
+                self.window = gap
         if self._skip:
             self._skip -= 1
             self.skipped += 1
             return
         if self.stopped:
             return
-        now = self._clock()
         gate = self._gate
         if gate is not None and not gate.check(now):
             self.skipped += 1
             return
         self.running = True
         self._caught = False
+        self._tick_at = now
         self._deadline = now + self.window
         self._gate_at = now + GATE_PERIOD
         self.spells += 1
@@ -165,7 +195,7 @@ class Spinner:
         loop.call_soon(self._tick)
 
     def _tick(self) -> None:
-        now = self._clock()
+        now = self._tick_at = self._clock()
         if not self.stopped and now < self._deadline:
             if now >= self._gate_at and self._gate is not None:
                 self._gate_at = now + GATE_PERIOD
@@ -180,6 +210,7 @@ class Spinner:
             self._misses = 0
             self._backoff = 1
         else:
+            self._missed = True
             self._misses += 1
             if self._misses >= MISSES_BEFORE_BACKOFF:
                 self._skip = self._backoff

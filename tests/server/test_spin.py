@@ -1,7 +1,8 @@
 """server/core/spin.py: the standalone server polls a moment for the next request after a reply.
 
-The spinner's rules on a fake loop and clock (a spell lasts its window and is extended by output, two empty spells
-in a row start a doubling back-off up to 256 skipped arms, a spell that catches a read resets it, stop ends it);
+The spinner's rules on a fake loop and clock (a spell lasts its window and is extended by output, the window follows
+the client's wait for the next read between 100 us and 1 ms, two empty spells in a row start a doubling back-off up to 256
+skipped arms, a spell that catches a read resets it, stop ends it);
 where it is off (a server in a test's event loop, one CPU or a quota under two, ``SKIFF_SPIN_US=0``); a bad
 ``SKIFF_SPIN_US`` is a start-up error; and the process it is meant for, a real ``skiff``, answers a tight request
 loop and then goes quiet: it does not keep burning a CPU once its client pauses.
@@ -18,7 +19,9 @@ import pytest
 
 from skiff.server.core import spin
 from skiff.server.core.server import Server
-from skiff.server.core.spin import MAX_BACKOFF, Spinner, available_cpus, spinner_for_process, window_from_env
+from skiff.server.core.spin import (
+    MAX_BACKOFF, MAX_WINDOW_US, Spinner, available_cpus, spinner_for_process, window_from_env,
+)
 from tests.harness import free_port, proc_cpu_seconds, server_env
 
 
@@ -71,6 +74,55 @@ def test_a_spell_keeps_the_loop_turning_for_its_window_and_output_extends_it():
     loop.run_once()
     assert not sp.running and loop.ready == []
     assert (sp.spells, sp.caught) == (1, 1)
+
+
+def _round_trips(sp: Spinner, loop: FakeLoop, clock: FakeClock, wait: float, n: int = 40) -> None:
+    """A client that sends its next request ``wait`` after each answer, the server answering it 50 us later; the
+    loop turns every 10 us while it waits."""
+    for _ in range(n):
+        waited = 0.0
+        while waited + 0.00001 <= wait and sp.running:
+            clock.now += 0.00001
+            waited += 0.00001
+            loop.run_once()
+        clock.now += wait - waited + 0.00005
+        sp.arm()
+
+
+def test_the_window_follows_the_wait_for_the_next_read_within_its_bounds():
+    sp, loop, clock = _spinner(0.0001)
+    assert sp.window == 0.0001 and MAX_WINDOW_US == 1000
+    sp.arm()
+    _round_trips(sp, loop, clock, 0.00008)  # caught in the shortest window: twice the wait is 160 us
+    assert 0.00015 <= sp.window <= 0.00017, sp.window
+    assert sp.caught == 0 and sp.spells == 1  # one spell, still running: every request was caught
+    _round_trips(sp, loop, clock, 0.0004)  # the client slows down: the first miss stretches the window
+    assert 0.00076 <= sp.window <= 0.0008, sp.window  # twice the wait (to the last idle turn, 390-400 us)
+    spells = sp.spells
+    _round_trips(sp, loop, clock, 0.0004)
+    assert sp.spells == spells and sp.running  # every request caught, no new spell
+    _round_trips(sp, loop, clock, 0.0007)
+    assert sp.window == 0.001  # capped at 1 ms
+    _round_trips(sp, loop, clock, 0.00001, n=200)  # requests at once: back towards the shortest window
+    assert sp.window < 0.00011, sp.window
+
+
+def test_a_stream_of_output_keeps_the_shortest_window_and_a_pause_does_not_stretch_it():
+    sp, loop, clock = _spinner(0.0001)
+    sp.arm()
+    for _ in range(500):  # output every loop turn, nothing waited for
+        loop.run_once()
+        clock.now += 0.0005
+        sp.arm()
+    assert sp.window == 0.0001
+    clock.now += 1
+    loop.run_once()  # the stream stops: the spell ends empty
+    assert not sp.running
+    clock.now += 0.005
+    sp.arm()  # 5 ms later: a pause, longer than any window
+    assert sp.window == 0.0001
+    long, _, _ = _spinner(0.002)  # SKIFF_SPIN_US longer than 1 ms: that window
+    assert long.window == long.max_window == 0.002
 
 
 def test_empty_spells_back_off_doubling_and_a_caught_read_resets_it():
