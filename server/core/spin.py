@@ -15,22 +15,23 @@ What
 ----
 After ``Fanout.flush_pending`` wrote output, the server keeps the event loop turning (a callback that re-schedules
 itself, so uvloop polls with a zero timeout) for ``window`` seconds.  A read arriving then is handled at once; every
-flush with output extends the window.  The window follows the clients, between 100 us and 1 ms: a read caught
-in a spell shows how long the server waited for it (from the output before it to the last idle turn of the loop),
-and the window moves towards twice that (at once when longer, a sixteenth of the way when shorter); a spell that
-missed, followed by output less than 1 ms after the one that started it, stretches the window to that gap.  A fixed
-100 us caught next to nothing on a slower machine, where a C client's KV put comes back 250-450 us after the last
-answer and a nats-py client's ~450 us (the gaps between outputs, measured on the benchmark's workloads); 1 ms for
-everyone would spin through every lull of a stream of messages, on the CPU its clients need.  It is bounded and backs off: a spell in which nothing
-came (a client that pauses between requests, a test suite's idle moments) counts as a miss, and after two misses in
-a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client costs next to nothing;
-one spell that catches a read resets it, so a client that pauses longer than the window costs at most two windows
-of CPU and then next to nothing.  It spins only while the rest of the machine leaves a CPU free
-(``CpuGate``: /proc/stat less the server's own CPU time, looked at every 0.2 s): with two clients busy on a
-two-core machine, a spinning server would only take their CPU.  Where it cannot help it is off: a server running inside a test's own event
-loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs (affinity or cgroup
-quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the environment (any other value
-is the shortest window in microseconds; the longest is 1 ms or that, whichever is longer).
+flush with output extends the window.  The window follows the clients, between 100 us and 1 ms: a read caught in a
+spell shows how long the server waited for it (from the output before it to the last idle turn of the loop), and the
+window moves towards twice that (at once when longer, a sixteenth of the way when shorter); a spell that missed,
+followed by output less than 1 ms after the spell's last one, stretches the window to that gap.  A fixed 100 us
+caught next to nothing on a slower machine, where a C client's KV put comes back 250-450 us after the last answer
+and a nats-py client's ~450 us (the gaps between outputs, measured on the benchmark's workloads); 1 ms for everyone
+would spin through every lull of a stream of messages, on the CPU its clients need.  It is bounded and backs off: a
+spell in which nothing came (a client that pauses between requests, a test suite's idle moments) counts as a miss,
+and after two misses in a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client
+costs next to nothing; one spell that catches a read resets it, so a client that pauses longer than the window costs
+at most two windows of CPU and then next to nothing.  It spins only while the rest of the machine leaves a CPU free
+(``CpuGate``: /proc/stat less the server's own CPU time, looked at every 0.2 s): with two clients busy on a two-core
+machine, a spinning server would only take their CPU.  Where it cannot help it is off: a server running inside a
+test's own event loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs
+(affinity or cgroup quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the
+environment (any other value is the shortest window in microseconds; the longest is 1 ms or that, whichever is
+longer).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """server/core/spin.py: the standalone server polls a moment for the next request after a reply.
 
 The spinner's rules on a fake loop and clock (a spell lasts its window and is extended by output, the window follows
-the client's wait for the next read between 100 us and 1 ms, two empty spells in a row start a doubling back-off up to 256
-skipped arms, a spell that catches a read resets it, stop ends it);
+the client's wait for the next read between 100 us and 1 ms, two empty spells in a row start a doubling back-off up
+to 256 skipped arms, a spell that catches a read resets it, stop ends it);
 where it is off (a server in a test's event loop, one CPU or a quota under two, ``SKIFF_SPIN_US=0``); a bad
 ``SKIFF_SPIN_US`` is a start-up error; and the process it is meant for, a real ``skiff``, answers a tight request
 loop and then goes quiet: it does not keep burning a CPU once its client pauses.
