@@ -82,9 +82,15 @@ def window_from_env(environ=os.environ) -> float:
 class CpuGate:
     """Whether the rest of the machine left a CPU free over the last ``GATE_PERIOD``: spinning takes a CPU, and on a
     machine whose CPUs the clients need (two C clients and the server on two cores, parallel test workers) it would
-    slow everyone down.  Busy time is /proc/stat's (all CPUs: user, nice, system, irq, softirq, steal) less this
+    slow everyone down.  Busy time is /proc/stat's (all CPUs: user, nice, system, irq, softirq) less this
     process's own CPU time (``time.process_time``, all threads; its spinning included), so a server does not shut
-    itself out by spinning.  Without /proc/stat the gate stays shut: no spinning where it cannot be checked."""
+    itself out by spinning.  Steal (the hypervisor running someone else on this machine's CPUs) is not counted: no
+    process here needs that time, and it is when a sleeping server is slowest to wake.  Measured with the C
+    request/reply client (bench/c/rr.c, 1 client) on a two-CPU VM while steal was 5-38% of its CPU time, 4 pairs of
+    3 s runs: spinning p50 186-396 us, not spinning 347-932 us.  A gate that counted steal shut when it passed ~30%
+    (12 of 80 looks in 5 pairs of runs, logged), which is the likely cause of a full bench run whose request/reply
+    row went to ~930 us while nats-server (whose scheduler spins regardless) stayed at 105-142 us.
+    Without /proc/stat the gate stays shut: no spinning where it cannot be checked."""
 
     def __init__(self, cpus: float, stat_path: str = "/proc/stat", own_cpu=process_time) -> None:
         self.cpus = cpus
@@ -98,10 +104,10 @@ class CpuGate:
         try:
             with open(self._path) as f:
                 head = f.readline().split()
-            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in head[1:9])
+            user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in head[1:8])
         except (OSError, ValueError):
             return None
-        return (user + nice + system + irq + softirq + steal) / self._hz
+        return (user + nice + system + irq + softirq) / self._hz
 
     def _sample(self, now: float) -> tuple[float, float, float] | None:
         busy = self._busy_seconds()

@@ -190,9 +190,9 @@ def test_no_spell_while_the_machine_needs_the_cpu_and_a_spell_ends_when_it_does(
     assert sp._misses == 0  # ended for the machine's sake, not an empty spell
 
 
-def _stat(path, busy_ticks: int, idle_ticks: int) -> None:
+def _stat(path, busy_ticks: int, idle_ticks: int, steal_ticks: int = 0) -> None:
     # cpu user nice system idle iowait irq softirq steal guest guest_nice
-    path.write_text(f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+    path.write_text(f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 {steal_ticks} 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
 
 
 def test_the_gate_counts_the_other_processes_cpu_not_its_own(tmp_path, monkeypatch):
@@ -216,6 +216,24 @@ def test_the_gate_counts_the_other_processes_cpu_not_its_own(tmp_path, monkeypat
     _stat(stat, int(3.2 * hz + 0.3 * hz), 0)
     own[0] = 1.5
     assert gate.check(3.0) is True
+
+
+def test_the_gate_does_not_count_steal_as_the_other_processes_use(tmp_path, monkeypatch):
+    # A VM whose host takes 0.8 of its two CPUs (steal) while a client uses 0.4: no process here would get the CPU
+    # the server spins on, and a sleeping server is slowest to wake just then (CpuGate's docstring); the gate stays
+    # open.  The same 1.2 CPU-seconds used by processes here shut it.
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    own = [0.0]
+    _stat(stat, 0, 0)
+    monkeypatch.setattr(spin, "perf_counter", lambda: 0.0)
+    gate = spin.CpuGate(2, str(stat), own_cpu=lambda: own[0])
+    _stat(stat, int(1.4 * hz), 0, steal_ticks=int(0.8 * hz))
+    own[0] = 1.0
+    assert gate.check(1.0) is True
+    _stat(stat, int(1.4 * hz + 2.2 * hz), 0, steal_ticks=int(0.8 * hz))
+    own[0] = 2.0
+    assert gate.check(2.0) is False
 
 
 def test_the_gate_stays_shut_without_proc_stat(tmp_path):
