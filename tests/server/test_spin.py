@@ -190,31 +190,38 @@ def test_no_spell_while_the_machine_needs_the_cpu_and_a_spell_ends_when_it_does(
     assert sp._misses == 0  # ended for the machine's sake, not an empty spell
 
 
-def _stat(path, busy_ticks: int, idle_ticks: int, steal_ticks: int = 0) -> None:
-    # cpu user nice system idle iowait irq softirq steal guest guest_nice
-    path.write_text(f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 {steal_ticks} 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+class FakeStat:
+    """A /proc/stat for a CpuGate on two CPUs, opened at time 0, and the server's own CPU time beside it."""
+
+    def __init__(self, tmp_path, monkeypatch) -> None:
+        self.path = tmp_path / "stat"
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self.own = 0.0
+        self.set(0, 0)
+        monkeypatch.setattr(spin, "perf_counter", lambda: 0.0)
+        self.gate = spin.CpuGate(2, str(self.path), own_cpu=lambda: self.own)
+
+    def set(self, busy_s: float, own_s: float, steal_s: float = 0.0) -> None:
+        """Busy CPU-seconds so far (user), this server's own, and steal."""
+        # cpu user nice system idle iowait irq softirq steal guest guest_nice
+        self.path.write_text(f"cpu  {int(busy_s * self.hz)} 0 0 0 0 0 0 {int(steal_s * self.hz)} 0 0\n"
+                             "cpu0 0 0 0 0 0 0 0 0 0 0\n")
+        self.own = own_s
 
 
 def test_the_gate_counts_the_other_processes_cpu_not_its_own(tmp_path, monkeypatch):
-    stat = tmp_path / "stat"
-    hz = os.sysconf("SC_CLK_TCK")
-    own = [0.0]
-    _stat(stat, 0, 0)
-    monkeypatch.setattr(spin, "perf_counter", lambda: 0.0)
-    gate = spin.CpuGate(2, str(stat), own_cpu=lambda: own[0])
+    st = FakeStat(tmp_path, monkeypatch)
+    gate = st.gate
     assert gate.open
     # 1 s later: the machine was busy 1.5 CPU-seconds, 1.0 of them this server's own (spinning): others used 0.5
-    _stat(stat, int(1.5 * hz), 0)
-    own[0] = 1.0
+    st.set(1.5, 1.0)
     assert gate.check(0.1) is True and gate._last[0] == 0.0  # within a period: the last answer, no new look
     assert gate.check(1.0) is True
     # the next second others used 1.2 CPU-seconds of 2: less than 0.9 of a CPU left, the gate shuts
-    _stat(stat, int(1.5 * hz + 1.7 * hz), 0)
-    own[0] = 1.5
+    st.set(1.5 + 1.7, 1.5)
     assert gate.check(2.0) is False
     # and opens again when they calm down
-    _stat(stat, int(3.2 * hz + 0.3 * hz), 0)
-    own[0] = 1.5
+    st.set(3.2 + 0.3, 1.5)
     assert gate.check(3.0) is True
 
 
@@ -222,18 +229,11 @@ def test_the_gate_does_not_count_steal_as_the_other_processes_use(tmp_path, monk
     # A VM whose host takes 0.8 of its two CPUs (steal) while a client uses 0.4: no process here would get the CPU
     # the server spins on, and a sleeping server is slowest to wake just then (CpuGate's docstring); the gate stays
     # open.  The same 1.2 CPU-seconds used by processes here shut it.
-    stat = tmp_path / "stat"
-    hz = os.sysconf("SC_CLK_TCK")
-    own = [0.0]
-    _stat(stat, 0, 0)
-    monkeypatch.setattr(spin, "perf_counter", lambda: 0.0)
-    gate = spin.CpuGate(2, str(stat), own_cpu=lambda: own[0])
-    _stat(stat, int(1.4 * hz), 0, steal_ticks=int(0.8 * hz))
-    own[0] = 1.0
-    assert gate.check(1.0) is True
-    _stat(stat, int(1.4 * hz + 2.2 * hz), 0, steal_ticks=int(0.8 * hz))
-    own[0] = 2.0
-    assert gate.check(2.0) is False
+    st = FakeStat(tmp_path, monkeypatch)
+    st.set(1.4, 1.0, steal_s=0.8)
+    assert st.gate.check(1.0) is True
+    st.set(1.4 + 2.2, 2.0, steal_s=0.8)
+    assert st.gate.check(2.0) is False
 
 
 def test_the_gate_stays_shut_without_proc_stat(tmp_path):
