@@ -64,6 +64,14 @@ def build_wheel(tmp_path_factory, env: dict | None = None) -> Path:
     return whl
 
 
+def test_the_build_uses_no_configuration_setuptools_has_set_an_end_date_for(wheel):
+    """setuptools warns of deprecated pyproject.toml forms with a date after which builds fail ("By 2027-Feb-18,
+    you need to update your project", said of `project.license` as a table): a fresh machine's `make test` would
+    break that day.  The build log must carry no such notice."""
+    log = (wheel.parent / "build.log").read_text()
+    assert "you need to update your project" not in log, log[log.find("you need to update") - 600:][:1200]
+
+
 ACCEL = re.compile(r"^skiff/protocol/_speedups\.[\w.-]+\.so$")
 
 
