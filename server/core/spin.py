@@ -26,12 +26,12 @@ spell in which nothing came (a client that pauses between requests, a test suite
 and after two misses in a row the next ``backoff`` spells are skipped, doubling up to 256, so an idle or slow client
 costs next to nothing; one spell that catches a read resets it, so a client that pauses longer than the window costs
 at most two windows of CPU and then next to nothing.  It spins only while the rest of the machine leaves a CPU free
-(``CpuGate``: /proc/stat less the server's own CPU time, looked at every 0.2 s): with two clients busy on a two-core
-machine, a spinning server would only take their CPU.  Where it cannot help it is off: a server running inside a
-test's own event loop (only ``skiff.server.runner`` starts a spinner), a process allowed fewer than two CPUs
-(affinity or cgroup quota: the spinning loop would take the client's CPU), and ``SKIFF_SPIN_US=0`` in the
-environment (any other value is the shortest window in microseconds; the longest is 1 ms or that, whichever is
-longer).
+(``CpuGate``: /proc/stat less the server's own CPU time and the hypervisor's steal, looked at every 0.2 s): with two
+clients busy on a two-core machine, a spinning server would only take their CPU.  Where it cannot help it is off:
+a server running inside a test's own event loop (only ``skiff.server.runner`` starts a spinner), a process allowed
+fewer than two CPUs (affinity or cgroup quota: the spinning loop would take the client's CPU), and
+``SKIFF_SPIN_US=0`` in the environment (any other value is the shortest window in microseconds; the longest is 1 ms
+or that, whichever is longer).
 """
 from __future__ import annotations
 
