@@ -59,6 +59,8 @@ def spark():
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     from pyspark.sql import SparkSession
 
+    from tests.spark.helpers import JVM_OPTIONS
+
     session = (
         SparkSession.builder.master("local[2,4]")
         .appName("skiff-spark-tests")
@@ -69,8 +71,7 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.streaming.stopTimeout", "10s")
-        # a short-lived JVM: skip the optimising JIT tier, it costs more than it saves here
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

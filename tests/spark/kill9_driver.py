@@ -69,11 +69,13 @@ def main(job: dict) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "spark"), str(ROOT)])
     from pyspark.sql import SparkSession
 
+    from tests.spark.helpers import JVM_OPTIONS
+
     spark = (SparkSession.builder.master("local[2]").appName("skiff-kill9")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     print("started", flush=True)

@@ -37,7 +37,7 @@ import pytest
 from tests.conftest import selected_targets
 from tests.harness import ServerProcess
 from tests.spark.conftest import ensure_java
-from tests.spark.helpers import sync, unique
+from tests.spark.helpers import JVM_OPTIONS, sync, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -53,9 +53,9 @@ from pyspark.sql import SparkSession
 master, url, stream = (sys.argv[1:] + ["local[1]", "", ""])[:3]
 builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
            .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-           # short-lived JVMs: skip the optimising JIT tier, it costs more than it saves here (as tests/spark does)
-           .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-           .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+           # short-lived JVMs: tests/spark/helpers.py JVM_OPTIONS, put in below
+           .config("spark.driver.extraJavaOptions", "@JVM_OPTIONS@")
+           .config("spark.executor.extraJavaOptions", "@JVM_OPTIONS@"))
 if master.startswith("spark://"):
     builder = builder.config("spark.executor.memory", "512m").config("spark.pyspark.python", sys.executable)
 spark = builder.getOrCreate()
@@ -94,7 +94,7 @@ if url:
     out["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
 spark.stop()
 print("RESULT " + json.dumps(out))
-'''
+'''.replace("@JVM_OPTIONS@", JVM_OPTIONS)
 
 COLUMNS = ["stream", "subject", "seq", "timestamp", "headers", "data"]
 
@@ -214,8 +214,7 @@ def standalone_cluster(venv: Path, tmp: Path):
                          capture_output=True, text=True, check=True, env=user_env(venv))
     home = Path(out.stdout.strip()).parent
     env = dict(user_env(venv), SPARK_HOME=str(home), SPARK_NO_DAEMONIZE="1",
-               # short-lived JVMs: the optimising JIT tier costs more than it saves (as the suite's own session)
-               SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+               SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS)  # short-lived JVMs, as the suite's own session
     port = free_port()
     master = f"spark://127.0.0.1:{port}"
     procs: list[subprocess.Popen] = []
