@@ -46,16 +46,17 @@ _PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SOURCES = ("pyproject.toml", _PYPROJECT["project"]["readme"],
            *sorted({d.split("/")[0] for d in _PYPROJECT["tool"]["setuptools"]["package-dir"].values()}))
 
-PROBE = r'''
+# the probe runs in the fresh venv, where tests/ is not importable: the JVM options go in as its first line
+PROBE = f"JVM_OPTIONS = {JVM_OPTIONS!r}\n" + r'''
 import json, sys, threading
 from pyspark.sql import SparkSession
 
 master, url, stream = (sys.argv[1:] + ["local[1]", "", ""])[:3]
 builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
            .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-           # short-lived JVMs: tests/spark/helpers.py JVM_OPTIONS, put in below
-           .config("spark.driver.extraJavaOptions", "@JVM_OPTIONS@")
-           .config("spark.executor.extraJavaOptions", "@JVM_OPTIONS@"))
+           # short-lived JVMs, as the suite's own session (tests/spark/helpers.py)
+           .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+           .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
 if master.startswith("spark://"):
     builder = builder.config("spark.executor.memory", "512m").config("spark.pyspark.python", sys.executable)
 spark = builder.getOrCreate()
@@ -94,7 +95,7 @@ if url:
     out["executors"] = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
 spark.stop()
 print("RESULT " + json.dumps(out))
-'''.replace("@JVM_OPTIONS@", JVM_OPTIONS)
+'''
 
 COLUMNS = ["stream", "subject", "seq", "timestamp", "headers", "data"]
 
