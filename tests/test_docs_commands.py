@@ -122,13 +122,29 @@ def test_command_runs_as_printed(where, cmd, tmp_path):
     argv = shlex.split(cmd)
     assert kind != "other", f"{where}: `{cmd}` is a command this test does not know how to run: teach it"
     if kind == "make":
-        targets = [a for a in argv[1:] if "=" not in a]
-        proc = subprocess.run(["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, f"{where}: make -n {' '.join(targets)}: {proc.stderr[-2000:]}"
+        _dry_run_make(where, [a for a in argv[1:] if "=" not in a], tmp_path)
     elif kind == "server":
         _run_server(where, argv)
     else:
         _check_module(where, argv)
+
+
+def _dry_run_make(where: str, targets: list[str], tmp_path: Path) -> None:
+    """``make -n`` as on a fresh machine: the venv a directory that does not exist yet, so every command that runs the
+    venv's Python must come after the line that creates it (a target without the right stamp as prerequisite would
+    run a Python that is not there), and no variable the Makefile reads may be undefined (a misspelt stamp expands
+    to nothing, which is how `make reliability` once lost its venv)."""
+    venv = tmp_path / "fresh-venv"
+    proc = subprocess.run(["make", "--warn-undefined-variables", "-n", f"VENV={venv}", *targets], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"{where}: make -n {' '.join(targets)}: {proc.stderr[-2000:]}"
+    undefined = [line for line in proc.stderr.splitlines() if "undefined variable" in line]
+    assert not undefined, f"{where}: make {' '.join(targets)} reads undefined variables: {undefined}"
+    lines = proc.stdout.splitlines()
+    uses = [i for i, line in enumerate(lines) if f"{venv}/bin/" in line]
+    created = [i for i, line in enumerate(lines) if f"-m venv {venv}" in line]
+    assert not uses or (created and created[0] < uses[0]), \
+        f"{where}: make {' '.join(targets)} runs the venv before creating it:\n{proc.stdout[-2000:]}"
 
 
 def _run_server(where: str, argv: list[str]) -> None:
