@@ -1,5 +1,5 @@
-"""What the kill -9 sourcing tests share: raw API requests, and a publisher that counts acknowledged publishes and
-stops at the kill."""
+"""What the kill -9 tests share: raw API requests, a publisher that counts acknowledged publishes and stops at the
+kill, and a read of everything a stream holds after the restart."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +9,40 @@ import json
 async def api(nc, subject: str, body: dict | bytes = b"") -> dict:
     data = json.dumps(body).encode() if isinstance(body, dict) else body
     return json.loads((await nc.request(subject, data, timeout=5)).data)
+
+
+async def create_stream(url: str, config: dict) -> None:
+    """Create a stream on its own connection (the kill tests then open the connections they kill under)."""
+    import nats
+
+    nc = await nats.connect(url)
+    r = await api(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+    assert "error" not in r, r
+    await nc.close()
+
+
+async def direct_get_all(nc, name: str, last: int) -> list:
+    """Every message of stream ``name`` up to sequence ``last``, in order, read by batched DIRECT.GET."""
+    out = []
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    seq = 1
+    while seq <= last:
+        await nc.publish(f"$JS.API.DIRECT.GET.{name}", json.dumps({"seq": seq, "batch": 1000}).encode(), reply=inbox)
+        got = 0
+        while True:
+            m = await sub.next_msg(timeout=5)
+            if not m.data and m.headers and m.headers.get("Status"):
+                break  # end of this direct-get batch (204 / 404)
+            got += 1
+            out.append(m)
+            seq = int(m.headers["Nats-Sequence"]) + 1
+        # Nothing at or after seq: the sequences up to last_seq are gone (a partial batch removed at recovery
+        # leaves last_seq past the last message); asking again would loop forever.
+        if not got:
+            break
+    await sub.unsubscribe()
+    return out
 
 
 async def state(nc, name: str) -> dict:

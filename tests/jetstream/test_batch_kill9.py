@@ -14,7 +14,7 @@ import nats
 import pytest
 
 from tests.jetstream.test_batch_atomic import bh
-from tests.jetstream.kill9_support import close_dead
+from tests.jetstream.kill9_support import close_dead, create_stream, direct_get_all
 
 PUBLISHERS = 4
 BATCH = 25
@@ -60,36 +60,13 @@ async def _storm(server, acked: dict[str, tuple[int, int]]) -> None:
 
 
 async def _all_msgs(nc, name: str, last: int) -> list[dict]:
-    out: list[dict] = []
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    seq = 1
-    while seq <= last:
-        await nc.publish(f"$JS.API.DIRECT.GET.{name}", json.dumps({"seq": seq, "batch": 1000}).encode(), reply=inbox)
-        got = 0
-        while True:
-            m = await sub.next_msg(timeout=5)
-            if not m.data and m.headers and m.headers.get("Status"):
-                break  # end of this direct-get batch (204 / 404)
-            got += 1
-            out.append({"seq": int(m.headers["Nats-Sequence"]), "id": m.headers.get("Nats-Batch-Id"),
-                        "bseq": int(m.headers.get("Nats-Batch-Sequence", 0)),
-                        "commit": m.headers.get("Nats-Batch-Commit")})
-            seq = out[-1]["seq"] + 1
-        # Nothing at or after seq: the sequences up to last_seq are gone (a partial batch removed at recovery
-        # leaves last_seq past the last message); asking again would loop forever.
-        if not got or out[-1]["seq"] >= last:
-            break
-    await sub.unsubscribe()
-    return out
+    return [{"seq": int(m.headers["Nats-Sequence"]), "id": m.headers.get("Nats-Batch-Id"),
+             "bseq": int(m.headers.get("Nats-Batch-Sequence", 0)), "commit": m.headers.get("Nats-Batch-Commit")}
+            for m in await direct_get_all(nc, name, last)]
 
 
 async def test_kill9_during_batch_commits_leaves_whole_batches(server):
-    nc = await nats.connect(server.url)
-    r = await _api(nc, "STREAM.CREATE.K", {"name": "K", "subjects": ["k.>"], "allow_atomic": True,
-                                           "allow_direct": True})
-    assert "error" not in r, r
-    await nc.close()
+    await create_stream(server.url, {"name": "K", "subjects": ["k.>"], "allow_atomic": True, "allow_direct": True})
 
     acked: dict[str, tuple[int, int]] = {}
     await _storm(server, acked)
