@@ -26,10 +26,10 @@ the first ``seq 0`` ack are left out; everything else is sent (nats-server sends
 the server saw less, else resends the current ack.
 
 Skiff stores each message before the next one is read, so a message is "persisted" as soon as it is stored
-(nats-server's ``pending`` count is always zero here) and the flow-control messages go out through the durability
-queue, after the write they report.  Limits: 1000 open fast batches per stream, 50,000 per server (10211), 10 s
-without a message drops a batch silently (no advisory, as nats-server).
-"""
+(nats-server's ``pending`` count is always zero here) and the flow-control acks and the commit go out through the
+durability queue as PubAcks do (``Durability.send_stored``): after the write they report, and after its fsync with
+``sync_interval: always``, where nats-server fsyncs every write before answering. Limits: 1000 open fast batches per
+stream, 50,000 per server (10211), 10 s without a message drops a batch silently (no advisory, as nats-server). """
 from __future__ import annotations
 
 import weakref
@@ -152,8 +152,13 @@ class FastBatches:
         if reply:
             self.stream.js.durability.send(reply, payload)
 
+    def _send_stored(self, reply: str, payload: bytes) -> None:
+        """A flow-control ack or a commit: it reports messages stored, so it waits as a PubAck does."""
+        if reply:
+            self.stream.js.durability.send_stored(self.stream, reply, payload)
+
     def _flow_ack(self, b: FastBatch, reply: str) -> None:
-        self._send(reply, b'{"type":"ack","seq":%d,"msgs":%d}' % (b.fseq, b.ack_messages))
+        self._send_stored(reply, b'{"type":"ack","seq":%d,"msgs":%d}' % (b.fseq, b.ack_messages))
 
     def _gap(self, reply: str, expected: int, got: int) -> None:
         self._send(reply, b'{"type":"gap","last_seq":%d,"seq":%d}' % (expected, got))
@@ -179,7 +184,7 @@ class FastBatches:
         stream = self.stream
         if reply:  # sent on no_ack streams too, as nats-server does (only the errors before a batch obey no_ack)
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
-            self._send(reply, stream.ack_payload(b.sseq, tail))
+            self._send_stored(reply, stream.ack_payload(b.sseq, tail))
 
     def _rekey(self, b: FastBatch) -> None:
         """Key ``b`` by the reply subject of its next in-order append (op 1 at ``lseq + 1``): ``b.head`` comes from a

@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-Publishing never awaits (DESIGN.md).  :meth:`Durability.stored` records that a stream appended a message and, if
-the publisher wants an ack, queues ``(stream, seq, reply)``; :meth:`send` queues a ready-made reply (error acks,
-duplicate acks) behind the acks already waiting, so one client's acks keep their order.  Both set
-``engine.has_pending``; the server calls :meth:`JetStream.flush` -> :meth:`flush` once per read (``flush_pending``
-before client output is written), and a ``call_soon`` covers publishes that did not come from a client read
-(timers, internal publishes).
+Publishing never awaits (DESIGN.md). :meth:`Durability.stored` records that a stream appended a message and, if the
+publisher wants an ack, queues ``(stream, seq, reply)``; :meth:`send` queues a ready-made reply (error acks,
+duplicate acks) behind the acks already waiting, so one client's acks keep their order; :meth:`send_stored` queues a
+ready-made reply that reports stored messages (a fast batch's flow acks and commit), which waits as a PubAck. Both
+set ``engine.has_pending``; the server calls :meth:`JetStream.flush` -> :meth:`flush` once per read
+(``flush_pending`` before client output is written), and a ``call_soon`` covers publishes that did not come from a
+client read (timers, internal publishes).
 
 ``flush``:
 
@@ -115,6 +116,14 @@ class Durability:
         self._acks.append((None, 0, reply, payload))
         self._pending()
 
+    def send_stored(self, stream: "Stream", reply: str, payload: bytes) -> None:
+        """A ready-made reply that reports messages of ``stream`` as stored (a fast batch's flow-control ack or
+        commit): it leaves when a PubAck for them would, after the write, and after the fsync with
+        ``sync_always`` (nats-server fsyncs every write then, before it answers)."""
+        self._acks.append((stream, -1, reply, payload))
+        self._dirty.setdefault(stream, None)
+        self._pending()
+
     def consumer_write(self, store) -> None:
         """Write a (file) consumer store's state with the next group commit (``sync_always`` only)."""
         self._cwrites[store] = None
@@ -197,7 +206,9 @@ class Durability:
                     route(None, reply, "", 0, payload)
                 continue
             f = failed.get(stream) if failed else None
-            if f is not None and (f[0] is None or seq in f[0]):
+            if seq < 0:  # send_stored: the reply is made
+                out = payload
+            elif f is not None and (f[0] is None or seq in f[0]):
                 out = f[1]
             else:
                 out = stream._pub_ack_prefix + b"%d" % seq + payload  # Stream.ack_payload in-line

@@ -99,3 +99,47 @@ async def test_disk_full_error_ack_and_nothing_lost(tmp_path, target):
     finally:
         await nc.close()
         await srv.shutdown()
+
+
+async def test_sync_always_fast_batch_acks_wait_for_the_fsync(tmp_path, target):
+    """A fast batch's flow-control acks and its commit reply promise what a PubAck does (nats-server fsyncs every
+    write under ``sync_interval: always`` before it answers): none leaves before an fsync that began after the
+    messages it covers were written."""
+    srv = await Server(jetstream=True, store_dir=str(tmp_path), sync_always=True).start()
+    nc = await nats.connect(srv.client_url)
+    try:
+        await _create(nc, "FB", allow_batched=True)
+        store = srv.jetstream.streams["FB"].store
+        real_sync = store.sync
+        syncs: list[tuple[int, float]] = []  # (messages written when the fsync began, when it ended)
+
+        def slow_sync() -> None:  # runs in the worker thread
+            began = store.last_seq
+            time.sleep(0.02)
+            real_sync()
+            syncs.append((began, time.monotonic()))
+
+        store.sync = slow_sync
+        replies: list[tuple[float, dict]] = []
+
+        async def on_reply(m):
+            replies.append((time.monotonic(), json.loads(m.data)))
+
+        await nc.subscribe("_FB.>", cb=on_reply)
+        for i in range(1, 31):
+            op = 0 if i == 1 else 2 if i == 30 else 1
+            await nc.publish("FB.x", b"%d" % i, reply=f"_FB.b.10.fail.{i}.{op}.$FI")
+            if i % 10 == 0:
+                await asyncio.sleep(0.05)  # let the flow ack come: the window is 10 messages
+        deadline = time.monotonic() + 5
+        while not any("batch" in r for _, r in replies) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert [r.get("type", "commit") for _, r in replies] == ["ack", "ack", "ack", "commit"], replies
+        for at, r in replies:
+            # a flow ack's batch sequence, the commit's stream sequence (one batch, from 1); the first ack (seq 0,
+            # the window, sent as the batch opens) reports nothing stored
+            if r["seq"]:
+                assert any(began >= r["seq"] and ended <= at for began, ended in syncs), (r, syncs, at)
+    finally:
+        await nc.close()
+        await srv.shutdown()
