@@ -317,7 +317,7 @@ class FastBatches:
                     if dup:
                         tail = (b',"duplicate": true,"batch":' + jsonout.dumps(b.id).encode()
                                 + b',"count":%d}' % fb.seq)
-                        self._send(reply, stream.ack_payload(res.seq, tail))
+                        self._send_stored(reply, stream.ack_payload(res.seq, tail))
                     else:
                         self._send(reply, stream.error_ack(res))
                 return 0

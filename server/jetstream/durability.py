@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 Publishing never awaits (DESIGN.md). :meth:`Durability.stored` records that a stream appended a message and, if the
-publisher wants an ack, queues ``(stream, seq, reply)``; :meth:`send` queues a ready-made reply (error acks,
-duplicate acks) behind the acks already waiting, so one client's acks keep their order; :meth:`send_stored` queues a
-ready-made reply that reports stored messages (a fast batch's flow acks and commit), which waits as a PubAck. Both
+publisher wants an ack, queues ``(stream, seq, reply)``; :meth:`send` queues a ready-made reply (error acks) behind
+the acks already waiting, so one client's acks keep their order; :meth:`send_stored` queues a ready-made reply that
+reports stored messages (duplicate acks, a fast batch's flow acks and commit), which waits as a PubAck. All
 set ``engine.has_pending``; the server calls :meth:`JetStream.flush` -> :meth:`flush` once per read
 (``flush_pending`` before client output is written), and a ``call_soon`` covers publishes that did not come from a
 client read (timers, internal publishes).
@@ -109,7 +109,7 @@ class Durability:
         self._pending()
 
     def send(self, reply: str, payload: bytes) -> None:
-        """A reply that needs no durability (error or duplicate ack), kept in order with the queued acks."""
+        """A reply that reports nothing stored (an error ack), kept in order with the queued acks."""
         if not self._acks and not self.js.has_pending:
             self.server.publish(reply, payload)
             return
@@ -117,9 +117,10 @@ class Durability:
         self._pending()
 
     def send_stored(self, stream: "Stream", reply: str, payload: bytes) -> None:
-        """A ready-made reply that reports messages of ``stream`` as stored (a fast batch's flow-control ack or
-        commit): it leaves when a PubAck for them would, after the write, and after the fsync with
-        ``sync_always`` (nats-server fsyncs every write then, before it answers)."""
+        """A ready-made reply that reports messages of ``stream`` as stored (a duplicate's ack, a fast batch's
+        flow-control ack or commit): it leaves when a PubAck for them would, after the write, and after an fsync
+        that began after it with ``sync_always`` (nats-server fsyncs every write then, before it answers; a
+        duplicate may come while the original's fsync still runs)."""
         self._acks.append((stream, -1, reply, payload))
         self._dirty.setdefault(stream, None)
         self._pending()

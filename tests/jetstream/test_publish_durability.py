@@ -143,3 +143,32 @@ async def test_sync_always_fast_batch_acks_wait_for_the_fsync(tmp_path, target):
     finally:
         await nc.close()
         await srv.shutdown()
+
+
+async def test_sync_always_duplicate_ack_waits_for_the_original_fsync(tmp_path, target):
+    """A duplicate's ack reports the original as stored: it must not leave before the original's fsync ended, even
+    when the duplicate comes while that fsync is still running."""
+    srv = await Server(jetstream=True, store_dir=str(tmp_path), sync_always=True).start()
+    nc = await nats.connect(srv.client_url)
+    try:
+        await _create(nc, "D")
+        store = srv.jetstream.streams["D"].store
+        real_sync = store.sync
+        ended: list[float] = []
+
+        def slow_sync() -> None:  # runs in the worker thread
+            time.sleep(0.1)
+            real_sync()
+            ended.append(time.monotonic())
+
+        store.sync = slow_sync
+        first = asyncio.ensure_future(nc.request("D.x", b"1", headers={"Nats-Msg-Id": "m1"}, timeout=5))
+        await asyncio.sleep(0.03)  # the original is written and its fsync is running
+        dup = json.loads((await nc.request("D.x", b"1", headers={"Nats-Msg-Id": "m1"}, timeout=5)).data)
+        dup_at = time.monotonic()
+        assert dup == {"stream": "D", "seq": 1, "duplicate": True}
+        assert json.loads((await first).data)["seq"] == 1
+        assert ended and dup_at >= ended[0], "the duplicate's ack left before the original was fsynced"
+    finally:
+        await nc.close()
+        await srv.shutdown()
