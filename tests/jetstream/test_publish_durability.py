@@ -27,21 +27,29 @@ async def _create(nc, name: str, **cfg) -> None:
     assert "error" not in r, r
 
 
+def slow_fsyncs(srv, stream: str, delay: float) -> list[tuple[int, float]]:
+    """Make every fsync of ``stream``'s store take ``delay`` longer; the list it returns gets, per fsync, the
+    stream's last sequence when it began and the monotonic time when it ended."""
+    store = srv.jetstream.streams[stream].store
+    real_sync = store.sync
+    syncs: list[tuple[int, float]] = []
+
+    def slow_sync() -> None:  # runs in the worker thread
+        began = store.last_seq
+        time.sleep(delay)
+        real_sync()
+        syncs.append((began, time.monotonic()))
+
+    store.sync = slow_sync
+    return syncs
+
+
 async def test_sync_always_group_commit(tmp_path, target):
     srv = await Server(jetstream=True, store_dir=str(tmp_path), sync_always=True).start()
     nc = await nats.connect(srv.client_url)
     try:
         await _create(nc, "G")
-        store = srv.jetstream.streams["G"].store
-        real_sync = store.sync
-        done_at: list[float] = []
-
-        def slow_sync() -> None:  # runs in the worker thread
-            time.sleep(0.02)
-            real_sync()
-            done_at.append(time.monotonic())
-
-        store.sync = slow_sync
+        syncs = slow_fsyncs(srv, "G", 0.02)
         inbox = nc.new_inbox()
         acks: list[tuple[float, int]] = []
         got = asyncio.Event()
@@ -57,8 +65,8 @@ async def test_sync_always_group_commit(tmp_path, target):
         await nc.flush()
         await asyncio.wait_for(got.wait(), 10)
         assert sorted(s for _, s in acks) == list(range(1, 301))
-        assert done_at and min(t for t, _ in acks) >= done_at[0]  # nothing acked before the first fsync ended
-        assert len(done_at) < 60, f"{len(done_at)} fsyncs for 300 publishes: no group commit"
+        assert syncs and min(t for t, _ in acks) >= syncs[0][1]  # nothing acked before the first fsync ended
+        assert len(syncs) < 60, f"{len(syncs)} fsyncs for 300 publishes: no group commit"
     finally:
         await nc.close()
         await srv.shutdown()
@@ -109,17 +117,7 @@ async def test_sync_always_fast_batch_acks_wait_for_the_fsync(tmp_path, target):
     nc = await nats.connect(srv.client_url)
     try:
         await _create(nc, "FB", allow_batched=True)
-        store = srv.jetstream.streams["FB"].store
-        real_sync = store.sync
-        syncs: list[tuple[int, float]] = []  # (messages written when the fsync began, when it ended)
-
-        def slow_sync() -> None:  # runs in the worker thread
-            began = store.last_seq
-            time.sleep(0.02)
-            real_sync()
-            syncs.append((began, time.monotonic()))
-
-        store.sync = slow_sync
+        syncs = slow_fsyncs(srv, "FB", 0.02)
         replies: list[tuple[float, dict]] = []
 
         async def on_reply(m):
@@ -152,23 +150,14 @@ async def test_sync_always_duplicate_ack_waits_for_the_original_fsync(tmp_path, 
     nc = await nats.connect(srv.client_url)
     try:
         await _create(nc, "D")
-        store = srv.jetstream.streams["D"].store
-        real_sync = store.sync
-        ended: list[float] = []
-
-        def slow_sync() -> None:  # runs in the worker thread
-            time.sleep(0.1)
-            real_sync()
-            ended.append(time.monotonic())
-
-        store.sync = slow_sync
+        syncs = slow_fsyncs(srv, "D", 0.1)
         first = asyncio.ensure_future(nc.request("D.x", b"1", headers={"Nats-Msg-Id": "m1"}, timeout=5))
         await asyncio.sleep(0.03)  # the original is written and its fsync is running
         dup = json.loads((await nc.request("D.x", b"1", headers={"Nats-Msg-Id": "m1"}, timeout=5)).data)
         dup_at = time.monotonic()
         assert dup == {"stream": "D", "seq": 1, "duplicate": True}
         assert json.loads((await first).data)["seq"] == 1
-        assert ended and dup_at >= ended[0], "the duplicate's ack left before the original was fsynced"
+        assert syncs and dup_at >= syncs[0][1], "the duplicate's ack left before the original was fsynced"
     finally:
         await nc.close()
         await srv.shutdown()
