@@ -28,8 +28,9 @@ the server saw less, else resends the current ack.
 Skiff stores each message before the next one is read, so a message is "persisted" as soon as it is stored
 (nats-server's ``pending`` count is always zero here) and the flow-control acks and the commit go out through the
 durability queue as PubAcks do (``Durability.send_stored``): after the write they report, and after its fsync with
-``sync_interval: always``, where nats-server fsyncs every write before answering. Limits: 1000 open fast batches per
-stream, 50,000 per server (10211), 10 s without a message drops a batch silently (no advisory, as nats-server). """
+``sync_interval: always``, where nats-server fsyncs every write before answering.  Limits: 1000 open fast batches
+per stream, 50,000 per server (10211), 10 s without a message drops a batch silently (no advisory, as nats-server).
+"""
 from __future__ import annotations
 
 import weakref

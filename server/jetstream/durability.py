@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-Publishing never awaits (DESIGN.md). :meth:`Durability.stored` records that a stream appended a message and, if the
+Publishing never awaits (DESIGN.md).  :meth:`Durability.stored` records that a stream appended a message and, if the
 publisher wants an ack, queues ``(stream, seq, reply)``; :meth:`send` queues a ready-made reply (error acks) behind
 the acks already waiting, so one client's acks keep their order; :meth:`send_stored` queues a ready-made reply that
-reports stored messages (duplicate acks, a fast batch's flow acks and commit), which waits as a PubAck. All
-set ``engine.has_pending``; the server calls :meth:`JetStream.flush` -> :meth:`flush` once per read
-(``flush_pending`` before client output is written), and a ``call_soon`` covers publishes that did not come from a
-client read (timers, internal publishes).
+reports stored messages (duplicate acks, a fast batch's flow acks and commit), which waits as a PubAck.  All set
+``engine.has_pending``; the server calls :meth:`JetStream.flush` -> :meth:`flush` once per read (``flush_pending``
+before client output is written), and a ``call_soon`` covers publishes that did not come from a client read (timers,
+internal publishes).
 
 ``flush``:
 

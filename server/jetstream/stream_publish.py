@@ -122,7 +122,8 @@ class StreamPublishing:
             return self.store_checked(subject, reply, *res, can_respond, sourced)
         if isinstance(res, Duplicate):
             if can_respond:
-                self.js.durability.send_stored(self, reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
+                self.js.durability.send_stored(self, reply,
+                                               self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
             return 0
         return self._nak(reply, can_respond, res)
 
@@ -150,7 +151,8 @@ class StreamPublishing:
             dup = self.dedupe.check(msg_id)
             if dup:
                 if can_respond:
-                    self.js.durability.send_stored(self, reply, self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup)
+                    self.js.durability.send_stored(self, reply,
+                                                   self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup)
                 return
         if hlen > MAX_HEADER_SIZE:
             err = ApiError.of("JSStreamHeaderExceedsMaximumErr")
