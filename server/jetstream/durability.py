@@ -122,8 +122,7 @@ class Durability:
         that began after it with ``sync_always`` (nats-server fsyncs every write then, before it answers; a
         duplicate may come while the original's fsync still runs)."""
         self._acks.append((stream, -1, reply, payload))
-        self._dirty.setdefault(stream, None)
-        self._pending()
+        self.dirty(stream)
 
     def consumer_write(self, store) -> None:
         """Write a (file) consumer store's state with the next group commit (``sync_always`` only)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import nats
+
 
 async def api(nc, subject: str, body: dict | bytes = b"") -> dict:
     data = json.dumps(body).encode() if isinstance(body, dict) else body
@@ -13,8 +15,6 @@ async def api(nc, subject: str, body: dict | bytes = b"") -> dict:
 
 async def create_stream(url: str, config: dict) -> None:
     """Create a stream on its own connection (the kill tests then open the connections they kill under)."""
-    import nats
-
     nc = await nats.connect(url)
     r = await api(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
     assert "error" not in r, r
