@@ -39,6 +39,11 @@ def _run(tmp_path, kind: str, targets: list[str], only: list[str] | None = None)
         shim.symlink_to(nats_server_binary())
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("PYTEST_XDIST_WORKER", None)
+    # Their object store tests write 1-2 MiB NamedTemporaryFile(delete=False) files they never remove: give them a
+    # temporary directory that pytest's tmp_path clean-up owns, not the machine's /tmp.
+    tmp = tmp_path / f"tmp-{kind}"
+    tmp.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmp)
     # Their modules import ``tests.utils``: the copy runs as a package named ``tests`` in a directory of its own,
     # beside the pyproject.toml and README.md the object store tests upload (any files will do).
     work = tmp_path / f"run-{kind}" / ("again" if only else "all")  # tmp_path is per suite (parametrized)
