@@ -153,13 +153,21 @@ class FastBatches:
         if reply:
             self.stream.js.durability.send(reply, payload)
 
-    def _send_stored(self, reply: str, payload: bytes) -> None:
-        """A flow-control ack or a commit: it reports messages stored, so it waits as a PubAck does."""
+    def _send_stored(self, reply: str, payload: bytes, seq: int) -> None:
+        """A flow-control ack or a commit: it reports messages stored, up to stream sequence ``seq``, so it waits
+        as a PubAck does (and turns into the store-failure error if their write fails)."""
         if reply:
-            self.stream.js.durability.send_stored(self.stream, reply, payload)
+            self.stream.js.durability.send_stored(self.stream, reply, payload, seq)
 
     def _flow_ack(self, b: FastBatch, reply: str) -> None:
-        self._send_stored(reply, b'{"type":"ack","seq":%d,"msgs":%d}' % (b.fseq, b.ack_messages))
+        self._send_stored(reply, b'{"type":"ack","seq":%d,"msgs":%d}' % (b.fseq, b.ack_messages), b.sseq)
+
+    def write_failed(self, first_lost: int) -> None:
+        """A write failed and the store rolled back every message from ``first_lost`` on: a batch that had stored
+        one of them ends (its replies in that flush become the error ack; a later append gets 10208 "batch publish
+        ID unknown"), so that no later flow ack or commit reports the lost messages as stored."""
+        for b in [b for b in self.open.values() if b.sseq >= first_lost]:
+            self._drop(b)
 
     def _gap(self, reply: str, expected: int, got: int) -> None:
         self._send(reply, b'{"type":"gap","last_seq":%d,"seq":%d}' % (expected, got))
@@ -185,7 +193,7 @@ class FastBatches:
         stream = self.stream
         if reply:  # sent on no_ack streams too, as nats-server does (only the errors before a batch obey no_ack)
             tail = b',"batch":' + jsonout.dumps(b.id).encode() + b',"count":%d}' % b.lseq
-            self._send_stored(reply, stream.ack_payload(b.sseq, tail))
+            self._send_stored(reply, stream.ack_payload(b.sseq, tail), b.sseq)
 
     def _rekey(self, b: FastBatch) -> None:
         """Key ``b`` by the reply subject of its next in-order append (op 1 at ``lseq + 1``): ``b.head`` comes from a
@@ -318,7 +326,7 @@ class FastBatches:
                     if dup:
                         tail = (b',"duplicate": true,"batch":' + jsonout.dumps(b.id).encode()
                                 + b',"count":%d}' % fb.seq)
-                        self._send_stored(reply, stream.ack_payload(res.seq, tail))
+                        self._send_stored(reply, stream.ack_payload(res.seq, tail), res.seq)
                     else:
                         self._send(reply, stream.error_ack(res))
                 return 0

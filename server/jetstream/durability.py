@@ -15,7 +15,8 @@ internal publishes).
 1. ``store.flush()`` for every stream written since the last flush: one ``write`` per block file for all the
    appends of this loop turn.  A ``StoreWriteError`` (disk full, EIO) means the store rolled back to what is on
    disk; the publishes it names get the error ack nats-server uses for store failures, 10077
-   ``JSStreamStoreFailedF`` with the OS error text, and everything stored earlier stays.
+   ``JSStreamStoreFailedF`` with the OS error text (a ``send_stored`` reply too, when it reports one of them), and
+   everything stored earlier stays.
 2. Without ``sync_always`` the acks are published now: the data survives ``kill -9`` of the process.  A background
    timer fsyncs dirty file stores every ``sync_interval`` in a worker thread.
 3. With ``sync_always`` the acks of file streams wait for an fsync run in a worker thread
@@ -66,7 +67,8 @@ class Durability:
         self.server = js.server
         self.sync_always = sync_always
         self.sync_interval = sync_interval
-        # (stream, seq, reply, ack tail): "ack seq of stream once durable"; (None, 0, reply, payload): send as is.
+        # (stream, seq, reply, ack tail): "ack seq of stream once durable"; (None, 0, reply, payload): send as is;
+        # (stream, -1 - seq, reply, payload): send_stored's reply, reporting stream's messages up to seq.
         self._acks: list[tuple] = []
         self._dirty: dict["Stream", None] = {}
         self._unsynced: dict["Stream", None] = {}
@@ -116,12 +118,13 @@ class Durability:
         self._acks.append((None, 0, reply, payload))
         self._pending()
 
-    def send_stored(self, stream: "Stream", reply: str, payload: bytes) -> None:
-        """A ready-made reply that reports messages of ``stream`` as stored (a duplicate's ack, a fast batch's
-        flow-control ack or commit): it leaves when a PubAck for them would, after the write, and after an fsync
-        that began after it with ``sync_always`` (nats-server fsyncs every write then, before it answers; a
-        duplicate may come while the original's fsync still runs)."""
-        self._acks.append((stream, -1, reply, payload))
+    def send_stored(self, stream: "Stream", reply: str, payload: bytes, seq: int) -> None:
+        """A ready-made reply that reports messages of ``stream`` up to sequence ``seq`` as stored (a duplicate's
+        ack, a fast batch's flow-control ack or commit): it leaves when a PubAck for them would, after the write,
+        and after an fsync that began after it with ``sync_always`` (nats-server fsyncs every write then, before it
+        answers; a duplicate may come while the original's fsync still runs).  If the write of one of them fails
+        in that flush, it becomes the store-failure error ack, as their PubAcks do."""
+        self._acks.append((stream, -1 - seq, reply, payload))
         self.dirty(stream)
 
     def consumer_write(self, store) -> None:
@@ -161,7 +164,8 @@ class Durability:
 
     def _flush(self) -> None:
         self.js.has_pending = False
-        failed: dict["Stream", tuple[set[int] | None, bytes]] = {}  # None: every ack of that stream failed
+        # stream -> (lost sequences, None: every ack of that stream failed; the error ack; the first lost sequence)
+        failed: dict["Stream", tuple[set[int] | None, bytes, int]] = {}
         if self._dirty:
             dirty, self._dirty = self._dirty, {}
             for stream in dirty:
@@ -174,10 +178,11 @@ class Durability:
                                           error=str(e), lost=len(e.seqs))
                     stream.write_failed(e)
                     err = ApiError.of("JSStreamStoreFailedF", err=_os_text(e.cause))
-                    failed[stream] = (set(e.seqs), stream.error_ack(err))
+                    lost = set(e.seqs)
+                    failed[stream] = (lost, stream.error_ack(err), min(lost, default=0))
                 except Exception as e:  # a store bug must not take the server down; nothing of it is acked
                     self.server.log_error("JetStream flush failed", stream=stream.name, error=repr(e))
-                    failed[stream] = (None, stream.error_ack(ApiError.of("JSStreamStoreFailedF", err=str(e))))
+                    failed[stream] = (None, stream.error_ack(ApiError.of("JSStreamStoreFailedF", err=str(e))), 0)
                 if stream.path is not None:
                     self._unsynced[stream] = None
         if self._cwrites:
@@ -206,8 +211,8 @@ class Durability:
                     route(None, reply, "", 0, payload)
                 continue
             f = failed.get(stream) if failed else None
-            if seq < 0:  # send_stored: the reply is made
-                out = payload
+            if seq < 0:  # send_stored: the reply is made; it reports sequences up to -1 - seq
+                out = payload if f is None or (f[0] is not None and not 0 < f[2] <= -1 - seq) else f[1]
             elif f is not None and (f[0] is None or seq in f[0]):
                 out = f[1]
             else:

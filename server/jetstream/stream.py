@@ -298,6 +298,7 @@ class Stream(StreamPublishing):
         lost = set(err.seqs)
         self.dedupe.forget_seqs(lost)
         if lost:
+            self.batching.fast.write_failed(min(lost))
             self.last_msg_id = ""
             for seq in sorted(lost):
                 for cb in self.on_removed:

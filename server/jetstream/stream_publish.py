@@ -123,7 +123,7 @@ class StreamPublishing:
         if isinstance(res, Duplicate):
             if can_respond:
                 self.js.durability.send_stored(self, reply,
-                                               self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq)
+                                               self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq, res.seq)
             return 0
         return self._nak(reply, can_respond, res)
 
@@ -152,7 +152,7 @@ class StreamPublishing:
             if dup:
                 if can_respond:
                     self.js.durability.send_stored(self, reply,
-                                                   self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup)
+                                                   self._pub_ack_prefix + b"%d,\"duplicate\": true}" % dup, dup)
                 return
         if hlen > MAX_HEADER_SIZE:
             err = ApiError.of("JSStreamHeaderExceedsMaximumErr")

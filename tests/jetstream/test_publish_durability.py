@@ -161,3 +161,114 @@ async def test_sync_always_duplicate_ack_waits_for_the_original_fsync(tmp_path, 
     finally:
         await nc.close()
         await srv.shutdown()
+
+
+async def _raw_publisher(srv):
+    """A raw connection whose one ``write`` of several PUBs reaches the server as one read (one flush): nats-py's
+    flusher gives no such promise."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    await reader.readline()  # INFO
+    writer.write(b'CONNECT {"verbose":false,"headers":true}\r\nPING\r\n')
+    assert await asyncio.wait_for(reader.readline(), 2) == b"PONG\r\n"
+    return writer
+
+
+def _pub(subject: str, reply: str, data: bytes, msg_id: str = "") -> bytes:
+    if not msg_id:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(data), data)
+    hdr = b"NATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n" % msg_id.encode()
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply.encode(), len(hdr), len(hdr) + len(data),
+                                            hdr, data)
+
+
+def _full_disk(store):
+    """Every write of ``store`` fails with ENOSPC until the function it returns is called."""
+    real_write = store._write
+
+    def full(fd, data, off):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def room() -> None:
+        store._write = real_write
+
+    store._write = full
+    return room
+
+
+STORE_FAILED = {"code": 503, "err_code": 10077, "description": "no space left on device"}
+
+
+async def _replies(nc, subject: str) -> list[dict]:
+    got: list[dict] = []
+
+    async def on_reply(m):
+        got.append(json.loads(m.data))
+
+    await nc.subscribe(subject, cb=on_reply)
+    await nc.flush()
+    return got
+
+
+async def _settle(got: list, n: int) -> None:
+    deadline = time.monotonic() + 3
+    while len(got) < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # and nothing more
+
+
+async def test_failed_write_turns_fast_batch_flow_acks_into_errors(tmp_path, target):
+    """A fast batch's flow acks report messages stored: when the write of those messages fails, they are the
+    store-failure error like a PubAck, the batch ends (a later append: 10208), and no reply claims a lost message."""
+    srv = await Server(jetstream=True, store_dir=str(tmp_path)).start()
+    nc = await nats.connect(srv.client_url)
+    raw = await _raw_publisher(srv)
+    try:
+        await _create(nc, "FW", allow_batched=True)
+        got = await _replies(nc, "_FW.>")
+
+        def op(i: int, kind: int = 1) -> bytes:  # flow 1: a flow ack for every message
+            return _pub("FW.x", f"_FW.b.1.fail.{i}.{kind}.$FI", b"%d" % i)
+
+        raw.write(op(1, 0) + op(2) + op(3))
+        await _settle(got, 4)
+        assert got == [{"type": "ack", "seq": 0, "msgs": 1}] + [{"type": "ack", "seq": i, "msgs": 1}
+                                                                for i in (1, 2, 3)], got
+        got.clear()
+        room = _full_disk(srv.jetstream.streams["FW"].store)
+        raw.write(op(4) + op(5) + op(6))
+        await _settle(got, 3)
+        assert got == [{"error": STORE_FAILED, "stream": "FW", "seq": 0}] * 3, got
+        got.clear()
+        room()
+        raw.write(op(7))
+        await _settle(got, 1)
+        assert got == [{"error": {"code": 400, "err_code": 10208, "description": "batch publish ID unknown"},
+                        "stream": "FW", "seq": 0}], got
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.FW", b"", timeout=2)).data)
+        assert info["state"]["messages"] == 3 and info["state"]["last_seq"] == 3, info["state"]
+    finally:
+        raw.close()
+        await nc.close()
+        await srv.shutdown()
+
+
+async def test_failed_write_turns_a_duplicate_ack_into_the_error(tmp_path, target):
+    """A duplicate that comes in the same flush as its original reports the original stored: when that write
+    fails, the duplicate gets the store-failure error too, not ``"duplicate": true`` for a message that is gone."""
+    srv = await Server(jetstream=True, store_dir=str(tmp_path)).start()
+    nc = await nats.connect(srv.client_url)
+    raw = await _raw_publisher(srv)
+    try:
+        await _create(nc, "DW")
+        got = await _replies(nc, "_DW.>")
+        room = _full_disk(srv.jetstream.streams["DW"].store)
+        raw.write(_pub("DW.x", "_DW.1", b"a", "m1") + _pub("DW.x", "_DW.2", b"a", "m1"))
+        await _settle(got, 2)
+        assert got == [{"error": STORE_FAILED, "stream": "DW", "seq": 0}] * 2, got
+        room()
+        ack = json.loads((await nc.request("DW.x", b"a", headers={"Nats-Msg-Id": "m1"}, timeout=2)).data)
+        assert ack == {"stream": "DW", "seq": 1}  # the lost original's id was forgotten
+    finally:
+        raw.close()
+        await nc.close()
+        await srv.shutdown()
