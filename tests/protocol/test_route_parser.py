@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from skiff.protocol import route as route_mod
 from skiff.protocol.route import RouteParser
 
-from .test_speedups import compiled
+from .test_speedups import SAMPLE, compiled
 
 KINDS = ("route", "bound", "leaf")
 
@@ -222,19 +222,22 @@ def test_compiled_and_pure_route_parsers_agree(case, kind, max_payload):
     assert run(kind, True, data, cuts, max_payload) == run(kind, False, data, cuts, max_payload)
 
 
-@pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 def test_the_generator_reaches_both_paths():
     """The streams hold messages the fast path takes (queue forms and HMSG among them) and lines it must leave to the
     general path, for each kind of parser, or the agreement above would say little.  (A stream ends at its first
     error, and a line is of the right form for one kind of parser out of three, hence the modest counts.)"""
-    plain = forms = errors = 0
-    for _ in range(300):
-        data, _cuts = stream().example()
-        ops = [op for kind in KINDS for op in run(kind, False, data, [])[0]]
-        plain += sum(1 for op in ops if op[0] == "msg" and not op[4] and not op[5])
-        forms += sum(1 for op in ops if op[0] == "msg" and (op[4] or op[5]))
-        errors += sum(1 for op in ops if op[0] == "ProtocolError")
-    assert plain > 50 and forms > 30 and errors > 30, (plain, forms, errors)
+    counts = {"plain": 0, "forms": 0, "errors": 0}
+
+    @SAMPLE
+    @given(stream())
+    def sample(drawn):
+        ops = [op for kind in KINDS for op in run(kind, False, drawn[0], [])[0]]
+        counts["plain"] += sum(1 for op in ops if op[0] == "msg" and not op[4] and not op[5])
+        counts["forms"] += sum(1 for op in ops if op[0] == "msg" and (op[4] or op[5]))
+        counts["errors"] += sum(1 for op in ops if op[0] == "ProtocolError")
+
+    sample()
+    assert counts["plain"] > 50 and counts["forms"] > 30 and counts["errors"] > 30, counts
 
 
 @pytest.mark.parametrize("line,want", FORMS)
