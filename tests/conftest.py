@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import natspy_flush
+from tests import harness, natspy_flush
 from tests.harness import TARGETS, ServerProcess
 
+harness.cache_bytecode_outside_the_tree()  # before the workers start and the test modules are imported
 natspy_flush.apply()  # nats-py's flush() must be a barrier for the tests that rely on it: tests/natspy_flush.py
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"

@@ -35,6 +35,28 @@ def test_harness_leaves_a_chosen_cache_alone(monkeypatch, tmp_path):
     assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"  # the test process itself is untouched
 
 
+def test_the_test_run_caches_bytecode_outside_the_tree(monkeypatch, tmp_path):
+    """conftest.py: under PYTHONDONTWRITEBYTECODE the run itself and what it starts cache bytecode in a directory
+    outside the checkout (pytest's rewritten test modules too), never in the source tree."""
+    from tests import harness
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    harness.cache_bytecode_outside_the_tree()
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    assert os.environ["PYTHONPYCACHEPREFIX"] == sys.pycache_prefix == harness.PYCACHE
+    assert not harness.PYCACHE.startswith(str(ROOT)) and sys.dont_write_bytecode is False
+    # A cache directory the user chose is the one used.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    harness.cache_bytecode_outside_the_tree()
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ and sys.dont_write_bytecode is False
+    assert os.environ["PYTHONPYCACHEPREFIX"] == sys.pycache_prefix == str(tmp_path)
+
+
 # Modules a server start must not import: each is needed only by a request that may never come.
 NOT_AT_START = ("skiff.server.jetstream.snapshot", "skiff.server.jetstream.restore", "skiff.storage.s2stream", "skiff.storage.snaparchive",
                 "cramjam", "skiff.storage.filestore", "skiff.storage.filestore.store", "skiff.storage.memstore")
