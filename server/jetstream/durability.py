@@ -212,7 +212,9 @@ class Durability:
                 continue
             f = failed.get(stream) if failed else None
             if seq < 0:  # send_stored: the reply is made; it reports sequences up to -1 - seq
-                out = payload if f is None or (f[0] is not None and not 0 < f[2] <= -1 - seq) else f[1]
+                out = payload
+                if f is not None and (f[0] is None or 0 < f[2] <= -1 - seq):  # one of them was lost
+                    out = f[1]
             elif f is not None and (f[0] is None or seq in f[0]):
                 out = f[1]
             else:
