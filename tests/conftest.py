@@ -13,6 +13,7 @@ across processes (``tests/harness.py`` ``free_ports``), and every server has its
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -137,3 +138,25 @@ def load_schema(type_name: str) -> dict:
     kind, version, name = parts[-3], parts[-2], parts[-1]
     path = SCHEMAS / "jetstream" / kind / version / f"{name}.json"
     return json.loads(path.read_text())
+
+
+@functools.cache
+def _schema_validator(type_name: str):
+    import jsonschema
+
+    schema = load_schema(type_name)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def check_schema(instance: dict, type_name: str | None = None) -> None:
+    """Validate a reply or advisory against the schema of its ``type`` (or of ``type_name``), raising the error
+    jsonschema.validate would.  The schema is loaded and checked once per run: jsonschema.validate reads it, checks
+    it against its metaschema and builds a validator at every call, 30x the cost of the validation itself (21 ms
+    against 0.7 ms for a stream info reply), and the JetStream tests validate every API reply they read."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_schema_validator(type_name or instance["type"]).iter_errors(instance))
+    if error is not None:
+        raise error

@@ -3,7 +3,7 @@
 ``jsc`` is connected to the session's ``shared_server`` (one per target) and hands out unique names, so tests do not
 see each other's streams; ``fresh_jsc`` is connected to a new server for tests that need an empty account.
 ``JsClient.api`` sends a request to ``$JS.API.<suffix>``, parses the JSON reply and validates it against the
-schema of its ``type`` (schemas/ via ``load_schema``), so every reply a test looks at is also schema-checked.
+schema of its ``type`` (schemas/ via ``check_schema``), so every reply a test looks at is also schema-checked.
 """
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import itertools
 import json
 import os
 
-import jsonschema
 import nats
 import pytest
 
-from tests.conftest import load_schema
+from tests.conftest import check_schema
 
 _unique = itertools.count()
 # The two values Skiff reports differently on purpose (it implements 2.12 / API level 2): never compare them.
@@ -36,11 +35,11 @@ def validate(reply: dict) -> None:
         assert list(err) == ["code", "err_code", "description"], err
         assert isinstance(err["code"], int) and isinstance(err["err_code"], int) and isinstance(err["description"], str)
         return
-    jsonschema.validate(reply, load_schema(t))
+    check_schema(reply, t)
 
 
 def pub_ack_schema_check(ack: dict) -> None:
-    jsonschema.validate(ack, load_schema("io.nats.jetstream.api.v1.pub_ack_response"))
+    check_schema(ack, "io.nats.jetstream.api.v1.pub_ack_response")
 
 
 def strip_dynamic(cfg: dict) -> dict:

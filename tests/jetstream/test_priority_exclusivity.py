@@ -9,9 +9,7 @@ max_deliver ends such a message with the MAX_DELIVERIES advisory, never silently
 """
 from __future__ import annotations
 
-import jsonschema
-
-from tests.conftest import load_schema
+from tests.conftest import check_schema
 from tests.jetstream.test_consumer_support import MS, SECOND, add_consumer, cinfo, status
 from tests.jetstream.test_priority_support import (
     PIN_HDR, Puller, data, delivered, events, next_event, no_event, stream_seq, validate_group_event,
@@ -87,8 +85,7 @@ async def test_max_deliver_ends_the_overlap_with_an_advisory(jsc):
     assert (m0b.data, delivered(m0b)) == (b"job-0", 2)
     # After the second ack_wait the server gives up on job-0: the advisory says so, and the consumer moves on.
     ev = await next_event(maxd, 3.0)
-    schema = load_schema(ev["type"])
-    jsonschema.validate(ev, schema)
+    check_schema(ev)
     assert (ev["stream"], ev["consumer"], ev["stream_seq"], ev["deliveries"]) == (s, "C", 1, 2)
     (m,) = await second.collect(1, timeout=2.0)
     assert (m.data, delivered(m)) == (b"job-1", 1)

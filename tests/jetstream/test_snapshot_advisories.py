@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
-
-from tests.conftest import load_schema
+from tests.conftest import check_schema
 from tests.jetstream.conftest import collect
 from tests.jetstream.test_snapshot import backup, fill, renamed, restore
 
@@ -24,7 +22,7 @@ def _events(msgs) -> list[dict]:
             # sends the stream ``state`` instead (JSSnapshotCreateAdvisory), checked by the test itself.
             assert set(ev) == {"type", "id", "timestamp", "stream", "state", "client"}, ev
         else:
-            jsonschema.validate(ev, load_schema(ev["type"]))
+            check_schema(ev)
         out.append(ev)
     return out
 

@@ -106,3 +106,17 @@ def test_pull_request_forms():
 def test_empty_request():
     assert is_empty_request(b"") and is_empty_request(b"{}") and is_empty_request(b' { } ')
     assert not is_empty_request(b'{"a":1}') and not is_empty_request(b"x")
+
+
+def test_the_suites_reply_check_refuses_what_its_schema_refuses():
+    """tests/conftest.py check_schema (which every JetStream API reply of the client tests goes through) caches its
+    validators: it must still refuse a reply its schema refuses, by the reply's own type or a given one."""
+    from tests.conftest import check_schema
+
+    info = "io.nats.jetstream.api.v1.stream_info_response"
+    check_schema({"stream": "S", "seq": 1}, "io.nats.jetstream.api.v1.pub_ack_response")
+    with pytest.raises(jsonschema.ValidationError):
+        check_schema({"seq": 1}, "io.nats.jetstream.api.v1.pub_ack_response")  # no stream
+    for _ in range(2):  # and again, from the cache
+        with pytest.raises(jsonschema.ValidationError):
+            check_schema({"type": info, "config": {"name": "S"}, "state": "none", "created": "x"})
