@@ -18,7 +18,9 @@ import json
 import os
 from pathlib import Path
 
+import jsonschema
 import pytest
+from jsonschema.exceptions import best_match
 
 from tests import harness, natspy_flush
 from tests.harness import TARGETS, ServerProcess
@@ -142,8 +144,6 @@ def load_schema(type_name: str) -> dict:
 
 @functools.cache
 def _schema_validator(type_name: str):
-    import jsonschema
-
     schema = load_schema(type_name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -155,8 +155,6 @@ def check_schema(instance: dict, type_name: str | None = None) -> None:
     jsonschema.validate would.  The schema is loaded and checked once per run: jsonschema.validate reads it, checks
     it against its metaschema and builds a validator at every call, 30x the cost of the validation itself (21 ms
     against 0.7 ms for a stream info reply), and the JetStream tests validate every API reply they read."""
-    from jsonschema.exceptions import best_match
-
     error = best_match(_schema_validator(type_name or instance["type"]).iter_errors(instance))
     if error is not None:
         raise error

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import time
 
@@ -16,6 +15,7 @@ import nats
 import pytest
 
 from skiff.server.core.server import Server
+from skiff.testing.faults import Faults
 
 pytestmark = pytest.mark.skiff_only
 
@@ -25,6 +25,14 @@ async def _create(nc, name: str, **cfg) -> None:
                                      json.dumps({"name": name, "subjects": [f"{name}.>"], **cfg}).encode(),
                                      timeout=3)).data)
     assert "error" not in r, r
+
+
+def full_disk(srv):
+    """Every store write fails with ENOSPC until the returned fault is undone (the kit's own injection)."""
+    return Faults(srv).fail_next_write("ENOSPC", count=1_000_000)
+
+
+STORE_FAILED = {"code": 503, "err_code": 10077, "description": "no space left on device"}
 
 
 def slow_fsyncs(srv, stream: str, delay: float) -> list[tuple[int, float]]:
@@ -79,17 +87,9 @@ async def test_disk_full_error_ack_and_nothing_lost(tmp_path, target):
         await _create(nc, "D", allow_direct=True)
         for i in range(3):
             assert json.loads((await nc.request("D.x", b"ok%d" % i, timeout=2)).data)["seq"] == i + 1
-        store = srv.jetstream.streams["D"].store
-        real_write = store._write
-
-        def full(fd, data, off):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        store._write = full
-        ack = json.loads((await nc.request("D.x", b"lost", headers={"Nats-Msg-Id": "m"}, timeout=2)).data)
-        assert ack == {"error": {"code": 503, "err_code": 10077, "description": "no space left on device"},
-                       "stream": "D", "seq": 0}
-        store._write = real_write
+        with full_disk(srv):
+            ack = json.loads((await nc.request("D.x", b"lost", headers={"Nats-Msg-Id": "m"}, timeout=2)).data)
+        assert ack == {"error": STORE_FAILED, "stream": "D", "seq": 0}
         # The failed message is not a duplicate of anything: its id was forgotten with it.
         ack = json.loads((await nc.request("D.x", b"again", headers={"Nats-Msg-Id": "m"}, timeout=2)).data)
         assert ack == {"stream": "D", "seq": 4}
@@ -181,21 +181,6 @@ def _pub(subject: str, reply: str, data: bytes, msg_id: str = "") -> bytes:
                                             hdr, data)
 
 
-def _full_disk(store):
-    """Every write of ``store`` fails with ENOSPC until the function it returns is called."""
-    real_write = store._write
-
-    def full(fd, data, off):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    def room() -> None:
-        store._write = real_write
-
-    store._write = full
-    return room
-
-
-STORE_FAILED = {"code": 503, "err_code": 10077, "description": "no space left on device"}
 
 
 async def _replies(nc, subject: str) -> list[dict]:
@@ -234,7 +219,7 @@ async def test_failed_write_turns_fast_batch_flow_acks_into_errors(tmp_path, tar
         assert got == [{"type": "ack", "seq": 0, "msgs": 1}] + [{"type": "ack", "seq": i, "msgs": 1}
                                                                 for i in (1, 2, 3)], got
         got.clear()
-        room = _full_disk(srv.jetstream.streams["FW"].store)
+        room = full_disk(srv).undo
         raw.write(op(4) + op(5) + op(6))
         await _settle(got, 3)
         assert got == [{"error": STORE_FAILED, "stream": "FW", "seq": 0}] * 3, got
@@ -261,7 +246,7 @@ async def test_failed_write_turns_a_duplicate_ack_into_the_error(tmp_path, targe
     try:
         await _create(nc, "DW")
         got = await _replies(nc, "_DW.>")
-        room = _full_disk(srv.jetstream.streams["DW"].store)
+        room = full_disk(srv).undo
         raw.write(_pub("DW.x", "_DW.1", b"a", "m1") + _pub("DW.x", "_DW.2", b"a", "m1"))
         await _settle(got, 2)
         assert got == [{"error": STORE_FAILED, "stream": "DW", "seq": 0}] * 2, got
