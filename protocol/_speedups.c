@@ -203,10 +203,28 @@ add_counts(PyObject *parser, Py_ssize_t msgs, long long nbytes)
     return rc;
 }
 
+/* Whether a header block holds "Nats-Trace-Dest:" (parser.py TRACE_NEEDLE; core/msgtrace.py). */
+static int
+asks_trace(const unsigned char *h, Py_ssize_t len)
+{
+    static const char needle[] = "Nats-Trace-Dest:";
+    const Py_ssize_t k = sizeof(needle) - 1;
+    for (Py_ssize_t i = 0; i + k <= len; i++) {
+        const unsigned char *p = memchr(h + i, 'N', (size_t)(len - k - i + 1));
+        if (p == NULL)
+            return 0;
+        i = p - h;
+        if (memcmp(p, needle, (size_t)k) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(scan_pubs_doc,
 "scan_pubs(parser, buf, pos, max_payload, max_control_line, on_pub, sink) -> int\n\n"
 "Hand every consecutive complete PUB/HPUB of bytes ``buf`` from ``pos`` on that the pure fast path takes to\n"
-"``on_pub(subject, reply, hdr_len, data)``; stop at the first other input or once ``sink.closed`` is set.\n"
+"``on_pub(subject, reply, hdr_len, data)``; stop at the first other input, at an HPUB whose header block asks for a\n"
+"trace (``Nats-Trace-Dest:``, left to the pure path) or once ``sink.closed`` is set.\n"
 "Adds the messages and payload bytes to ``parser.msgs`` / ``parser.bytes`` and returns the new position.");
 
 static PyObject *
@@ -269,6 +287,9 @@ scan_pubs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t stop = start + (Py_ssize_t)m.size;
         if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
             break;
+        /* a message asking for a trace goes to sink.on_traced_pub: the pure path hands it there (parser.py) */
+        if (hpub && asks_trace(b + start, (Py_ssize_t)m.hdr))
+            break;
         PyObject *call[4];
         call[0] = cached_str(&pub_subj, (const char *)b + m.subj_s, m.subj_e - m.subj_s);
         if (call[0] == NULL)
@@ -329,6 +350,7 @@ PyDoc_STRVAR(scan_rmsgs_doc,
 "scan_rmsgs(stop, buf, pos, word, account, max_payload, on_rmsg) -> int\n\n"
 "protocol/route.py RouteParser's fast path: hand every consecutive complete ``<word>|HMSG`` message of bytes\n"
 "``buf`` from ``pos`` on to ``on_rmsg(account, subject, reply, queues, hdr_len, data)``, as the general path\n"
+"(which takes any message whose header block asks for a trace: ``Nats-Trace-Dest:``)\n"
 "would; stop at the first other input (every error included) or once a callback has set the bytearray ``stop``\n"
 "(RouteParser._stop: dead or paused).  ``word`` is b\"RMSG\" (b\"LMSG\" on a leaf connection); ``account``\n"
 "None when lines carry the account name, else the account of every line.  Returns the new position.");
@@ -426,6 +448,8 @@ scan_rmsgs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t start = nl + 1, stop = start + (Py_ssize_t)size;
         if (stop + 2 > n || b[stop] != '\r' || b[stop + 1] != '\n')
             break;  /* not all here yet, or not followed by CRLF: the general path waits or fails */
+        if (hdr > 0 && hdr <= size && asks_trace(b + start, (Py_ssize_t)hdr))
+            break;  /* a traced message: the general path hands it to sink.on_traced_rmsg (protocol/route.py) */
         PyObject *call[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
         if (a)
             call[0] = cached_str(&rmsg_acc, (const char *)b + f[0][0], f[0][1] - f[0][0]);

@@ -100,7 +100,7 @@ def _as_text(value: Any) -> str:
 class ApiError(Exception):
     """A JetStream API error as it goes on the wire: ``{"code":..,"err_code":..,"description":..}``."""
 
-    __slots__ = ("code", "err_code", "description", "constant")
+    __slots__ = ("code", "err_code", "description", "constant", "go_returned")
 
     def __init__(self, code: int, err_code: int, description: str, constant: str = "") -> None:
         super().__init__(description)
@@ -108,6 +108,9 @@ class ApiError(Exception):
         self.err_code = err_code
         self.description = description
         self.constant = constant
+        # When nats-server answers with this ApiError but its function returns a plain error of its own (a stream's
+        # "last sequence mismatch: 5 vs 4"), that error's text: a message trace reports it (core/msgtrace.py).
+        self.go_returned = ""
 
     @classmethod
     def of(cls, constant: str, /, **values: Any) -> "ApiError":

@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 ``Parser.parse(data, sink)`` takes whatever the socket delivered and hands every operation completed by it to the
 sink, in order: ``sink.on_pub(subject, reply, hdr_len, data)`` for PUB/HPUB (the hot path: no operation object is
-built) and ``sink.on_op(op)`` for everything else; it stops as soon as ``sink.closed`` is set.  ``feed(data)``
+built) and ``sink.on_op(op)`` for everything else; it stops as soon as ``sink.closed`` is set.  An HPUB whose header
+block holds ``Nats-Trace-Dest:`` (a message that asks for a trace, ADR-41) goes to ``sink.on_traced_pub`` instead when
+the sink has one, so that the hot path never looks for the header (server/core/msgtrace.py).  ``feed(data)``
 returns the same operations as a list (``Pub`` tuples included), for tests and simple callers.  The parser counts
 the messages and payload bytes it has parsed (``msgs``, ``bytes``), so the connection keeps no per-message counters.
 Input may be split at any byte; the parser keeps what it cannot finish yet.  Two states:
@@ -146,6 +148,22 @@ _PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18})\r
 _HPUB_FAST = re.compile(rb"HPUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18}) +([0-9]{1,18})\r\n")
 
 
+TRACE_NEEDLE = b"Nats-Trace-Dest:"  # server/core/msgtrace.py NEEDLE (protocol/ does not import server/)
+
+
+def _traced(sink):
+    """Where a message that asks for a trace goes: ``sink.on_traced_pub``, or ``on_pub`` for a sink without it."""
+    return getattr(sink, "on_traced_pub", None) or sink.on_pub
+
+
+def _hand(sink, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+    """A PUB/HPUB of the general paths to the sink (the fast ones test the header in-line, or in C)."""
+    if hdr_len and data.find(TRACE_NEEDLE, 0, hdr_len) >= 0:
+        _traced(sink)(subject, reply, hdr_len, data)
+    else:
+        sink.on_pub(subject, reply, hdr_len, data)
+
+
 def split_args(arg: bytes, crlf: bool = False) -> list[bytes]:
     """nats-server's argument split: on space and tab (PUB, HPUB), also on CR and LF with ``crlf`` (SUB, UNSUB:
     client.go splitArg).  Empty fields vanish; no other byte separates (``bytes.split()`` would also split on
@@ -250,7 +268,7 @@ class Parser:
             return None
         self.msgs += 1
         self.bytes += size
-        sink.on_pub(subject, reply, hdr_len, bytes(buf[:size]))
+        _hand(sink, subject, reply, hdr_len, bytes(buf[:size]))
         return data[need:]
 
     def _parse(self, buf: bytes, sink) -> None:
@@ -312,8 +330,10 @@ class Parser:
                             msgs += 1
                             nbytes += size
                             pos = stop + 2
-                            on_pub(subj.decode("utf-8", "surrogateescape"),
-                                   rep.decode("utf-8", "surrogateescape") if rep else "", hdr, buf[start:stop])
+                            (on_pub if not hdr or buf.find(TRACE_NEEDLE, start, start + hdr) < 0 else
+                             _traced(sink))(subj.decode("utf-8", "surrogateescape"),
+                                            rep.decode("utf-8", "surrogateescape") if rep else "", hdr,
+                                            buf[start:stop])
                             continue
                 nl = find(b"\n", pos)
                 end = n if nl < 0 else nl
@@ -472,7 +492,7 @@ class Parser:
                 return -1
             self.msgs += 1
             self.bytes += size
-            sink.on_pub(subject, reply, hdr, buf[pos:end])
+            _hand(sink, subject, reply, hdr, buf[pos:end])
             return end + 2
         # Payload incomplete: keep what we have in a growable buffer.
         rest = buf[pos:]

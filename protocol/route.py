@@ -10,7 +10,8 @@ A route carries, besides INFO/CONNECT/PING/PONG/-ERR/+OK::
     HMSG <account> <subject> [same forms] <hdr_size> <total_size>
 
 ``RouteParser.parse`` feeds bytes and calls ``sink.on_rmsg(account, subject, reply, queues, hdr_len, data)`` for
-messages and ``sink.on_route_op(op)`` for everything else.  Leaf-origin forms (LS+/LS-/LMSG with an origin cluster)
+messages (``sink.on_traced_rmsg``, when the sink has it, for one whose header block asks for a trace: ADR-41) and
+``sink.on_route_op(op)`` for everything else.  Leaf-origin forms (LS+/LS-/LMSG with an origin cluster)
 are only sent to a server that announced ``lnoc`` in its route INFO; Skiff does not, so on a route they are a
 protocol error, as any unknown operation is.
 
@@ -39,7 +40,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .accel import speedups
-from .parser import Connect, Err, Info, OK, PING, PONG, ProtocolError
+from .parser import TRACE_NEEDLE, Connect, Err, Info, OK, PING, PONG, ProtocolError
 
 # The compiled fast path (protocol/_speedups.c) when it was built and not turned off, else None.
 scan_rmsgs = speedups.scan_rmsgs if speedups is not None else None
@@ -137,7 +138,11 @@ class RouteParser:
                 if buf[end:end + 2] != b"\r\n":
                     return self._fail(sink, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                 self._msg = None
-                sink.on_rmsg(acc, subj, reply, queues, hdr, bytes(buf[pos:end]))
+                data = bytes(buf[pos:end])
+                if hdr and data.find(TRACE_NEEDLE, 0, hdr) >= 0:  # asks for a trace (the C scanner leaves it here)
+                    getattr(sink, "on_traced_rmsg", sink.on_rmsg)(acc, subj, reply, queues, hdr, data)
+                else:
+                    sink.on_rmsg(acc, subj, reply, queues, hdr, data)
                 pos = end + 2
                 continue
             if scan is not None:

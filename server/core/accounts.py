@@ -266,12 +266,16 @@ class Accounts:
         prefix = im.get("prefix") or ""
         srv = self.server
 
+        def mapped(subj: str) -> str:
+            return map_subject(subject, to, subj) if to else (f"{prefix}.{subj}" if prefix else subj)
+
         def forward(sub, subj, reply, hdr_len, data, origin, msg_subject=None) -> None:
-            local = map_subject(subject, to, subj) if to else (f"{prefix}.{subj}" if prefix else subj)
             # A consumer delivery keeps its message's own subject across the import, as in nats-server (a
             # push consumer or a mirror in the importing account sees the stored subject, not the deliver subject).
-            self._republish(importer, origin, local, reply, hdr_len, data, msg_subject)
+            self._republish(importer, origin, mapped(subj), reply, hdr_len, data, msg_subject)
 
+        # A traced message crossing here (core/msgtrace.py): nats-server's stream export event.
+        forward.trace_import = lambda subj: ("se", {"acc": importer.name, "to": mapped(subj)})
         return srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True,
                                       local=True)
 
@@ -293,6 +297,9 @@ class Accounts:
                     origin is not None and origin.no_responders:
                 srv.no_responders(subj, reply, origin)
 
+        # A traced message crossing here (core/msgtrace.py): nats-server's service import event.
+        request.trace_import = lambda subj: ("si", {"acc": exporter.name, "from": subj,
+                                                    "to": map_subject(local, remote, subj)})
         # A local subject with $N references (an account JWT's local_subject) subscribes with a * for each.
         return srv.subscribe_internal(untokenize(local), request, server_msgs=True, account=importer, local=True)
 

@@ -535,7 +535,12 @@ class ClientConnection(asyncio.Protocol):
             self.close(AUTH_TIMEOUT)
             self.server.flush_pending()
 
-    def _pub(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+    def on_traced_pub(self, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+        """An HPUB whose header block asks for a trace (the parser tells it apart: protocol/parser.py): every check
+        of :meth:`_pub`, then delivery by core/msgtrace.py."""
+        self._pub(subject, reply, hdr_len, data, traced=True)
+
+    def _pub(self, subject: str, reply: str, hdr_len: int, data: bytes, traced: bool = False) -> None:
         """A PUB/HPUB with every check; the parser has already counted it."""
         srv = self.server
         if srv.options.trace or srv.recorder is not None:
@@ -553,10 +558,20 @@ class ClientConnection(asyncio.Protocol):
         if perms is not None and not perms.can_publish(subject) and not (
                 self.replies is not None
                 and perms.response_allowed(self.replies, subject, self.server.clock.monotonic())):
+            if traced:
+                from .msgtrace import publish_denied  # the trace gets the violation as its ingress error
+
+                if publish_denied(srv, self, subject, hdr_len, data):
+                    return
             self.send(encoder.err(f'Permissions Violation for Publish to "{subject}"'))
             return
         if self.verbose:
             self.send(encoder.OK)
+        if traced:
+            from .msgtrace import route_traced
+
+            if route_traced(srv, self, subject, reply, hdr_len, data) is not None:
+                return
         self.server.route(self, subject, reply, hdr_len, data)
 
     def _sub(self, op: Sub) -> None:

@@ -281,13 +281,14 @@ class Fanout:
 
     @staticmethod
     def _pick(members: list[Subscription], origin: ClientConnection | None, subject: str,
-              routes_ok: bool = True, start: int = -1) -> Subscription | None:
+              routes_ok: bool = True, start: int = -1, passed: Any = None) -> Subscription | None:
         """The queue member to get a message: tried from a random start, the first one able to take it
         (nats-server processMsgResults: a member whose deliverMsg fails, for no echo or a subscribe deny, is
         passed over for the next).  A remote server's members take their turn like local ones (one entry per
         route: nats-server weighs it by the member count the RS+ gave, sublist.go addNodeToResults), unless the
         message came from a route; a leaf connection's members only when nobody else can take it, and never the
-        leaf connection the message came from.  ``start``: the random start route() already drew."""
+        leaf connection the message came from.  ``start``: the random start route() already drew.  ``passed``:
+        called with each local member passed over and why (a message trace's egress errors, core/msgtrace.py)."""
         n = len(members)
         if start < 0:
             start = int(_random() * n) if n > 1 else 0  # random.randrange costs 4x as much, per queue message
@@ -308,8 +309,12 @@ class Fanout:
                     continue
                 return sub
             if conn.closed or (conn is origin and not conn.echo):
+                if passed is not None:
+                    passed(sub, conn, "no echo" if conn is origin and not conn.echo else "closed")
                 continue
             if conn.deny_delivery and conn.perms.deliver_denied(subject, sub.queue):
+                if passed is not None:
+                    passed(sub, conn, "deny")
                 continue
             return sub
         return leaf

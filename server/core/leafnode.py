@@ -175,7 +175,10 @@ class LeafNodes(LinkSet):
         srv = self.server
         proto: dict[str, Any] = {"version": VERSION, "server_id": srv.server_id, "name": srv.server_name,
                                  "headers": True, "jetstream": False,
-                                 "remote_account": self.remote_account(remote).name, "proto": LEAF_PROTO}
+                                 "remote_account": self.remote_account(remote).name,
+                                 # leafConnectInfo's JSON tag is "protocol" (the hub reads it into clientOpts): 3 says
+                                 # this spoke traces messages (core/msgtrace.py), so a hub sends it trace-only ones
+                                 "protocol": LEAF_PROTO}
         if srv.cluster is not None:
             proto["cluster"] = srv.cluster.name
         if compression:

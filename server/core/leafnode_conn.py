@@ -268,6 +268,17 @@ class LeafConnection(Link):
             return
         self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
 
+    def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,
+                       data: bytes) -> None:
+        """A message that asks for a trace (the parser tells it apart): :meth:`on_rmsg` by core/msgtrace.py."""
+        from .msgtrace import deliver_routed_traced
+
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        if self.registered and not deliver_routed_traced(self.server, self, self.account, subject, reply, queues,
+                                                         hdr_len, data):
+            self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
+
     def on_route_op(self, op: Any) -> None:
         if not self.solicited and not self.registered and not isinstance(op, (Connect, ProtocolError)) and \
                 not (isinstance(op, Info) and self._mode_wants_compression() and not self._comp_negotiated):

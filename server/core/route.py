@@ -161,6 +161,22 @@ class RouteConnection(Link):
                 return
         self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
 
+    def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,
+                       data: bytes) -> None:
+        """A message that asks for a trace (the parser tells it apart): :meth:`on_rmsg` by core/msgtrace.py."""
+        from .msgtrace import deliver_routed_traced
+
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        sl = self._sublists.get(account)
+        if sl is None:
+            sl = self._sublist_of(account, subject)
+            if sl is None:
+                return
+        if not deliver_routed_traced(self.server, self, self.server.accounts.get(account), subject, reply, queues,
+                                     hdr_len, data):
+            self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
+
     def _sublist_of(self, account: str, subject: str) -> Any:
         """The Sublist of a routed message's account, kept in ``_sublists``; None: the message is dropped."""
         if not self.registered:

@@ -133,13 +133,16 @@ class SystemAccount:
         # registerSystemImports: every account (the system account too, addSystemAccountExports) asks who it is;
         # the other accounts see their own connections and statistics.
         for acc in list(srv.accounts.by_name.values()):
-            self._subscribe("$SYS.REQ.USER.INFO", self._user_info, acc)
+            # (the subject each import maps to: what a traced request's service import event names, msgtrace.py)
             if acc is self.account:
+                self._subscribe("$SYS.REQ.USER.INFO", self._user_info, acc)
                 continue
+            self._subscribe("$SYS.REQ.USER.INFO", self._user_info, acc, f"$SYS.REQ.USER.{acc.name}.INFO")
             connz = self._own_account_handler(acc, "CONNZ")
-            self._subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz, acc)
-            self._subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz, acc)
-            self._subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._own_account_handler(acc, "STATZ"), acc)
+            self._subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz, acc, f"$SYS.REQ.ACCOUNT.{acc.name}.CONNZ")
+            self._subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz, acc, f"$SYS.REQ.ACCOUNT.{acc.name}.CONNZ")
+            self._subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._own_account_handler(acc, "STATZ"), acc,
+                            f"$SYS.REQ.ACCOUNT.{acc.name}.STATZ")
         self.events.start()
 
     def stop(self) -> None:
@@ -148,7 +151,9 @@ class SystemAccount:
             self.server.unsubscribe_internal(s)
         self._subs.clear()
 
-    def _subscribe(self, subject: str, handler: Callable, account: "Account | None" = None) -> Any:
+    def _subscribe(self, subject: str, handler: Callable, account: "Account | None" = None,
+                   imported_as: str = "") -> Any:
+        """``imported_as``: for a service nats-server gives an account through an import, the subject it maps to."""
         acc = account or self.account
 
         def cb(sub, subj, reply, hdr_len, data, origin) -> None:
@@ -162,6 +167,8 @@ class SystemAccount:
 
         # The system account's own services are announced to the cluster (every server answers a PING); what an
         # account imports from it is served by each server for its own clients.
+        if imported_as:  # a traced request shows it as the service import it is in nats-server (core/msgtrace.py)
+            cb.trace_import = lambda subj: ("si", {"acc": self.account.name, "from": subj, "to": imported_as})
         sub = self.server.subscribe_internal(subject, cb, account=acc, local=acc is not self.account)
         self._subs.append(sub)
         return sub

@@ -178,12 +178,12 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
     if raw:
         sname = text(raw)
         if sname and sname != cfg.name:
-            return ApiError.of("JSStreamNotMatchErr")
+            return _returning(ApiError.of("JSStreamNotMatchErr"), "expected stream does not match")
 
     if _K_MSG_TTL in values:
         ttl = message_ttl(hdr)
         if isinstance(ttl, int) and ttl != 0 and not cfg.allow_msg_ttl and not sourced:
-            return ApiError.of("JSMessageTTLDisabledErr")
+            return _returning(ApiError.of("JSMessageTTLDisabledErr"), "message TTL disabled")
 
     raw = values.get(_K_LAST_SUBJ_SEQ)
     if raw:  # a raw value starts after the blanks: non-empty raw, non-empty text
@@ -193,7 +193,8 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
         last = stream.store.load_last_msg(seq_subj)
         fseq = last.seq if last is not None else 0
         if fseq != want:
-            return ApiError.of("JSStreamWrongLastSequenceErrF", seq=fseq)
+            return _returning(ApiError.of("JSStreamWrongLastSequenceErrF", seq=fseq),
+                              f"last sequence by subject mismatch: {want & _U64} vs {fseq}")
     elif values.get(_K_LAST_SUBJ_SEQ_SUBJ):
         return ApiError.of("JSStreamExpectedLastSeqPerSubjectInvalid")
 
@@ -202,7 +203,8 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
         want = parse_int64(text(raw))
         # Go compares uint64(parseInt64(v)): -1 becomes 2^64-1 and never matches.
         if want != stream.last_seq:
-            return ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq)
+            return _returning(ApiError.of("JSStreamWrongLastSequenceErrF", seq=stream.last_seq),
+                              f"last sequence mismatch: {want & _U64} vs {stream.last_seq}")
 
     new_hdr = None
     if b"Nats-Schedul" in hdr and not sourced:  # one substring test keeps plain publishes fast
@@ -229,7 +231,8 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
     if raw:
         lmsg_id = text(raw)
         if lmsg_id and lmsg_id != stream.last_msg_id:
-            return ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id)
+            return _returning(ApiError.of("JSStreamWrongLastMsgIDErrF", id=stream.last_msg_id),
+                              f"last msgid mismatch: {go_quote(lmsg_id)} vs {go_quote(stream.last_msg_id)}")
 
     kind = ""
     raw = values.get(_K_ROLLUP)
@@ -244,3 +247,13 @@ def check_headers(stream: "Stream", subject: str, hdr: bytes, sourced: bool = Fa
     if not msg_id and not kind and new_hdr is None:
         return _UNCHECKED
     return Checked(msg_id, kind, new_hdr)
+
+
+_U64 = (1 << 64) - 1  # Go prints the expected sequence as the uint64 it compares (-1: 18446744073709551615)
+
+
+def _returning(err: ApiError, text: str) -> ApiError:
+    """``err``, for the PubAck, with the plain error processJetStreamMsg returns beside it (stream.go), which a
+    message trace's ``js`` event reports."""
+    err.go_returned = text
+    return err

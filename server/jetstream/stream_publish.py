@@ -38,6 +38,8 @@ from .schedules import purge_scheduler
 MAX_HEADER_SIZE = 65535  # math.MaxUint16 in processJetStreamMsg
 _K_INCR = counters.INCR.encode()  # as headers.nats_values() lists it
 _TTL_NEEDLE = b"\r\n" + MSG_TTL.encode() + b":"
+_TRACE_ERRORS = {"JSStreamMessageExceedsMaximumErr": "maximum payload exceeded",  # ErrMaxPayload
+                 "JSStreamHeaderExceedsMaximumErr": "maximum payload exceeded"}
 
 
 class StreamPublishing:
@@ -83,10 +85,38 @@ class StreamPublishing:
             self.server.log_error("JetStream stream failed to process a message", stream=self.name,
                                   subject=subject, error=repr(e))
 
-    def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, sourced: bool = False) -> int:
+    #: the ``js`` event of a traced message while process() runs for it (trace_inbound), else None
+    _js_trace: dict | None = None
+
+    def trace_inbound(self, trace, subject: str, reply: str, hdr_len: int, data: bytes) -> None:
+        """A traced message (core/msgtrace.py; nats-server processInboundJetStreamMsg with a msgTrace): the trace's
+        ``js`` event, then :meth:`process`, which fills it in.  A trace-only message is checked and not stored: only an
+        error is answered (processJetStreamMsg returns before the store, and before the PubAck).  A stored one keeps
+        ``Nats-Trace-Dest: trace disabled``, so that a consumer's delivery of it starts no trace of its own."""
+        from ..core.msgtrace import disable_in_place
+
+        ev = trace.jetstream(self.name)
+        hdr = bytes(data[:hdr_len])
+        msg = bytes(data[hdr_len:])
+        if hdr[8:9] == b" ":
+            hdr = _strip_status(hdr)
+        if not trace.only:
+            hdr = disable_in_place(hdr)
+        self._js_trace = ev
+        try:
+            self.process(subject, reply, hdr, msg, trace_only=trace.only)
+        except Exception as e:  # as _inbound: never the publisher's connection
+            self.server.log_error("JetStream stream failed to process a message", stream=self.name,
+                                  subject=subject, error=repr(e))
+        finally:
+            self._js_trace = None
+
+    def process(self, subject: str, reply: str, hdr: bytes, msg: bytes, sourced: bool = False,
+                trace_only: bool = False) -> int:
         """Store one published message; returns its sequence, or 0 when it was not stored.  ``sourced``: a
         message the server made (a fired schedule) or a source brought in (sourcing.py) skips the checks nats-server
-        skips for it (publish_checks.check_headers)."""
+        skips for it (publish_checks.check_headers).  ``trace_only``: check it, answer an error, store nothing
+        (trace_inbound)."""
         if self.closed:
             return 0
         if self._itr is not None:  # subject_transform applies before anything else
@@ -105,6 +135,8 @@ class StreamPublishing:
                 mms = self._max_msg_size
                 if mms >= 0 and (len(hdr) > mms or len(msg) > mms - len(hdr)):
                     return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
+                if trace_only:
+                    return 0  # never into a batch: a trace-only message is not stored
                 if batch == "JSBatchPublishDisabledErr":
                     if self.config.allow_batched:
                         return self.batching.fast.process(subject, reply, hdr, msg, can_respond)
@@ -119,8 +151,19 @@ class StreamPublishing:
             return self._nak(reply, can_respond, ApiError.of("JSStreamMessageExceedsMaximumErr"))
         res = self.check(subject, hdr, msg, sourced)
         if res.__class__ is tuple:
+            ev = self._js_trace
+            if ev is not None:  # updateJetStreamEvent, then the trace-only return of processJetStreamMsg
+                ev["ts"] = format_time(self.server.clock.time_ns())
+                ev["subject"] = subject
+                if self._interest_retention and not (
+                        self.consumers and self.interest is not None and self.interest(subject)):
+                    ev["nointerest"] = True
+                if trace_only:
+                    return 0
             return self.store_checked(subject, reply, *res, can_respond, sourced)
         if isinstance(res, Duplicate):
+            if self._js_trace is not None:
+                self._js_trace["error"] = "msgid is duplicate"  # errMsgIdDuplicate
             if can_respond:
                 self.js.durability.send_stored(self, reply,
                                                self._pub_ack_prefix + b"%d,\"duplicate\": true}" % res.seq, res.seq)
@@ -324,6 +367,10 @@ class StreamPublishing:
         return jsonout.dumpb({"error": err.to_dict(), "stream": self.name, "seq": 0})
 
     def _nak(self, reply: str, can_respond: bool, err: ApiError) -> int:
+        if self._js_trace is not None:
+            # processJetStreamMsg's error: an ApiError's Error() ("<description> (<err_code>)"), or for some a plain
+            # error of its own (ApiError.go_returned; ErrMaxPayload for the sizes)
+            self._js_trace["error"] = err.go_returned or _TRACE_ERRORS.get(err.constant) or err.go_error()
         if can_respond:
             self.js.durability.send(reply, self.error_ack(err))
         return 0

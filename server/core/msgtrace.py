@@ -1,0 +1,421 @@
+"""Message tracing (ADR-41; nats-server msgtrace.go): a message published with a ``Nats-Trace-Dest: <subject>``
+header makes every server it passes through publish a trace event to that subject.
+
+Theory of operation
+-------------------
+A traced message is rare, so the hot paths never look for it: the parsers do, in C where the accelerator is built
+(protocol/parser.py, protocol/route.py), and hand a message whose header block holds ``Nats-Trace-Dest:`` to
+``on_traced_pub`` / ``on_traced_rmsg`` instead of ``on_pub`` / ``on_rmsg``.  A client's goes through every check of
+``ClientConnection._pub`` to :func:`route_traced`, another server's to :func:`deliver_routed_traced`.  These
+decide, as nats-server's ``initMsgTrace`` does, whether the message is traced at all (a ``trace disabled`` value, an
+invalid destination, a ``Nats-Trace-Origin-Account`` header: not traced; a destination the publisher may not publish
+to: a violation, and the message is dropped), then deliver it themselves, the way ``route`` / ``deliver_routed``
+would, recording one event per step:
+
+* ``in``: who published it (client, route or leaf connection), in which account, on which subject;
+* ``eg``: each delivery: a client subscription, or a route or leaf connection the message is forwarded to (with the
+  ``Nats-Trace-Hop`` header it gets there, so that the next server's event can be tied to this one), or why not
+  (no echo, a subscribe deny, a closed client);
+* ``js``: a stream that captured it, with what the stream did (stored, no interest, or the error);
+* ``se`` / ``si``: a stream export or service import it crossed.  Skiff refuses ``allow_trace`` (config and JWT), so
+  as in nats-server without it, tracing stops at the account boundary: a trace-only message goes no further, a
+  delivered one goes on untraced (a service import also marks the header ``trace disabled``).
+
+The event (``MsgTraceEvent``: the server's ServerInfo, the request's trace headers and size, the number of hops, the
+events) is published in the message's account on the destination when the message is done, from the server, as
+``sendInternalAccountSysMsg`` does; a request header ``Accept-Encoding`` asking for gzip or snappy compresses it.
+
+``Nats-Trace-Only: true`` (or ``1``, ``on``) traces without delivering: clients and streams are not given the
+message (a stream runs its checks and answers only an error; nats-server processJetStreamMsg returns before storing),
+routes and leaf connections still get it, because the next server must trace it too and will not deliver it either.
+
+``traceparent`` (W3C trace context) starts a trace only in an account with a trace destination (``msg_trace`` in the
+config or ``trace`` in an account JWT), which Skiff refuses at start-up; without one nats-server does not trace it
+either.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from skiff.protocol import encoder, headers
+from skiff.protocol.encoder import msg_parts
+from skiff.protocol.jsapi.timefmt import format_time
+from skiff.protocol.marshal import dumps
+from skiff.protocol.parser import TRACE_NEEDLE
+from skiff.protocol.subjects import is_valid_literal_subject
+
+TRACE_DEST = "Nats-Trace-Dest"
+TRACE_HOP = "Nats-Trace-Hop"
+TRACE_ONLY = "Nats-Trace-Only"
+TRACE_ORIGIN_ACCOUNT = "Nats-Trace-Origin-Account"
+DISABLED = "trace disabled"  # MsgTraceDestDisabled: not a valid subject, so never a destination
+
+# Connection kinds as the events number them (nats-server client.go: CLIENT, ROUTER, GATEWAY, SYSTEM, LEAF, ...).
+CLIENT, ROUTER, LEAF = 0, 1, 4
+
+# The egress errors of msgtrace.go, word for word.
+NO_ECHO = "Not delivered because of no echo"
+SUB_DENY = "Not delivered because subscription denies this subject"
+CLIENT_CLOSED = "Not delivered because client is closed"
+
+_PASSED = {"no echo": NO_ECHO, "deny": SUB_DENY, "closed": CLIENT_CLOSED}  # Fanout._pick's reasons
+_TRUE = ("1", "true", "on")
+
+
+def trace_headers(hdr: bytes) -> dict[str, list[str]] | None:
+    """The header block as name -> values, case kept, when it asks for a trace (genHeaderMapIfTraceHeadersPresent:
+    a non-empty ``Nats-Trace-Dest``, name matched exactly, that is not ``trace disabled``); None otherwise."""
+    if not hdr.startswith(b"NATS/1.0"):
+        return None
+    lines = hdr.split(b"\r\n")
+    found = False
+    out: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        key, sep, val = line.partition(b":")
+        if not sep:
+            continue
+        val = val.strip(b" \t")
+        if not key or not val:
+            continue
+        k = key.decode("utf-8", "surrogateescape")
+        v = val.decode("utf-8", "surrogateescape")
+        if k == TRACE_DEST and not found:
+            if v == DISABLED:
+                return None
+            found = True
+        out.setdefault(k, []).append(v)
+    return out if found else None
+
+
+def _first(hmap: dict[str, list[str]], key: str) -> str:
+    vals = hmap.get(key)
+    return vals[0] if vals else ""
+
+
+def set_header(data: bytes, hdr_len: int, key: str, value: str) -> tuple[int, bytes]:
+    """client.go setHeader: the message with ``key`` removed from its header block and ``key: value`` added last."""
+    hdr = headers.strip(bytes(data[:hdr_len]), keys=(key,)) if hdr_len else b""
+    hdr = headers.append(hdr, key, value)
+    return len(hdr), hdr + bytes(data[hdr_len:])
+
+
+def disable_in_place(hdr: bytes) -> bytes:
+    """stream.go setHeader(MsgTraceDest, MsgTraceDestDisabled): the value replaced where it stands, so that a stored
+    message delivered later starts no trace of its own."""
+    i = hdr.find(b"\r\n" + TRACE_NEEDLE)
+    if i < 0:
+        return hdr
+    start = i + 2 + len(TRACE_NEEDLE)
+    if hdr[start:start + 1] == b" ":
+        start += 1
+    end = hdr.find(b"\r", start)
+    if end < 0:
+        return hdr
+    return hdr[:start] + DISABLED.encode() + hdr[end:]
+
+
+class MsgTrace:
+    """One traced message on this server: its events, and where they go."""
+
+    __slots__ = ("server", "account", "dest", "only", "hop", "hops", "hmap", "size", "events", "ingress", "js",
+                 "accept")
+
+    def __init__(self, server: Any, account: Any, dest: str, only: bool, hop: str, hmap: dict, size: int,
+                 kind: int, cid: int, name: str, subject: str) -> None:
+        self.server = server
+        self.account = account
+        self.dest = dest
+        self.only = only
+        self.hop = hop  # the Nats-Trace-Hop this server got it with ("" from a client)
+        self.hops = 0  # forwards to other servers so far
+        self.hmap = hmap
+        self.size = size
+        self.accept = _first(hmap, "Accept-Encoding")
+        self.ingress: dict[str, Any] = {"type": "in", "ts": self.now(), "kind": kind, "cid": cid}
+        if name:
+            self.ingress["name"] = name
+        self.ingress["acc"] = account.name
+        self.ingress["subj"] = subject
+        self.events: list[dict] = [self.ingress]
+        self.js: dict | None = None
+
+    # ------------------------------------------------------------------ events
+    def now(self) -> str:
+        """An event's time, on the server's clock (a test may drive it: skiff.testing)."""
+        return format_time(self.server.clock.time_ns())
+
+    def egress(self, conn: Any, sub: Any, error: str = "") -> None:
+        """A client subscription's delivery (addEgressEvent for a CLIENT)."""
+        e: dict[str, Any] = {"type": "eg", "ts": self.now(), "kind": CLIENT, "cid": conn.cid}
+        if conn.name:
+            e["name"] = conn.name
+        if conn.account is not self.account:
+            e["acc"] = conn.account.name
+        e["sub"] = sub.subject
+        if sub.queue:
+            e["queue"] = sub.queue
+        if error:
+            e["error"] = error
+        self.events.append(e)
+
+    def forward(self, link: Any, data: bytes, hdr_len: int) -> tuple[int, bytes]:
+        """A route or leaf connection the message goes to: its egress event, and the message with the hop header
+        the next server reads (setHopHeader: ``<hop>.<n>``, or ``<n>`` on the first server)."""
+        self.hops += 1
+        nhop = f"{self.hop}.{self.hops}" if self.hop else str(self.hops)
+        e: dict[str, Any] = {"type": "eg", "ts": self.now(), "kind": ROUTER if link.is_route else LEAF,
+                             "cid": link.cid}
+        name = link.remote_name or link.remote_id
+        if name:
+            e["name"] = name
+        e["hop"] = nhop
+        self.events.append(e)
+        return set_header(data, hdr_len, TRACE_HOP, nhop)
+
+    def add(self, typ: str, **fields: Any) -> None:
+        e: dict[str, Any] = {"type": typ, "ts": self.now()}
+        e.update(fields)
+        self.events.append(e)
+
+    def jetstream(self, stream: str) -> dict:
+        """addJetStreamEvent; the stream fills in ``subject``, ``nointerest`` and ``error`` (jetstream_done)."""
+        self.js = {"type": "js", "ts": self.now(), "stream": stream}
+        self.events.append(self.js)
+        return self.js
+
+    # ------------------------------------------------------------------ sending
+    def send(self) -> None:
+        """sendInternalAccountSysMsg: the event, from the server, in the message's account, on the destination."""
+        srv = self.server
+        system = srv.system
+        if system is None:  # no system account: nats-server's internal send queue does not exist either
+            return
+        doc: dict[str, Any] = {"server": system.server_info(),
+                               "request": {"header": self.hmap, "msgsize": self.size}}
+        if self.hops:
+            doc["hops"] = self.hops
+        doc["events"] = self.events
+        body = dumps(doc).encode()
+        hdr = b""
+        enc = _encoding(self.accept)
+        if enc == "gzip":
+            import gzip
+
+            body, hdr = gzip.compress(body), b"NATS/1.0\r\nContent-Encoding: gzip\r\n\r\n"
+        elif enc == "snappy":
+            import cramjam
+
+            body = bytes(cramjam.snappy.compress(body))  # the framing format, as s2's WriterSnappyCompat writes
+            hdr = b"NATS/1.0\r\nContent-Encoding: snappy\r\n\r\n"
+        elif enc == "identity":
+            hdr = b"NATS/1.0\r\nContent-Encoding: identity\r\n\r\n"
+        srv.route(None, self.dest, "", len(hdr), hdr + body, sublist=self.account.sublist)
+
+
+def _encoding(accept: str) -> str:
+    """getCompressionType: as a system request's Accept-Encoding (sysacc), and any other value is answered uncompressed,
+    labelled ``identity``."""
+    from .sysacc import _accept_encoding
+
+    return _accept_encoding(accept) or "identity" if accept else ""
+
+
+# ---------------------------------------------------------------------- starting a trace
+def _start(srv: Any, hmap: dict, hdr_len: int, data: bytes, account: Any, kind: int, cid: int, name: str,
+           subject: str, allowed) -> "MsgTrace | bool | tuple[int, bytes]":
+    """initMsgTrace: a :class:`MsgTrace`; or ``True``: drop the message (a trace-only message that cannot be traced,
+    or a destination the publisher may not publish to); or ``False``: deliver it untraced; or a new
+    ``(hdr_len, data)``: deliver that, untraced (the header now says ``trace disabled``)."""
+    only = _first(hmap, TRACE_ONLY).lower() in _TRUE
+    dest = _first(hmap, TRACE_DEST)
+    origin_acc = _first(hmap, TRACE_ORIGIN_ACCOUNT)
+    if origin_acc:
+        # A header of servers before 2.10.x's message tracing: such a message is not traced.
+        srv.log_error(f'Message tracing disabled because of header "{TRACE_ORIGIN_ACCOUNT}" with '
+                      f'value="{origin_acc}"', cid=cid)
+        return True if only else set_header(data, hdr_len, TRACE_DEST, DISABLED)
+    if not is_valid_literal_subject(dest):
+        srv.log_error(f'Destination "{dest}" is not valid, won\'t be able to trace events', cid=cid)
+        return only
+    if allowed is not None and not allowed(dest):
+        return True
+    hop = _first(hmap, TRACE_HOP) if kind != CLIENT else ""
+    return MsgTrace(srv, account, dest, only, hop, hmap, len(data), kind, cid, name, subject)
+
+
+def _client_may_trace_to(origin: Any, account: Any):
+    """allowedToPublishOnMsgTraceDest for a client: its publish permissions, and no ``_GR_.`` or (outside the system
+    account) ``$NRG.`` destination; refused, the client gets the publish violation and the message is dropped."""
+    def allowed(dest: str) -> bool:
+        perms = origin.perms
+        ok = not dest.startswith("_GR_.")
+        if ok and dest.startswith("$NRG."):
+            system = origin.server.system
+            ok = system is not None and account is system.account
+        if ok and perms is not None:
+            ok = perms.can_publish(dest)
+        if not ok:
+            origin.send(encoder.err(f'Permissions Violation for Publish to "{dest}"'))
+        return ok
+    return allowed
+
+
+def _client_trace(srv: Any, origin: Any, subject: str, hdr_len: int, data: bytes) -> "MsgTrace | bool | tuple | None":
+    """:func:`_start` for a client's message; None when its header block asks for no trace after all."""
+    hmap = trace_headers(bytes(data[:hdr_len]))
+    if hmap is None:
+        return None
+    return _start(srv, hmap, hdr_len, data, origin.account, CLIENT, origin.cid, origin.name, subject,
+                  _client_may_trace_to(origin, origin.account))
+
+
+def route_traced(srv: Any, origin: Any, subject: str, reply: str, hdr_len: int, data: bytes) -> bool | None:
+    """``Fanout.route`` for a client's message with a ``Nats-Trace-Dest`` header: whether anyone got it, or None
+    when it is not traced after all (the caller routes it as usual)."""
+    t = _client_trace(srv, origin, subject, hdr_len, data)
+    if t is None or t is False:
+        return None
+    if t is True:
+        return False
+    if t.__class__ is tuple:
+        hdr_len, data = t
+        return srv.route(origin, subject, reply, hdr_len, data)
+    account = origin.account
+    delivered = _deliver(srv, t, origin, account.name, account.sublist, subject, reply, None, hdr_len, data)
+    if not delivered and reply and origin.no_responders:
+        srv.no_responders(subject, reply, origin)
+    t.send()
+    return delivered
+
+
+def publish_denied(srv: Any, origin: Any, subject: str, hdr_len: int, data: bytes) -> bool:
+    """A traced message its client may not publish: the violation is the ingress event's error and the event goes
+    out (pubPermissionViolation with a msgTrace).  False when it is not traced (the caller sends the violation)."""
+    t = _client_trace(srv, origin, subject, hdr_len, data)
+    if t is True:
+        return True  # the destination's violation was the answer; the message goes no further
+    if t is None or t is False or t.__class__ is tuple:
+        return False
+    text = f'Permissions Violation for Publish to "{subject}"'
+    t.ingress["error"] = text
+    origin.send(encoder.err(text))
+    t.send()
+    return True
+
+
+def deliver_routed_traced(srv: Any, link: Any, account: Any, subject: str, reply: str, queues: tuple,
+                          hdr_len: int, data: bytes) -> bool:
+    """``deliver_routed`` for a traced message from a route or leaf connection (``account``: the Account it came in);
+    False when it is not traced after all (the caller delivers it)."""
+    hmap = trace_headers(bytes(data[:hdr_len]))
+    if hmap is None:
+        return False
+    if account is None:  # the link's caller dropped a message of an unknown account already
+        return False
+    kind = ROUTER if link.is_route else LEAF
+    t = _start(srv, hmap, hdr_len, data, account, kind, link.cid, link.remote_name or link.remote_id, subject,
+               None)
+    if t is True:
+        return True
+    if t is False:
+        return False
+    if t.__class__ is tuple:
+        hdr_len, data = t
+        srv.deliver_routed(link, account.sublist, subject, reply, queues, hdr_len, data)
+        return True
+    _deliver(srv, t, link, account.name, account.sublist, subject, reply, queues, hdr_len, data)
+    t.send()
+    return True
+
+
+# ---------------------------------------------------------------------- delivery
+def _deliver(srv: Any, t: MsgTrace, origin: Any, acc_name: str, sublist: Any, subject: str, reply: str,
+             queues: tuple | None, hdr_len: int, data: bytes) -> bool:
+    """What ``Fanout.route`` (``queues`` None: a client's message) or ``Fanout.deliver_routed`` (a message from a
+    route or leaf connection, ``queues`` the groups it names) do, with an event for each step.  nats-server's
+    processMsgResults and deliverMsg."""
+    from_link = queues is not None
+    from_route = from_link and origin.is_route
+    plain, qgroups = sublist.match(subject)
+    only = t.only
+    head = tail = None
+    delivered = False
+    links: dict[Any, list[str]] = {}
+
+    def to_client(sub: Any, conn: Any) -> None:
+        nonlocal head, tail, delivered
+        if conn.closed:
+            t.egress(conn, sub, CLIENT_CLOSED)
+            return
+        t.egress(conn, sub)
+        delivered = True
+        if not only:
+            if head is None:
+                head, tail = msg_parts(subject, reply, hdr_len, len(data))
+            srv._deliver(sub, conn, head, tail, hdr_len, data, reply)
+
+    def passed(sub: Any, conn: Any, why: str) -> None:  # a queue member skipped (deliverMsg failed for it)
+        t.egress(conn, sub, _PASSED[why])
+
+    for sub in plain:
+        conn = sub.conn
+        if conn is None:
+            rt = sub.route
+            if rt is not None:
+                if rt is not origin and not (from_route and rt.is_route):
+                    links.setdefault(rt, [])
+            elif _internal(srv, t, sub, origin, subject, reply, hdr_len, data):
+                delivered = True
+            continue
+        if conn is origin and not conn.echo:
+            t.egress(conn, sub, NO_ECHO)
+            continue
+        if conn.deny_delivery and conn.perms.deliver_denied(subject):
+            t.egress(conn, sub, SUB_DENY)
+            continue
+        to_client(sub, conn)
+    for members in qgroups:
+        if from_link and members[0].queue not in queues:
+            continue
+        sub = srv._pick(members, origin, subject, routes_ok=not from_route, passed=passed)
+        if sub is None:
+            continue
+        conn = sub.conn
+        if conn is None:
+            if sub.route is not None:
+                links.setdefault(sub.route, []).append(sub.queue)
+            elif _internal(srv, t, sub, origin, subject, reply, hdr_len, data):
+                delivered = True
+            continue
+        to_client(sub, conn)
+    for rt, qs in links.items():
+        # Routes and leaf connections get it even when it is trace-only: the next server traces it too.
+        n, fwd = t.forward(rt, data, hdr_len)
+        rt.send_msg(acc_name, subject, reply, qs, n, fwd)
+        delivered = True
+    return delivered
+
+
+def _internal(srv: Any, t: MsgTrace, sub: Any, origin: Any, subject: str, reply: str, hdr_len: int,
+              data: bytes) -> bool:
+    """An internal subscription: a stream that captures the subject, an import's forwarder, or a server handler."""
+    cb = sub.callback
+    owner = getattr(cb, "__self__", None)
+    traced = getattr(owner, "trace_inbound", None)
+    if traced is not None and getattr(cb, "__name__", "") == "_inbound":
+        traced(t, subject, reply, hdr_len, data)  # a stream (jetstream/stream_publish.py)
+        return True
+    crossing = getattr(cb, "trace_import", None) or getattr(owner, "trace_import", None)
+    if crossing is not None:
+        # An import (core/accounts.py), or what nats-server serves through one (the JetStream API, the system
+        # account's per-account services): its event, then no further tracing (no allow_trace in Skiff).
+        typ, fields = crossing(subject)
+        t.add(typ, **fields)
+        if t.only:
+            return typ == "se"  # processMsgResults counts a skipped stream export as delivered, not a service import
+        if typ == "si":
+            hdr_len, data = set_header(data, hdr_len, TRACE_DEST, DISABLED)
+    # Any other internal subscription (a consumer's acks and pull requests) runs even for a trace-only message, as
+    # nats-server's deliverMsg calls every internal callback (sub.icb) whatever the trace mode.
+    cb(sub, subject, reply, hdr_len, data, origin)
+    return True
