@@ -72,6 +72,11 @@ _OUTSIDE_API = (DIRECT_GET_PRE, REQUEST_NEXT_PRE)
 OFFLOAD_BODY = 16 * 1024
 
 
+RESPONSE_TYPE = "Nats-Response-Type"  # stream.go JSResponseType
+_STREAM_INFO = tuple(API["STREAM.INFO"].pattern.split("."))
+_CREATE_TYPE = TYPE_PREFIX + API["STREAM.CREATE"].reply_type
+
+
 class WithHeader(NamedTuple):
     """A handler's reply that goes out with a header block (the ``Nats-Stream-Identity`` of a sourcing consumer's
     create or reset, 2.15: jetstream_api.go sendAPIHdrResponse)."""
@@ -493,10 +498,14 @@ class ApiRouter:
     def _answer(self, route: Route, req: ApiRequest, res) -> None:
         if res is None:
             return
+        rtype = route.type
+        if req.hdr and route.pattern == _STREAM_INFO and headers.get(req.hdr, RESPONSE_TYPE) == "create":
+            # jsStreamInfoRequest: a clustered create that found its stream asks for its info as a create response
+            rtype = _CREATE_TYPE
         if isinstance(res, ApiError):
-            self.reply_error(req, route, res)
+            self.reply_error(req, route, res, rtype)
         else:
-            self.reply_ok(req, route, res)
+            self.reply_ok(req, route, res, rtype)
 
     def _no_responders(self, sub, subject: str, reply: str, origin) -> None:
         """``DIRECT.GET`` and ``CONSUMER.MSG.NEXT`` are answered by the streams and consumers themselves, not by
@@ -509,11 +518,11 @@ class ApiRouter:
             return
         self.server.no_responders(subject, reply, origin)
 
-    def reply_ok(self, req: ApiRequest, route: Route, body: "dict | WithHeader") -> None:
+    def reply_ok(self, req: ApiRequest, route: Route, body: "dict | WithHeader", rtype: str = "") -> None:
         hdr = b""
         if isinstance(body, WithHeader):
             body, hdr = body
-        out = {"type": route.type}
+        out = {"type": rtype or route.type}
         out.update(body)
         data = jsonout.dumpb(out)
         if req.reply:
@@ -522,8 +531,8 @@ class ApiRouter:
             self.total += 1
             advisories.api_audit(self.server, req.origin, req.subject, req.body, data)
 
-    def reply_error(self, req: ApiRequest, route: Route, err: ApiError) -> None:
-        out: dict = {"type": route.type, "error": err.to_dict()}
+    def reply_error(self, req: ApiRequest, route: Route, err: ApiError, rtype: str = "") -> None:
+        out: dict = {"type": rtype or route.type, "error": err.to_dict()}
         out.update(route.error_extra)
         data = jsonout.dumpb(out)
         if req.reply:

@@ -167,6 +167,20 @@ async def test_info_shape_and_not_found(jsc):
     assert "error" not in r
 
 
+async def test_info_answers_as_a_create_when_the_request_says_so(jsc):
+    """``Nats-Response-Type: create`` (what a clustered create that found its stream sends, jsStreamInfoRequest)
+    makes the info reply, or its error, a stream_create_response; any other value changes nothing."""
+    name = jsc.name()
+    await jsc.create(name, storage="memory")
+    create = {"Nats-Response-Type": "create"}
+    r = await jsc.api(f"STREAM.INFO.{name}", headers=create, check=False)
+    assert r["type"] == T + "stream_create_response" and r["config"]["name"] == name
+    r = await jsc.api("STREAM.INFO.NOPE_" + name, headers=create, check=False)
+    assert (r["type"], r["error"]["err_code"]) == (T + "stream_create_response", 10059)
+    r = await jsc.api(f"STREAM.INFO.{name}", headers={"Nats-Response-Type": "update"})
+    assert r["type"] == T + "stream_info_response"
+
+
 async def test_info_subjects_and_deleted_details(jsc):
     name = jsc.name()
     await jsc.create(name, storage="memory")
