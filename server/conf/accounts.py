@@ -18,8 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
 _NOT_IMPLEMENTED = {
     "mappings": "subject mappings (messages would stay on the subject published)",
     "maps": "subject mappings (messages would stay on the subject published)",
-    "msg_trace": "message tracing",
-    "trace_dest": "message tracing",
+    # Message tracing itself is implemented (core/msgtrace.py); an account's trace destination is what makes a
+    # traceparent header start a trace, and allow_trace carries a trace across an import.
+    "msg_trace": "account trace destinations (traceparent headers would start no trace)",
+    "trace_dest": "account trace destinations (traceparent headers would start no trace)",
 }
 
 
@@ -260,7 +262,7 @@ def _export(m: "_Mapper", tok: Token, account: str) -> dict | None:
                 m.err(vt, f'"accounts.{account}.exports.account_token_position" is not implemented by Skiff')
         elif lk == "allow_trace":
             if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing')
+                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing across accounts')
         else:
             m.unknown(vt, k)
     if "stream" in ex and ("response_type" in ex or "threshold" in ex):
@@ -303,7 +305,7 @@ def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
                           "client info (Nats-Request-Info) with the exporter")
         elif lk == "allow_trace":
             if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing')
+                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing across accounts')
         else:
             m.unknown(vt, k)
     if "stream" in im and im.get("prefix") and im.get("to"):

@@ -137,19 +137,21 @@ class OperatorMode:
     def unsupported(self, claims: Claims) -> str:
         """What an account JWT asks for that Skiff does not do ("" when nothing)."""
         n = claims.nats
-        for key, what in (("mappings", "subject mappings"), ("trace", "message tracing")):
+        # Message tracing itself is implemented (core/msgtrace.py); an account's own trace destination (for
+        # traceparent headers) and tracing across an import (allow_trace) are not.
+        for key, what in (("mappings", "subject mappings are"), ("trace", "account trace destinations are")):
             if n.get(key):
-                return f"{what} are not implemented by Skiff"
+                return f"{what} not implemented by Skiff"
         for ex in n.get("exports") or []:
             if isinstance(ex, dict) and ex.get("service_latency") is not None:
                 return "service latency tracking is not implemented by Skiff"
             if isinstance(ex, dict) and ex.get("allow_trace"):
-                return "message tracing is not implemented by Skiff"
+                return "message tracing across accounts is not implemented by Skiff"
         for im in n.get("imports") or []:
             if isinstance(im, dict) and im.get("share"):
                 return "service latency tracking is not implemented by Skiff"
             if isinstance(im, dict) and im.get("allow_trace"):
-                return "message tracing is not implemented by Skiff"
+                return "message tracing across accounts is not implemented by Skiff"
         auth = n.get("authorization")
         if isinstance(auth, dict) and (auth.get("auth_users") or auth.get("allowed_accounts") or auth.get("xkey")):
             return "auth callout is not implemented by Skiff"

@@ -339,7 +339,7 @@ async def test_a_push_with_a_wildcard_export_beyond_the_operator_limits_is_refus
      "service latency tracking is"),
     ({"imports": [{"type": "service", "account": EXP.public, "subject": "svc.echo", "share": True}]},
      "service latency tracking is"),
-    ({"imports": [dict(PUB_IMPORT, allow_trace=True)]}, "message tracing is"),
+    ({"imports": [dict(PUB_IMPORT, allow_trace=True)]}, "message tracing across accounts is"),
     ({"mappings": {"a": [{"subject": "b", "weight": 100}]}}, "subject mappings are"),
 ], ids=["latency", "share", "allow_trace", "mappings"])
 async def test_what_skiff_does_not_implement_is_refused(dir_srv, tmp_path, nats_fields, what):
