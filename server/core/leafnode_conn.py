@@ -14,7 +14,9 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, lmsg_head, ls_minus, ls_plus
 
-from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, needs_compression
+from .link import (
+    AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, announced_proto, needs_compression,
+)
 from .tls import TLSError, TLSLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -332,6 +334,7 @@ class LeafConnection(Link):
             return  # compression starts: the hub's next INFO, compressed, is the one to act on
         self.remote_id = str(info.get("server_id") or "")
         self.remote_name = str(info.get("server_name") or "")
+        self.remote_proto = announced_proto(info.get("proto"))
         nonce = str(info.get("nonce") or "")
         try:
             self.send(self.leafnodes.connect_proto(self.remote, self.url, nonce, self.compression))
@@ -349,6 +352,7 @@ class LeafConnection(Link):
         proto = self._json(data, "CONNECT")
         if proto is None:
             return
+        self.remote_proto = announced_proto(proto.get("protocol"))  # leafConnectInfo's tag for it
         acc = self.leafnodes.authenticate(proto, self)
         if acc is None:
             return self._auth_violation()

@@ -74,6 +74,11 @@ AUTH_VIOLATION = "Authentication Failure"
 PROTOCOL_VIOLATION = "Protocol Violation"
 
 
+def announced_proto(value: Any) -> int:
+    """An announced protocol version (a JSON number; anything else counts as 0, the oldest)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class LinkSet:
     """What one kind of link (core/cluster.py routes, core/leafnode.py leaf connections) keeps around its
     connections: the listener, the dialing tasks, the links still in their handshake (``pending``), and the stop that
@@ -138,6 +143,9 @@ class Link(asyncio.Protocol):
         self.close_reason = ""
         self.registered = False
         self.remote_id = self.remote_name = ""
+        # The server-to-server protocol the other side announced (a route's INFO "proto", a leaf hub's INFO "proto",
+        # a leaf spoke's CONNECT "protocol"): 3 and up understands message tracing (core/msgtrace.py).
+        self.remote_proto = 0
         self.subs: dict[tuple, RouteSub] = {}
         self.host, self.port = "", 0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0

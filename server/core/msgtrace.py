@@ -53,7 +53,11 @@ DISABLED = "trace disabled"  # MsgTraceDestDisabled: not a valid subject, so nev
 # Connection kinds as the events number them (nats-server client.go: CLIENT, ROUTER, GATEWAY, SYSTEM, LEAF, ...).
 CLIENT, ROUTER, LEAF = 0, 1, 4
 
+TRACE_PROTO = 3  # MsgTraceProto: the server-to-server protocol version that understands message tracing
+
 # The egress errors of msgtrace.go, word for word.
+ONLY_NO_SUPPORT = "Not delivered because remote does not support message tracing"
+NO_SUPPORT = "Message delivered but remote does not support message tracing so no trace event generated from there"
 NO_ECHO = "Not delivered because of no echo"
 SUB_DENY = "Not delivered because subscription denies this subject"
 CLIENT_CLOSED = "Not delivered because client is closed"
@@ -158,9 +162,10 @@ class MsgTrace:
             e["error"] = error
         self.events.append(e)
 
-    def forward(self, link: Any, data: bytes, hdr_len: int) -> tuple[int, bytes]:
+    def forward(self, link: Any, data: bytes, hdr_len: int) -> tuple[int, bytes] | None:
         """A route or leaf connection the message goes to: its egress event, and the message with the hop header
-        the next server reads (setHopHeader: ``<hop>.<n>``, or ``<n>`` on the first server)."""
+        the next server reads (setHopHeader: ``<hop>.<n>``, or ``<n>`` on the first server); None when it must not go
+        there: trace-only, and the other side announced no tracing (it would deliver the message)."""
         self.hops += 1
         nhop = f"{self.hop}.{self.hops}" if self.hop else str(self.hops)
         e: dict[str, Any] = {"type": "eg", "ts": self.now(), "kind": ROUTER if link.is_route else LEAF,
@@ -170,6 +175,10 @@ class MsgTrace:
             e["name"] = name
         e["hop"] = nhop
         self.events.append(e)
+        if link.remote_proto < TRACE_PROTO:  # msgTraceSupport
+            e["error"] = ONLY_NO_SUPPORT if self.only else NO_SUPPORT
+            if self.only:
+                return None
         return set_header(data, hdr_len, TRACE_HOP, nhop)
 
     def add(self, typ: str, **fields: Any) -> None:
@@ -389,10 +398,12 @@ def _deliver(srv: Any, t: MsgTrace, origin: Any, acc_name: str, sublist: Any, su
             continue
         to_client(sub, conn)
     for rt, qs in links.items():
-        # Routes and leaf connections get it even when it is trace-only: the next server traces it too.
-        n, fwd = t.forward(rt, data, hdr_len)
-        rt.send_msg(acc_name, subject, reply, qs, n, fwd)
-        delivered = True
+        # Routes and leaf connections get it even when it is trace-only: the next server traces it too (unless it
+        # cannot: forward says so).
+        fwd = t.forward(rt, data, hdr_len)
+        if fwd is not None:
+            rt.send_msg(acc_name, subject, reply, qs, *fwd)
+            delivered = True
     return delivered
 
 

@@ -33,7 +33,9 @@ from skiff.protocol import encoder
 from skiff.protocol.parser import Connect, Err, Info, Ok, Ping, Pong, ProtocolError
 from skiff.protocol.route import RouteParser, RSub, RUnsub, rmsg_head, rs_minus, rs_plus
 
-from .link import AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, needs_compression
+from .link import (
+    AUTO_THRESHOLDS, NOT_SUPPORTED, OFF, PROTOCOL_VIOLATION, S2_AUTO, Link, announced_proto, needs_compression,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -266,6 +268,7 @@ class RouteConnection(Link):
         self.remote_info = info
         self.remote_id = rid
         self.remote_name = str(info.get("server_name") or "")
+        self.remote_proto = announced_proto(info.get("proto"))
         if self.solicited:
             self.headers = info.get("headers") is True
         self._maybe_register()

@@ -33,12 +33,13 @@ class FakeRoute:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def handshake(self, cluster: str = "c1", user: str = "", password: str = "", server_id: str = FAKE_ID) -> None:
+    def handshake(self, cluster: str = "c1", user: str = "", password: str = "", server_id: str = FAKE_ID,
+                  proto: int = 1) -> None:
         connect = {"echo": True, "verbose": False, "pedantic": False, "tls_required": False, "headers": True,
                    "name": server_id, "cluster": cluster}
         if user:
             connect.update(user=user, **{"pass": password})
-        info = {"server_id": server_id, "server_name": server_id[-8:], "version": "2.9.0", "proto": 1,
+        info = {"server_id": server_id, "server_name": server_id[-8:], "version": "2.9.0", "proto": proto,
                 "host": "127.0.0.1",
                 "port": 1, "headers": True, "cluster": cluster}
         self.send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nINFO " + json.dumps(info).encode() + b"\r\n")
@@ -228,3 +229,43 @@ def test_a_malformed_interest_line_closes_the_route_without_an_error(node):
         for _ in range(1000):
             assert not r.read_line().startswith(b"-ERR"), "nats-server closes without an -ERR"
     r.close()
+
+
+@pytest.mark.parametrize("proto", [1, 3], ids=["pre-tracing", "tracing"])
+async def test_a_traced_message_goes_to_a_route_as_its_protocol_allows(node, proto):
+    """Message tracing (ADR-41) across a route: the route's egress event has hop 1 and the message carries
+    ``Nats-Trace-Hop: 1``; a route that announced a protocol before 3 (MsgTraceProto) would deliver a trace-only
+    message, so it does not get one, and a delivered one is marked as untraceable there (msgtrace.go errors)."""
+    r = FakeRoute(node.cluster_port)
+    r.handshake(proto=proto)
+    r.sync()
+    nc = await nats.connect(node.url)
+    try:
+        trace = await nc.subscribe("trace.r")
+        await nc.flush()
+        r.send(b"RS+ $G foo\r\n")
+        r.sync()
+        for only in (True, False):
+            hdrs = {"Nats-Trace-Dest": "trace.r"}
+            if only:
+                hdrs["Nats-Trace-Only"] = "true"
+            await nc.publish("foo", b"x", headers=hdrs)
+            await nc.flush()
+            ev = json.loads((await trace.next_msg(timeout=2)).data)
+            [eg] = [e for e in ev["events"] if e["type"] == "eg"]
+            assert (eg["kind"], eg["hop"], ev["hops"]) == (1, "1", 1)
+            r.send(b"PING\r\n")
+            got = [line for line in r.lines_until(b"PONG") if not line.startswith(b"RMSG $SYS")]
+            if proto >= 3:
+                assert "error" not in eg
+                assert got[0].startswith(b"HMSG $G foo ") and b"Nats-Trace-Hop: 1" in got
+            elif only:
+                assert eg["error"] == "Not delivered because remote does not support message tracing"
+                assert got == []
+            else:
+                assert eg["error"] == ("Message delivered but remote does not support message tracing so no trace "
+                                       "event generated from there")
+                assert got[0].startswith(b"HMSG $G foo ") and b"Nats-Trace-Hop: 1" in got
+    finally:
+        await nc.close()
+        r.close()
