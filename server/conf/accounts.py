@@ -2,14 +2,15 @@
 
 Either a list of names (``accounts: [A, B]``) or a map of ``name: { ... }`` with ``nkey``, ``users``,
 ``default_permissions``, ``jetstream``, ``exports`` and ``imports``.  The result is a plain ``{name: {...}}`` dict
-that ``server/core/accounts.py`` and ``auth.py`` read.  What Skiff does not implement inside an account (JetStream
-limits, ``limits``, ``mappings``, message tracing, latency tracking, ``share``) is refused with the key and its line,
-as the top-level keys are (support.py).  Errors use nats-server's texts.
+that ``server/core/accounts.py`` and ``auth.py`` read.  What Skiff does not implement inside an account (``mappings``,
+latency tracking, ``share``, ``allow_trace``) is refused with the key and its line, as the top-level keys are
+(support.py).  Errors use nats-server's texts.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skiff.protocol.subjects import is_valid_literal_subject
 from skiff.server.conf.values import Token, plain
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,10 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 _NOT_IMPLEMENTED = {
     "mappings": "subject mappings (messages would stay on the subject published)",
     "maps": "subject mappings (messages would stay on the subject published)",
-    # Message tracing itself is implemented (core/msgtrace.py); an account's trace destination is what makes a
-    # traceparent header start a trace, and allow_trace carries a trace across an import.
-    "msg_trace": "account trace destinations (traceparent headers would start no trace)",
-    "trace_dest": "account trace destinations (traceparent headers would start no trace)",
 }
 
 
@@ -85,6 +82,8 @@ def parse_accounts(m: "_Mapper", tok: Token) -> dict[str, dict]:
                     acc["exports"] = _list_of(m, vt, "Exports", lambda t: _export(m, t, name))
                 elif lk == "imports":
                     acc["imports"] = _list_of(m, vt, "Imports", lambda t: _import(m, t, name))
+                elif lk in ("msg_trace", "trace_dest"):
+                    _msg_trace(m, vt, k, acc)
                 else:
                     m.unknown(vt, k)
             except m.Bad:
@@ -262,7 +261,8 @@ def _export(m: "_Mapper", tok: Token, account: str) -> dict | None:
                 m.err(vt, f'"accounts.{account}.exports.account_token_position" is not implemented by Skiff')
         elif lk == "allow_trace":
             if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing across accounts')
+                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing '
+                         'across accounts')
         else:
             m.unknown(vt, k)
     if "stream" in ex and ("response_type" in ex or "threshold" in ex):
@@ -305,7 +305,8 @@ def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
                           "client info (Nats-Request-Info) with the exporter")
         elif lk == "allow_trace":
             if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing across accounts')
+                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing '
+                         'across accounts')
         else:
             m.unknown(vt, k)
     if "stream" in im and im.get("prefix") and im.get("to"):
@@ -314,6 +315,59 @@ def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
     if "stream" not in im and "service" not in im:
         return None
     return im
+
+
+def _msg_trace(m: "_Mapper", tok: Token, key: str, acc: dict) -> None:
+    """opts.go parseAccountMsgTrace: ``msg_trace: "<subject>"`` or ``{dest, sampling}`` (an integer or ``"N%"`` in
+    1..100, 100 when left out): where a message with a sampled ``traceparent`` header is traced
+    (server/core/msgtrace.py)."""
+    def dest(t: Token, k: str) -> None:
+        if not isinstance(t.value, str):
+            m.err(t, f'Field "{k}" should be a string, got {_go_type(plain(t.value))}')
+            raise m.Bad
+        if not is_valid_literal_subject(t.value):
+            m.err(t, f'Trace destination "{t.value}" is not valid')
+            raise m.Bad
+        acc["trace_dest"] = t.value
+
+    def sampling(t: Token, n: int) -> None:
+        if n <= 0 or n > 100:  # the typo is nats-server's
+            m.err(t, f"Ttrace destination sampling value {n} is invalid, needs to be [1..100]")
+            raise m.Bad
+        acc["trace_sampling"] = n
+
+    v = tok.value
+    if isinstance(v, str):
+        dest(tok, key)
+    elif isinstance(v, dict):
+        for k, t in v.items():
+            lk = k.lower()
+            if lk == "dest":
+                dest(t, k)
+            elif lk == "sampling":
+                sv = t.value
+                if isinstance(sv, bool) or not isinstance(sv, (int, str)):
+                    m.err(t, f'Trace destination sampling field "{k}" should be an integer or a percentage, got '
+                             f"{_go_type(plain(sv))}")
+                    raise m.Bad
+                if isinstance(sv, str):
+                    try:
+                        sv = int(sv[:-1] if sv.endswith("%") else sv)  # strconv.Atoi after TrimSuffix "%"
+                    except ValueError:
+                        m.err(t, f'Invalid trace destination sampling value "{t.value}"')
+                        raise m.Bad from None
+                sampling(t, sv)
+            elif not t.used_variable:
+                m.err(t, f'Unknown field "{k}" parsing account message trace map/struct "{key}"')
+                raise m.Bad
+    else:
+        m.err(tok, f'Expected account message trace "{key}" to be a string or a map/struct, got {_go_type(plain(v))}')
+        raise m.Bad
+    if acc.get("trace_dest") and not acc.get("trace_sampling"):
+        acc["trace_sampling"] = 100
+    elif acc.get("trace_sampling") and not acc.get("trace_dest"):
+        m.warnings.append(f"{tok.location}: Trace destination sampling ignored since no destination was set")
+        acc["trace_sampling"] = 0
 
 
 def _go_type(v: Any) -> str:

@@ -74,12 +74,13 @@ class Export(Fields):
 class Account(Fields):
     # A plain class (protocol.record.Fields), as Export.
     _fields = ("name", "sublist", "jetstream", "exports", "imports", "nkey", "limits", "num_conns", "js_limits",
-               "js_tier", "strack", "nrclients", "nrleafs")
+               "js_tier", "strack", "nrclients", "nrleafs", "trace_dest", "trace_sampling")
 
     def __init__(self, name: str, sublist: Sublist | None = None, jetstream: bool = False,
                  exports: list[Export] | None = None, imports: list[dict] | None = None, nkey: str = "",
                  limits: dict | None = None, num_conns: int = 0, js_limits: dict | None = None, js_tier: str = "",
-                 strack: dict | None = None, nrclients: int = 0, nrleafs: int = 0) -> None:
+                 strack: dict | None = None, nrclients: int = 0, nrleafs: int = 0, trace_dest: str = "",
+                 trace_sampling: int = 0) -> None:
         self.name = name
         self.sublist = Sublist() if sublist is None else sublist
         self.jetstream = jetstream
@@ -97,6 +98,10 @@ class Account(Fields):
         self.strack = {} if strack is None else strack
         self.nrclients = nrclients
         self.nrleafs = nrleafs
+        # msg_trace / an account JWT's trace: where a message with a sampled traceparent header is traced, and the
+        # percentage of those that are (core/msgtrace.py; "" no destination, then traceparent starts no trace)
+        self.trace_dest = trace_dest
+        self.trace_sampling = trace_sampling
 
     def limit(self, name: str) -> int:
         """An account limit, or -1 for none (nats-server jwt.NoLimit).  Only -1 means none: nats-server compares
@@ -193,9 +198,14 @@ class Accounts:
             acc.js_limits = dict(ac.get("jetstream_limits") or {})
             acc.nkey = ac.get("nkey") or ""
             acc.limits = dict(ac.get("limits") or {})
+            acc.trace_dest = ac.get("trace_dest") or ""
+            acc.trace_sampling = ac.get("trace_sampling") or 0
             for ex in ac.get("exports") or []:
                 acc.exports.append(_export(ex))
             acc.imports = list(ac.get("imports") or [])
+        # Whether any account has a message trace destination: then a routed message's traceparent is looked at
+        # (core/route.py; set again by core/operator.py for an account JWT with one).
+        self.trace_dests = any(a.trace_dest for a in self.by_name.values())
         # Operator mode (core/operator.py): the accounts are account JWTs from the resolver, named by public key.
         self.operator = None
         if getattr(options, "trusted_operators", None) or getattr(options, "trusted_keys", None):

@@ -296,10 +296,12 @@ class ClientConnection(asyncio.Protocol):
 
     def _update_pub_path(self) -> None:
         """Pick what the parser calls for each PUB: straight to routing for a plain client (the hot path), or
-        through the checks (auth, headers, pedantic subject, permissions, verbose +OK, trace)."""
+        through the checks (auth, headers, pedantic subject, permissions, verbose +OK, trace, an account's trace
+        destination: its messages' traceparent headers are looked at)."""
         if self.authorized and self.headers and not (
             self.verbose or self.pedantic or self.perms is not None or self.server.options.trace
             or self.server.recorder is not None  # skiff.testing.recorder sees PUBs through _pub
+            or self.account.trace_dest
         ):
             self.on_pub = partial(self.server.route, self)
         else:
@@ -543,6 +545,10 @@ class ClientConnection(asyncio.Protocol):
     def _pub(self, subject: str, reply: str, hdr_len: int, data: bytes, traced: bool = False) -> None:
         """A PUB/HPUB with every check; the parser has already counted it."""
         srv = self.server
+        if hdr_len and not traced and self.account.trace_dest:
+            from .msgtrace import has_parent  # a traceparent may start a trace in this account
+
+            traced = has_parent(data, hdr_len)
         if srv.options.trace or srv.recorder is not None:
             self._trace(Pub(subject, reply, hdr_len, data))
         if not self.authorized:

@@ -268,6 +268,12 @@ class LeafConnection(Link):
         self.in_bytes += len(data)
         if not self.registered:
             return
+        if hdr_len and self.account.trace_dest:
+            from .msgtrace import deliver_routed_traced, has_parent  # a traceparent may start a trace here
+
+            if has_parent(data, hdr_len) and deliver_routed_traced(self.server, self, self.account, subject, reply,
+                                                                   queues, hdr_len, data):
+                return
         self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
 
     def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,

@@ -29,12 +29,15 @@ events) is published in the message's account on the destination when the messag
 message (a stream runs its checks and answers only an error; nats-server processJetStreamMsg returns before storing),
 routes and leaf connections still get it, because the next server must trace it too and will not deliver it either.
 
-``traceparent`` (W3C trace context) starts a trace only in an account with a trace destination (``msg_trace`` in the
-config or ``trace`` in an account JWT), which Skiff refuses at start-up; without one nats-server does not trace it
-either.
+A ``traceparent`` header (W3C trace context) with its sampled flag starts a trace in an account with a trace
+destination (``msg_trace`` / ``trace_dest`` in the config, ``trace`` in an account JWT): the first server samples it
+(``sampling`` percent; one it does not pick goes on marked ``trace disabled``), the event goes to the account's
+destination.  The connections of such an account look for the header (ClientConnection._pub, the route and leaf
+connections' ``on_rmsg``); no other connection pays for it.
 """
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from skiff.protocol import encoder, headers
@@ -48,6 +51,7 @@ TRACE_DEST = "Nats-Trace-Dest"
 TRACE_HOP = "Nats-Trace-Hop"
 TRACE_ONLY = "Nats-Trace-Only"
 TRACE_ORIGIN_ACCOUNT = "Nats-Trace-Origin-Account"
+TRACE_PARENT = "traceparent"  # W3C trace context: starts a trace in an account with a trace destination
 DISABLED = "trace disabled"  # MsgTraceDestDisabled: not a valid subject, so never a destination
 
 # Connection kinds as the events number them (nats-server client.go: CLIENT, ROUTER, GATEWAY, SYSTEM, LEAF, ...).
@@ -66,15 +70,16 @@ _PASSED = {"no echo": NO_ECHO, "deny": SUB_DENY, "closed": CLIENT_CLOSED}  # Fan
 _TRUE = ("1", "true", "on")
 
 
-def trace_headers(hdr: bytes) -> dict[str, list[str]] | None:
-    """The header block as name -> values, case kept, when it asks for a trace (genHeaderMapIfTraceHeadersPresent:
-    a non-empty ``Nats-Trace-Dest``, name matched exactly, that is not ``trace disabled``); None otherwise."""
+def trace_headers(hdr: bytes) -> tuple[dict[str, list[str]], bool] | None:
+    """The header block as name -> values, case kept, when it asks for a trace (genHeaderMapIfTraceHeadersPresent),
+    and whether only a ``traceparent`` asks (``external``: the account's destination applies); None when nothing
+    asks.  ``Nats-Trace-Dest`` is matched exactly and must not be ``trace disabled`` (then nothing is traced, whatever
+    else the block holds); ``traceparent`` in any case, when its flags say sampled."""
     if not hdr.startswith(b"NATS/1.0"):
         return None
-    lines = hdr.split(b"\r\n")
-    found = False
+    dest = parent = False
     out: dict[str, list[str]] = {}
-    for line in lines[1:]:
+    for line in hdr.split(b"\r\n")[1:]:
         key, sep, val = line.partition(b":")
         if not sep:
             continue
@@ -83,12 +88,35 @@ def trace_headers(hdr: bytes) -> dict[str, list[str]] | None:
             continue
         k = key.decode("utf-8", "surrogateescape")
         v = val.decode("utf-8", "surrogateescape")
-        if k == TRACE_DEST and not found:
+        if not parent and k.lower() == TRACE_PARENT:
+            parent = _sampled(v)
+        elif k == TRACE_DEST and not dest:
             if v == DISABLED:
                 return None
-            found = True
+            dest = True
         out.setdefault(k, []).append(v)
-    return out if found else None
+    if dest or parent:
+        return out, not dest
+    return None
+
+
+def _sampled(value: str) -> bool:
+    """W3C trace context: the flags (the 4th ``-`` field, two hex digits) have the sampled bit; nats-server parses
+    them as an int8 (strconv.ParseInt(s, 16, 8)), so 80-ff count as not sampled."""
+    parts = value.split("-")
+    if len(parts) != 4 or len(parts[3].encode()) != 2:
+        return False
+    try:
+        flags = int(parts[3], 16)
+    except ValueError:
+        return False
+    return -128 <= flags <= 127 and flags & 1 == 1
+
+
+def has_parent(data: bytes, hdr_len: int) -> bool:
+    """Whether a header block may hold a ``traceparent`` (any case): the look the connections of an account with a
+    trace destination take before handing a message here."""
+    return b"traceparent" in bytes(data[:hdr_len]).lower()
 
 
 def _first(hmap: dict[str, list[str]], key: str) -> str:
@@ -230,12 +258,13 @@ def _encoding(accept: str) -> str:
 
 
 # ---------------------------------------------------------------------- starting a trace
-def _start(srv: Any, hmap: dict, hdr_len: int, data: bytes, account: Any, kind: int, cid: int, name: str,
-           subject: str, allowed) -> "MsgTrace | bool | tuple[int, bytes]":
+def _start(srv: Any, found: tuple[dict, bool], hdr_len: int, data: bytes, account: Any, kind: int, cid: int,
+           name: str, subject: str, allowed) -> "MsgTrace | bool | tuple[int, bytes]":
     """initMsgTrace: a :class:`MsgTrace`; or ``True``: drop the message (a trace-only message that cannot be traced,
     or a destination the publisher may not publish to); or ``False``: deliver it untraced; or a new
     ``(hdr_len, data)``: deliver that, untraced (the header now says ``trace disabled``)."""
-    only = _first(hmap, TRACE_ONLY).lower() in _TRUE
+    hmap, external = found
+    only = False if external else _first(hmap, TRACE_ONLY).lower() in _TRUE
     dest = _first(hmap, TRACE_DEST)
     origin_acc = _first(hmap, TRACE_ORIGIN_ACCOUNT)
     if origin_acc:
@@ -243,6 +272,14 @@ def _start(srv: Any, hmap: dict, hdr_len: int, data: bytes, account: Any, kind: 
         srv.log_error(f'Message tracing disabled because of header "{TRACE_ORIGIN_ACCOUNT}" with '
                       f'value="{origin_acc}"', cid=cid)
         return True if only else set_header(data, hdr_len, TRACE_DEST, DISABLED)
+    if external:
+        # A sampled traceparent: the account's destination, if it has one, and its sampling on the first server
+        # (a message it does not pick goes on marked "trace disabled", so that no later server picks it either).
+        dest = account.trace_dest
+        if not dest:
+            return False
+        if kind == CLIENT and not _sample(account.trace_sampling):
+            return set_header(data, hdr_len, TRACE_DEST, DISABLED)
     if not is_valid_literal_subject(dest):
         srv.log_error(f'Destination "{dest}" is not valid, won\'t be able to trace events', cid=cid)
         return only
@@ -250,6 +287,13 @@ def _start(srv: Any, hmap: dict, hdr_len: int, data: bytes, account: Any, kind: 
         return True
     hop = _first(hmap, TRACE_HOP) if kind != CLIENT else ""
     return MsgTrace(srv, account, dest, only, hop, hmap, len(data), kind, cid, name, subject)
+
+
+def _sample(sampling: int) -> bool:
+    """msgtrace.go sample: 1..99 percent (rand.Int31n(100) <= sampling, so a hair more), anything else always."""
+    if sampling <= 0 or sampling >= 100:
+        return True
+    return int(random.random() * 100) <= sampling
 
 
 def _client_may_trace_to(origin: Any, account: Any):
@@ -271,10 +315,10 @@ def _client_may_trace_to(origin: Any, account: Any):
 
 def _client_trace(srv: Any, origin: Any, subject: str, hdr_len: int, data: bytes) -> "MsgTrace | bool | tuple | None":
     """:func:`_start` for a client's message; None when its header block asks for no trace after all."""
-    hmap = trace_headers(bytes(data[:hdr_len]))
-    if hmap is None:
+    found = trace_headers(bytes(data[:hdr_len]))
+    if found is None:
         return None
-    return _start(srv, hmap, hdr_len, data, origin.account, CLIENT, origin.cid, origin.name, subject,
+    return _start(srv, found, hdr_len, data, origin.account, CLIENT, origin.cid, origin.name, subject,
                   _client_may_trace_to(origin, origin.account))
 
 
@@ -316,13 +360,11 @@ def deliver_routed_traced(srv: Any, link: Any, account: Any, subject: str, reply
                           hdr_len: int, data: bytes) -> bool:
     """``deliver_routed`` for a traced message from a route or leaf connection (``account``: the Account it came in);
     False when it is not traced after all (the caller delivers it)."""
-    hmap = trace_headers(bytes(data[:hdr_len]))
-    if hmap is None:
-        return False
-    if account is None:  # the link's caller dropped a message of an unknown account already
+    found = trace_headers(bytes(data[:hdr_len]))
+    if found is None or account is None:  # (the link's caller dropped a message of an unknown account already)
         return False
     kind = ROUTER if link.is_route else LEAF
-    t = _start(srv, hmap, hdr_len, data, account, kind, link.cid, link.remote_name or link.remote_id, subject,
+    t = _start(srv, found, hdr_len, data, account, kind, link.cid, link.remote_name or link.remote_id, subject,
                None)
     if t is True:
         return True

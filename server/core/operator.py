@@ -23,12 +23,12 @@ is closed with ``User Authentication Expired``.
 
 An account JWT becomes an :class:`~server.core.accounts.Account` the first time it is needed (or at start for the
 ones the resolver holds, so their JetStream starts with the server): its ``limits`` (``conn``, ``subs``,
-``payload``, ``leaf``) and JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is on
-when either storage is not 0) become the account's.  An update (resolver.py) re-applies them and closes the
-connections of users it revokes.  Its ``exports`` and ``imports`` are wired by jwt_imports.py.  What an account
-JWT can ask for that Skiff does not do (mappings, auth callout, message tracing, service latency tracking) is
-refused: the account is not loaded and the update is answered with an error, so nobody runs with an account that
-silently lacks part of its JWT.
+``payload``, ``leaf``), JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is
+on when either storage is not 0) and message trace destination (``trace``) become the account's.  An update
+(resolver.py) re-applies them and closes the connections of users it revokes.  Its ``exports`` and ``imports`` are
+wired by jwt_imports.py.  What an account JWT can ask for that Skiff does not do (mappings, auth callout, tracing
+across accounts, service latency tracking) is refused: the account is not loaded and the update is answered with an
+error, so nobody runs with an account that silently lacks part of its JWT.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from skiff.protocol import encoder
+from skiff.protocol.subjects import is_valid_literal_subject
 
 from .jwt_imports import JWTImports
 from .jwt import Claims, JWTError, account_errors, decode
@@ -137,11 +138,10 @@ class OperatorMode:
     def unsupported(self, claims: Claims) -> str:
         """What an account JWT asks for that Skiff does not do ("" when nothing)."""
         n = claims.nats
-        # Message tracing itself is implemented (core/msgtrace.py); an account's own trace destination (for
-        # traceparent headers) and tracing across an import (allow_trace) are not.
-        for key, what in (("mappings", "subject mappings are"), ("trace", "account trace destinations are")):
-            if n.get(key):
-                return f"{what} not implemented by Skiff"
+        # Message tracing is implemented (core/msgtrace.py), an account's trace destination too; tracing across an
+        # import (allow_trace) is not.
+        if n.get("mappings"):
+            return "subject mappings are not implemented by Skiff"
         for ex in n.get("exports") or []:
             if isinstance(ex, dict) and ex.get("service_latency") is not None:
                 return "service latency tracking is not implemented by Skiff"
@@ -243,6 +243,21 @@ class OperatorMode:
         if acc.jetstream:
             js["max_bytes_required"] = bool(js_src.get("max_bytes_required"))
         acc.js_limits = js
+        # accounts.go updateAccountClaimsWithRefresh: an invalid destination is none, a sampling out of 1..100 is 100
+        trace = claims.nats.get("trace")
+        dest = trace.get("dest") if isinstance(trace, dict) else None
+        had = acc.trace_dest
+        if isinstance(dest, str) and is_valid_literal_subject(dest):
+            sampling = trace.get("sampling")
+            ok = isinstance(sampling, int) and not isinstance(sampling, bool) and 0 < sampling <= 100
+            acc.trace_dest, acc.trace_sampling = dest, sampling if ok else 100
+            self.accounts.trace_dests = True
+        else:
+            acc.trace_dest, acc.trace_sampling = "", 0
+        if bool(had) != bool(acc.trace_dest):  # its clients' messages are looked at for traceparent, or no longer
+            for c in list(self.server.clients.values()):
+                if c.account is acc and c.connected:
+                    c._update_pub_path()
         acc.exports = self.imports.exports(claims)
         if self._started:  # before start there is no loop to time on: start() arms every loaded account
             self._arm_expiry(acc, claims)

@@ -161,6 +161,12 @@ class RouteConnection(Link):
             sl = self._sublist_of(account, subject)
             if sl is None:
                 return
+        if hdr_len and self.server.accounts.trace_dests:
+            from .msgtrace import deliver_routed_traced, has_parent  # a traceparent, in an account with a destination
+
+            if has_parent(data, hdr_len) and deliver_routed_traced(
+                    self.server, self, self.server.accounts.get(account), subject, reply, queues, hdr_len, data):
+                return
         self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
 
     def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,

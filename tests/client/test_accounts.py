@@ -226,6 +226,20 @@ async def test_stream_info_of_the_importers_stream_sees_imported_messages(srv):
     ('accounts { A { imports = [{stream: {account: Z, subject: "x"}}] } }', '"Z" account not defined for stream import'),
     ('accounts { A { users = [{nkey: "UABC", password: x}] } }', "Not a valid public nkey for a user"),
     ('accounts { A { exports = [{stream: "x", response: stream}] } }', "Detected response directive on non-service"),
+    # opts.go parseAccountMsgTrace (the typo "Ttrace" is nats-server's)
+    ('accounts { A { msg_trace: { dest: "t.*" } } }', 'Trace destination "t.*" is not valid'),
+    ('accounts { A { trace_dest: 5 } }', 'Expected account message trace "trace_dest" to be a string or a map/struct, '
+                                         'got int64'),
+    ('accounts { A { msg_trace: { dest: 5 } } }', 'Field "dest" should be a string, got int64'),
+    ('accounts { A { msg_trace: { dest: "t", sampling: 0 } } }',
+     "Ttrace destination sampling value 0 is invalid, needs to be [1..100]"),
+    ('accounts { A { msg_trace: { dest: "t", sampling: "101%" } } }',
+     "Ttrace destination sampling value 101 is invalid, needs to be [1..100]"),
+    ('accounts { A { msg_trace: { dest: "t", sampling: "half" } } }', 'Invalid trace destination sampling value "half"'),
+    ('accounts { A { msg_trace: { dest: "t", sampling: true } } }',
+     'Trace destination sampling field "sampling" should be an integer or a percentage, got bool'),
+    ('accounts { A { msg_trace: { dest: "t", rate: 5 } } }',
+     'Unknown field "rate" parsing account message trace map/struct "msg_trace"'),
 ])
 def test_configuration_errors(server_factory, conf, expect):
     with pytest.raises(RuntimeError) as e:

@@ -400,3 +400,86 @@ async def test_an_interest_stream_without_consumers_reports_no_interest(two):
     assert json.loads(ack.data) == {"stream": "I", "seq": 1}  # acked, not kept
     [jse] = [e for e in _event(await _next(trace))["events"] if e["type"] == "js"]
     assert (jse["stream"], jse["subject"], jse["nointerest"]) == ("I", "int.x", True)
+
+
+TRACE_PARENT_ACCOUNTS = """
+accounts {
+  T { users = [{user: t, password: t}], msg_trace: { dest: "trace.acc" } }
+  H { users = [{user: h, password: h}], msg_trace: { dest: "trace.half", sampling: "50%" } }
+  N { users = [{user: n, password: n}] }
+}
+"""
+SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def test_a_sampled_traceparent_is_traced_to_the_accounts_destination(server_factory):
+    srv = server_factory(config=TRACE_PARENT_ACCOUNTS)
+    t = await nats.connect(srv.url, user="t", password="t", allow_reconnect=False)
+    n = await nats.connect(srv.url, user="n", password="n", allow_reconnect=False)
+    try:
+        trace = await t.subscribe("trace.>")
+        sub = await t.subscribe("foo")
+        n_trace = await n.subscribe("trace.>")
+        n_sub = await n.subscribe("foo")
+        await t.flush()
+        await n.flush()
+        # Sampled (the flags' low bit), in any letter case: traced, and delivered as sent (never trace-only).
+        for name in ("traceparent", "TraceParent"):
+            await t.publish("foo", b"x", headers={name: SAMPLED, ONLY: "true"})
+            assert (await _next(sub)).headers == {name: SAMPLED, ONLY: "true"}
+            m = await _next(trace)
+            assert m.subject == "trace.acc"
+            ev = _event(m)
+            assert ev["request"]["header"] == {name: [SAMPLED], ONLY: ["true"]}
+            assert [e["sub"] for e in _egresses(ev)] == ["foo"]
+        # Not sampled ("00"; "ff" is too big for the int8 nats-server reads it as), or not a trace context at all.
+        for value in (SAMPLED[:-2] + "00", SAMPLED[:-2] + "ff", "01", SAMPLED + "-01"):
+            await t.publish("foo", b"y", headers={"traceparent": value})
+            assert (await _next(sub)).headers == {"traceparent": value}
+        # Nats-Trace-Dest takes precedence over the account's destination.
+        await t.publish("foo", b"z", headers={"traceparent": SAMPLED, DEST: "trace.mine"})
+        await _next(sub)
+        assert (await _next(trace)).subject == "trace.mine"
+        await _nothing(trace)
+        # An account without a destination: nothing.
+        await n.publish("foo", b"n", headers={"traceparent": SAMPLED})
+        assert (await _next(n_sub)).data == b"n"
+        await _nothing(n_trace)
+    finally:
+        await t.close()
+        await n.close()
+
+
+async def test_sampling_picks_some_and_marks_the_others_disabled(server_factory):
+    """A traceparent the sampling does not pick goes on with ``Nats-Trace-Dest: trace disabled`` added, so that no
+    later server traces it; each one it picks is traced once."""
+    srv = server_factory(config=TRACE_PARENT_ACCOUNTS)
+    h = await nats.connect(srv.url, user="h", password="h", allow_reconnect=False)
+    try:
+        events: list = []
+        got: list = []
+
+        async def on_event(m):
+            events.append(m)
+
+        async def on_msg(m):
+            got.append(m)
+
+        await h.subscribe("trace.half", cb=on_event)
+        await h.subscribe("foo", cb=on_msg)
+        await h.flush()
+        for i in range(200):
+            await h.publish("foo", str(i).encode(), headers={"traceparent": SAMPLED})
+        await h.flush()
+        for _ in range(100):
+            if len(got) == 200:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        disabled = [m for m in got if m.headers.get(DEST) == "trace disabled"]
+        traced = [m for m in got if DEST not in m.headers]
+        assert len(disabled) + len(traced) == len(got) == 200
+        assert len(events) == len(traced)
+        assert 40 <= len(traced) <= 160  # 51% expected (rand.Int31n(100) <= 50)
+    finally:
+        await h.close()

@@ -367,3 +367,30 @@ async def test_a_push_with_an_invalid_trace_is_refused(dir_srv, tmp_path, trace,
                                "description": f"jwt validation failed - validation errors: [{errors}]"}}
     await sys_nc.close()
     assert_refused(dir_srv, *user(IMP))
+
+
+async def test_an_account_jwt_trace_destination_traces_sampled_traceparents(dir_srv, tmp_path):
+    """An account JWT's ``trace`` (jwt v2 MsgTrace) is the account's message trace destination: a sampled
+    ``traceparent`` is traced there (server/core/msgtrace.py); an update without it stops that, for connected
+    clients too."""
+    sys_nc = await connect(dir_srv, tmp_path, SYS)
+    acc = jh.new_key("A")
+    assert (await push(sys_nc, jh.account_jwt(acc, OP, trace={"dest": "trace.jwt", "sampling": 100})))["data"]
+    nc = await connect(dir_srv, tmp_path, acc)
+    try:
+        trace = await nc.subscribe("trace.jwt")
+        sub = await nc.subscribe("foo")
+        await nc.flush()
+        sampled = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+        await nc.publish("foo", b"x", headers=sampled)
+        assert (await sub.next_msg(timeout=2)).data == b"x"
+        ev = json.loads((await trace.next_msg(timeout=2)).data)
+        assert ev["events"][0]["acc"] == acc.public
+        assert (await push(sys_nc, jh.account_jwt(acc, OP)))["data"]
+        await nc.publish("foo", b"y", headers=sampled)
+        assert (await sub.next_msg(timeout=2)).data == b"y"
+        with pytest.raises(nats.errors.TimeoutError):
+            await trace.next_msg(timeout=0.3)
+    finally:
+        await nc.close()
+        await sys_nc.close()

@@ -123,3 +123,50 @@ async def test_a_traced_message_is_traced_on_both_ends_of_a_leaf_connection(pair
         await spoke.close()
     finally:
         lp.cleanup()
+
+
+async def test_a_sampled_traceparent_is_traced_by_each_server_in_the_accounts_destination(arrangement):
+    """An account trace destination (``msg_trace``) across a route: the first server samples the ``traceparent``,
+    the next one traces what it gets in the same account (no sampling again), both to the account's destination."""
+    from tests.harness import ServerProcess, free_ports
+
+    ports = free_ports(2)
+    nodes = []
+    try:
+        for i, kind in enumerate(arrangement[:2]):
+            routes = f', routes: ["nats-route://127.0.0.1:{ports[0]}"]' if i else ""
+            conf = (f'server_name: node{i}\n'
+                    'accounts { T { users = [{user: t, password: t}], msg_trace: { dest: "trace.acc" } } }\n'
+                    f'cluster {{ name: c1, listen: "127.0.0.1:{ports[i]}"{routes} }}\n')
+            nodes.append(ServerProcess(kind=kind, jetstream=False, config=conf).start())
+        pub = await nats.connect(nodes[0].url, user="t", password="t", allow_reconnect=False)
+        far = await nats.connect(nodes[1].url, user="t", password="t", allow_reconnect=False)
+        try:
+            got: list = []
+
+            async def cb(m):
+                got.append(m)
+
+            await far.subscribe("tp.x", cb=cb)
+            trace = await pub.subscribe("trace.acc")
+            await far.flush()
+            await pub.flush()
+            await publish_until_received(pub, "tp.x", b"warm-up", got, timeout=15)
+            await asyncio.sleep(0.3)
+            got.clear()
+            parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            await pub.publish("tp.x", b"payload", headers={"traceparent": parent})
+            events = await _events(trace, 2)
+            assert set(events) == {"node0", "node1"}
+            assert events["node0"]["hops"] == 1
+            assert events["node1"]["events"][0]["kind"] == 1
+            assert events["node1"]["request"]["header"]["traceparent"] == [parent]
+            await asyncio.sleep(0.2)
+            [m] = got
+            assert m.headers == {"traceparent": parent, "Nats-Trace-Hop": "1"}
+        finally:
+            await pub.close()
+            await far.close()
+    finally:
+        for n in nodes:
+            n.cleanup()

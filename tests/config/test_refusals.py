@@ -28,10 +28,8 @@ REFUSED_KEYS = [
     ('accounts { A { exports: [{service: "s", latency: "lat"}] } }', "accounts.A.exports.latency", True),
     ('accounts { A { exports: [{service: "s"}] }, B { imports: [{service: {account: A, subject: "s"}, share: true}] } }',
      "accounts.B.imports.share", True),
-    # Message tracing is implemented (server/core/msgtrace.py); an account's trace destination (what makes a
-    # traceparent header start a trace) and tracing across an import are not.
-    ('accounts { A { msg_trace: { dest: "trace.a", sampling: 50 } } }', "accounts.A.msg_trace", True),
-    ('accounts { A { trace_dest: "trace.a" } }', "accounts.A.trace_dest", True),
+    # Message tracing is implemented (server/core/msgtrace.py), account trace destinations too; tracing across an
+    # import is not.
     ('accounts { A { exports: [{service: "s", allow_trace: true}] } }', "accounts.A.exports.allow_trace", True),
     ('accounts { A { exports: [{stream: "s"}] }, B { imports: [{stream: {account: A, subject: "s"}, allow_trace: true}'
      '] } }', "accounts.B.imports.allow_trace", True),
