@@ -3,8 +3,8 @@
 Either a list of names (``accounts: [A, B]``) or a map of ``name: { ... }`` with ``nkey``, ``users``,
 ``default_permissions``, ``jetstream``, ``exports`` and ``imports``.  The result is a plain ``{name: {...}}`` dict
 that ``server/core/accounts.py`` and ``auth.py`` read.  What Skiff does not implement inside an account (``mappings``,
-latency tracking, ``share``, ``allow_trace``) is refused with the key and its line, as the top-level keys are
-(support.py).  Errors use nats-server's texts.
+latency tracking, ``share``) is refused with the key and its line, as the top-level keys are (support.py).  Errors
+use nats-server's texts.
 """
 from __future__ import annotations
 
@@ -234,6 +234,7 @@ def _export(m: "_Mapper", tok: Token, account: str) -> dict | None:
         m.err(tok, f"Export Items should be a map with type entry, got {_go_type(v)}")
         return None
     ex: dict[str, Any] = {}
+    atrc = tok
     for k, vt in v.items():
         lk = k.lower()
         if lk in ("stream", "service"):
@@ -260,13 +261,15 @@ def _export(m: "_Mapper", tok: Token, account: str) -> dict | None:
             if vt.value not in (0, None):
                 m.err(vt, f'"accounts.{account}.exports.account_token_position" is not implemented by Skiff')
         elif lk == "allow_trace":
-            if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.exports.allow_trace" is not implemented by Skiff: message tracing '
-                         'across accounts')
+            ex["allow_trace"] = m.expect(vt, bool, k)
+            atrc = vt
         else:
             m.unknown(vt, k)
     if "stream" in ex and ("response_type" in ex or "threshold" in ex):
         m.err(tok, "Detected response directive on non-service")
+        return None
+    if "stream" in ex and "allow_trace" in ex:  # a service export's: the requests' traces go on into this account
+        m.err(atrc, "Detected allow_trace directive on non-service")
         return None
     if "stream" not in ex and "service" not in ex:
         return None
@@ -279,6 +282,7 @@ def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
         m.err(tok, f"Import Items should be a map with type entry, got {_go_type(v)}")
         return None
     im: dict[str, Any] = {}
+    atrc = tok
     for k, vt in v.items():
         lk = k.lower()
         if lk in ("stream", "service"):
@@ -304,11 +308,13 @@ def _import(m: "_Mapper", tok: Token, account: str) -> dict | None:
                 m.err(vt, f'"accounts.{account}.imports.share" is not implemented by Skiff: sharing the requester\'s '
                           "client info (Nats-Request-Info) with the exporter")
         elif lk == "allow_trace":
-            if vt.value is not False:
-                m.err(vt, f'"accounts.{account}.imports.allow_trace" is not implemented by Skiff: message tracing '
-                         'across accounts')
+            im["allow_trace"] = m.expect(vt, bool, k)
+            atrc = vt
         else:
             m.unknown(vt, k)
+    if "service" in im and "allow_trace" in im:  # a stream import's: the trace goes on into this account
+        m.err(atrc, "Detected allow_trace directive on a non-stream")
+        return None
     if "stream" in im and im.get("prefix") and im.get("to"):
         m.err(tok, "Stream import can not have a 'prefix' and a 'to' property")
         return None

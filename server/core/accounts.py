@@ -50,11 +50,11 @@ class Export(Fields):
     # A plain class (protocol.record.Fields): a dataclass's __init__, equality and repr, without the code
     # dataclass() generates at import (issue #13, start-up).
     _fields = ("subject", "service", "accounts", "response_type", "threshold", "token_req", "revocations",
-               "account_pos")
+               "account_pos", "allow_trace")
 
     def __init__(self, subject: str, service: bool, accounts: tuple[str, ...] | None = None,
                  response_type: str = "singleton", threshold: float = RESPONSE_THRESHOLD, token_req: bool = False,
-                 revocations: dict | None = None, account_pos: int = 0) -> None:
+                 revocations: dict | None = None, account_pos: int = 0, allow_trace: bool = False) -> None:
         self.subject = subject
         self.service = service
         self.accounts = accounts  # None: public
@@ -66,6 +66,7 @@ class Export(Fields):
         self.token_req = token_req
         self.revocations = {} if revocations is None else revocations
         self.account_pos = account_pos
+        self.allow_trace = allow_trace  # a service's: a traced request is traced on in this account (msgtrace.py)
 
     def allows(self, importer: str, subject: str) -> bool:
         return is_subset(subject, self.subject) and (self.accounts is None or importer in self.accounts)
@@ -284,8 +285,22 @@ class Accounts:
             # push consumer or a mirror in the importing account sees the stored subject, not the deliver subject).
             self._republish(importer, origin, mapped(subj), reply, hdr_len, data, msg_subject)
 
-        # A traced message crossing here (core/msgtrace.py): nats-server's stream export event.
-        forward.trace_import = lambda subj: ("se", {"acc": importer.name, "to": mapped(subj)})
+        def shadow(sub_subject: str) -> str:
+            # nats-server delivers through the importer's shadow subscriptions in the exporter's account: an egress
+            # names that subject (the subscription's, mapped back)
+            if to:
+                return map_subject(to, subject, sub_subject)
+            if prefix and sub_subject.startswith(prefix + "."):
+                return sub_subject[len(prefix) + 1:]
+            return sub_subject
+
+        def traced(t, subj, reply, hdr_len, data, origin) -> bool:
+            # allow_trace on the import: the trace goes on in the importing account (processMsgResults, sub.im.atrc)
+            return self._traced_republish(t, importer, origin, mapped(subj), reply, hdr_len, data, shadow)
+
+        # A traced message crossing here (core/msgtrace.py): nats-server's stream export event, and what then.
+        forward.trace_import = lambda subj: ("se", {"acc": importer.name, "to": mapped(subj)},
+                                             traced if im.get("allow_trace") else None)
         return srv.subscribe_internal(subject, forward, server_msgs=True, account=exporter, msg_subject=True,
                                       local=True)
 
@@ -307,14 +322,32 @@ class Accounts:
                     origin is not None and origin.no_responders:
                 srv.no_responders(subj, reply, origin)
 
-        # A traced message crossing here (core/msgtrace.py): nats-server's service import event.
+        def traced(t, subj, reply, hdr_len, data, origin) -> bool:
+            # allow_trace on the export (processServiceImport, si.atrc): the trace goes on in the exporting account;
+            # servers there send their events to a response subject that leads back to the destination
+            from .msgtrace import TRACE_DEST, set_header
+
+            hdr_len, data = set_header(data, hdr_len, TRACE_DEST,
+                                       self._response_route(exporter, t.account, t.dest, export, "stream"))
+            new_reply = self._response_route(exporter, importer, reply, export) if reply else ""
+            done = self._traced_republish(t, exporter, origin, map_subject(local, remote, subj), new_reply, hdr_len,
+                                          data)
+            if not done and reply and origin is not None and origin.no_responders:
+                srv.no_responders(subj, reply, origin)
+            return done
+
+        # A traced message crossing here (core/msgtrace.py): nats-server's service import event, and what then.
         request.trace_import = lambda subj: ("si", {"acc": exporter.name, "from": subj,
-                                                    "to": map_subject(local, remote, subj)})
+                                                    "to": map_subject(local, remote, subj)},
+                                             traced if export is not None and export.allow_trace else None)
         # A local subject with $N references (an account JWT's local_subject) subscribes with a * for each.
         return srv.subscribe_internal(untokenize(local), request, server_msgs=True, account=importer, local=True)
 
-    def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export) -> str:
-        """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's."""
+    def _response_route(self, exporter: Account, importer: Account, reply: str, export: Export,
+                        response_type: str = "") -> str:
+        """A reply subject in the exporter's account that carries responses back to ``reply`` in the importer's
+        (``response_type``: the export's unless given: a trace's events come one per server, "stream")."""
+        response_type = response_type or export.response_type
         srv = self.server
         new_reply = _REPLY_PREFIX + nuid(16)
         state: dict[str, Any] = {"timer": None}
@@ -334,7 +367,7 @@ class Accounts:
             state["timer"] = srv.clock.call_later(export.threshold, done)
 
         def respond(sub, subj, r, hdr_len, data, origin) -> None:
-            if export.response_type == "singleton":
+            if response_type == "singleton":
                 done()
             else:
                 arm()
@@ -343,6 +376,21 @@ class Accounts:
         state["sub"] = srv.subscribe_internal(new_reply, respond, server_msgs=True, account=exporter)
         arm()
         return new_reply
+
+    def _traced_republish(self, t: Any, acc: Account, origin, subject: str, reply: str, hdr_len: int,
+                          data: bytes, shadow: Any = None) -> bool:
+        """:meth:`_republish` of a traced message an import lets the trace follow (allow_trace): delivered into
+        ``acc`` by core/msgtrace.py, with its events, under the same depth limit (``shadow``: how its egress events
+        name a subscription, see _stream_import)."""
+        from .msgtrace import deliver_traced
+
+        if self._depth >= MAX_IMPORT_DEPTH:
+            return False
+        self._depth += 1
+        try:
+            return deliver_traced(self.server, t, origin, acc, subject, reply, hdr_len, data, shadow)
+        finally:
+            self._depth -= 1
 
     def _republish(self, acc: Account, origin, subject: str, reply: str, hdr_len: int, data: bytes,
                    msg_subject: str | None = None) -> bool:
@@ -365,5 +413,6 @@ def _export(ex: dict) -> Export:
         accounts=tuple(accounts) if accounts is not None else None,
         response_type=ex.get("response_type") or "singleton",
         threshold=float(ex.get("threshold") or RESPONSE_THRESHOLD),
+        allow_trace=bool(ex.get("allow_trace")),
     )
 

@@ -83,7 +83,7 @@ class JWTImports:
                 response_type=_RESPONSE_TYPES.get(str(ex.get("response_type") or ""), "singleton"),
                 threshold=threshold / 1e9 if threshold > 0 else RESPONSE_THRESHOLD,
                 token_req=bool(ex.get("token_req")), revocations=dict(ex.get("revocations") or {}),
-                account_pos=pos))
+                account_pos=pos, allow_trace=ex.get("allow_trace") is True))
         return out
 
     # ------------------------------------------------------------------ bridges
@@ -182,7 +182,8 @@ class JWTImports:
         if export is None:
             log("Error adding stream import", account=importer.name, error="stream import not authorized")
             return None
-        spec: dict[str, Any] = {"stream": {"account": exporter.name, "subject": subject}}
+        spec: dict[str, Any] = {"stream": {"account": exporter.name, "subject": subject},
+                                "allow_trace": im.get("allow_trace") is True}
         if local:
             spec["to"] = local
         elif to:

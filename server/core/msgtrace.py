@@ -17,9 +17,10 @@ would, recording one event per step:
   ``Nats-Trace-Hop`` header it gets there, so that the next server's event can be tied to this one), or why not
   (no echo, a subscribe deny, a closed client);
 * ``js``: a stream that captured it, with what the stream did (stored, no interest, or the error);
-* ``se`` / ``si``: a stream export or service import it crossed.  Skiff refuses ``allow_trace`` (config and JWT), so
-  as in nats-server without it, tracing stops at the account boundary: a trace-only message goes no further, a
-  delivered one goes on untraced (a service import also marks the header ``trace disabled``).
+* ``se`` / ``si``: a stream export or service import it crossed.  Without ``allow_trace`` (a stream import's, a service
+  export's) tracing stops at the account boundary: a trace-only message goes no further, a delivered one goes on
+  untraced (a service import also marks the header ``trace disabled``).  With it the trace follows the message
+  into the other account (core/accounts.py ``_traced_republish``).
 
 The event (``MsgTraceEvent``: the server's ServerInfo, the request's trace headers and size, the number of hops, the
 events) is published in the message's account on the destination when the message is done, from the server, as
@@ -150,7 +151,7 @@ class MsgTrace:
     """One traced message on this server: its events, and where they go."""
 
     __slots__ = ("server", "account", "dest", "only", "hop", "hops", "hmap", "size", "events", "ingress", "js",
-                 "accept")
+                 "accept", "shadow")
 
     def __init__(self, server: Any, account: Any, dest: str, only: bool, hop: str, hmap: dict, size: int,
                  kind: int, cid: int, name: str, subject: str) -> None:
@@ -170,6 +171,7 @@ class MsgTrace:
         self.ingress["subj"] = subject
         self.events: list[dict] = [self.ingress]
         self.js: dict | None = None
+        self.shadow: Any = None  # past a stream import: how an egress names the subscription (accounts.py)
 
     # ------------------------------------------------------------------ events
     def now(self) -> str:
@@ -183,7 +185,7 @@ class MsgTrace:
             e["name"] = conn.name
         if conn.account is not self.account:
             e["acc"] = conn.account.name
-        e["sub"] = sub.subject
+        e["sub"] = sub.subject if self.shadow is None else self.shadow(sub.subject)
         if sub.queue:
             e["queue"] = sub.queue
         if error:
@@ -386,7 +388,7 @@ def _deliver(srv: Any, t: MsgTrace, origin: Any, acc_name: str, sublist: Any, su
     route or leaf connection, ``queues`` the groups it names) do, with an event for each step.  nats-server's
     processMsgResults and deliverMsg."""
     from_link = queues is not None
-    from_route = from_link and origin.is_route
+    from_route = origin is not None and origin.is_route  # what came from a route goes to leaf connections only
     plain, qgroups = sublist.match(subject)
     only = t.only
     head = tail = None
@@ -449,6 +451,17 @@ def _deliver(srv: Any, t: MsgTrace, origin: Any, acc_name: str, sublist: Any, su
     return delivered
 
 
+def deliver_traced(srv: Any, t: MsgTrace, origin: Any, account: Any, subject: str, reply: str, hdr_len: int,
+                   data: bytes, shadow: Any = None) -> bool:
+    """A traced message into another account, past an import that allows it (core/accounts.py): its deliveries there
+    are events of the same trace (``shadow``: the subscription subject an egress names, for a stream import)."""
+    saved, t.shadow = t.shadow, shadow
+    try:
+        return _deliver(srv, t, origin, account.name, account.sublist, subject, reply, None, hdr_len, data)
+    finally:
+        t.shadow = saved
+
+
 def _internal(srv: Any, t: MsgTrace, sub: Any, origin: Any, subject: str, reply: str, hdr_len: int,
               data: bytes) -> bool:
     """An internal subscription: a stream that captures the subject, an import's forwarder, or a server handler."""
@@ -461,9 +474,12 @@ def _internal(srv: Any, t: MsgTrace, sub: Any, origin: Any, subject: str, reply:
     crossing = getattr(cb, "trace_import", None) or getattr(owner, "trace_import", None)
     if crossing is not None:
         # An import (core/accounts.py), or what nats-server serves through one (the JetStream API, the system
-        # account's per-account services): its event, then no further tracing (no allow_trace in Skiff).
-        typ, fields = crossing(subject)
+        # account's per-account services): its event, then the trace goes on where allow_trace lets it (``follow``),
+        # else it stops here.
+        typ, fields, follow = crossing(subject)
         t.add(typ, **fields)
+        if follow is not None:
+            return follow(t, subject, reply, hdr_len, data, origin)
         if t.only:
             return typ == "se"  # processMsgResults counts a skipped stream export as delivered, not a service import
         if typ == "si":

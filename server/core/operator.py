@@ -26,8 +26,8 @@ ones the resolver holds, so their JetStream starts with the server): its ``limit
 ``payload``, ``leaf``), JetStream limits (``mem_storage``, ``disk_storage``, ``streams``, ``consumer``...; JetStream is
 on when either storage is not 0) and message trace destination (``trace``) become the account's.  An update
 (resolver.py) re-applies them and closes the connections of users it revokes.  Its ``exports`` and ``imports`` are
-wired by jwt_imports.py.  What an account JWT can ask for that Skiff does not do (mappings, auth callout, tracing
-across accounts, service latency tracking) is refused: the account is not loaded and the update is answered with an
+wired by jwt_imports.py.  What an account JWT can ask for that Skiff does not do (mappings, auth callout, service
+latency tracking) is refused: the account is not loaded and the update is answered with an
 error, so nobody runs with an account that silently lacks part of its JWT.
 """
 from __future__ import annotations
@@ -138,20 +138,14 @@ class OperatorMode:
     def unsupported(self, claims: Claims) -> str:
         """What an account JWT asks for that Skiff does not do ("" when nothing)."""
         n = claims.nats
-        # Message tracing is implemented (core/msgtrace.py), an account's trace destination too; tracing across an
-        # import (allow_trace) is not.
         if n.get("mappings"):
             return "subject mappings are not implemented by Skiff"
         for ex in n.get("exports") or []:
             if isinstance(ex, dict) and ex.get("service_latency") is not None:
                 return "service latency tracking is not implemented by Skiff"
-            if isinstance(ex, dict) and ex.get("allow_trace"):
-                return "message tracing across accounts is not implemented by Skiff"
         for im in n.get("imports") or []:
             if isinstance(im, dict) and im.get("share"):
                 return "service latency tracking is not implemented by Skiff"
-            if isinstance(im, dict) and im.get("allow_trace"):
-                return "message tracing across accounts is not implemented by Skiff"
         auth = n.get("authorization")
         if isinstance(auth, dict) and (auth.get("auth_users") or auth.get("allowed_accounts") or auth.get("xkey")):
             return "auth callout is not implemented by Skiff"

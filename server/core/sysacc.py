@@ -168,7 +168,7 @@ class SystemAccount:
         # The system account's own services are announced to the cluster (every server answers a PING); what an
         # account imports from it is served by each server for its own clients.
         if imported_as:  # a traced request shows it as the service import it is in nats-server (core/msgtrace.py)
-            cb.trace_import = lambda subj: ("si", {"acc": self.account.name, "from": subj, "to": imported_as})
+            cb.trace_import = lambda subj: ("si", {"acc": self.account.name, "from": subj, "to": imported_as}, None)
         sub = self.server.subscribe_internal(subject, cb, account=acc, local=acc is not self.account)
         self._subs.append(sub)
         return sub

@@ -303,12 +303,13 @@ class ApiRouter:
             self._subs.append(srv.subscribe_internal(DOMAIN_API_PRE_T.format(domain=domain) + ">",
                                                      self._dispatch_domain))
 
-    def trace_import(self, subject: str) -> tuple[str, dict]:
+    def trace_import(self, subject: str) -> tuple[str, dict, None]:
         """A traced API request (core/msgtrace.py): in nats-server an account reaches the JetStream API through a
         service import from the system account, so its trace shows that import (and a trace-only request stops
         there, unanswered but for no responders); asked of nats-server 2.15.1."""
         system = self.server.system
-        return "si", {"acc": system.account.name if system is not None else "$SYS", "from": subject, "to": subject}
+        name = system.account.name if system is not None else "$SYS"
+        return "si", {"acc": name, "from": subject, "to": subject}, None
 
     def refuse_for(self, acc) -> Any:
         """Answer ``acc``'s ``$JS.API`` requests with 10039 (an account without JetStream); returns the

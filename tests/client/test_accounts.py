@@ -240,6 +240,11 @@ async def test_stream_info_of_the_importers_stream_sees_imported_messages(srv):
      'Trace destination sampling field "sampling" should be an integer or a percentage, got bool'),
     ('accounts { A { msg_trace: { dest: "t", rate: 5 } } }',
      'Unknown field "rate" parsing account message trace map/struct "msg_trace"'),
+    # allow_trace: a service export's, a stream import's (opts.go parseExportStreamOrService / parseImport...)
+    ('accounts { A { exports = [{stream: "x", allow_trace: true}] } }', "Detected allow_trace directive on non-service"),
+    ('accounts { A { exports = [{allow_trace: true, stream: "x"}] } }', "Detected allow_trace directive on non-service"),
+    ('accounts { A { exports = [{service: "x"}] }, B { imports = [{service: {account: A, subject: "x"}, '
+     'allow_trace: true}] } }', "Detected allow_trace directive on a non-stream"),
 ])
 def test_configuration_errors(server_factory, conf, expect):
     with pytest.raises(RuntimeError) as e:

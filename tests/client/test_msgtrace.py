@@ -483,3 +483,65 @@ async def test_sampling_picks_some_and_marks_the_others_disabled(server_factory)
         assert 40 <= len(traced) <= 160  # 51% expected (rand.Int31n(100) <= 50)
     finally:
         await h.close()
+
+
+ALLOW_TRACE = """
+accounts {
+  A {
+    users = [{user: a, password: a}]
+    exports = [{stream: "feed.>"}, {service: "svc.>", allow_trace: true}]
+  }
+  B {
+    users = [{user: b, password: b}]
+    imports = [
+      {stream: {account: A, subject: "feed.>"}, prefix: froma, allow_trace: true}
+      {service: {account: A, subject: "svc.>"}, to: "asvc.>"}
+    ]
+  }
+}
+"""
+
+
+async def test_allow_trace_lets_the_trace_follow_a_message_into_the_other_account(server_factory):
+    """``allow_trace`` (a stream import's, a service export's): past the import event the trace goes on, and the
+    deliveries in the other account are events of it, named with their account."""
+    srv = server_factory(config=ALLOW_TRACE)
+    a = await nats.connect(srv.url, user="a", password="a", allow_reconnect=False)
+    b = await nats.connect(srv.url, user="b", password="b", allow_reconnect=False)
+    try:
+        trace_a = await a.subscribe("trace.>")
+        trace_b = await b.subscribe("trace.>")
+        feed = await b.subscribe("froma.feed.x")
+        svc = await a.subscribe("svc.x")
+        await a.flush()
+        await b.flush()
+        for only in (False, True):
+            hdrs = {DEST: "trace.se"} if not only else {DEST: "trace.se", ONLY: "true"}
+            await a.publish("feed.x", b"f", headers=hdrs)
+            ev = _event(await _next(trace_a))
+            assert _types(ev) == ["in", "se", "eg"]
+            [eg] = _egresses(ev)
+            # named as nats-server's shadow subscription in the exporting account: the subject without the prefix
+            assert (eg["acc"], eg["sub"]) == ("B", "feed.x")
+            if only:
+                await _nothing(feed)
+            else:
+                assert (await _next(feed)).data == b"f"
+        for only in (False, True):
+            hdrs = {DEST: "trace.si"} if not only else {DEST: "trace.si", ONLY: "true"}
+            await b.publish("asvc.x", b"r", headers=hdrs)
+            ev = _event(await _next(trace_b))
+            assert _types(ev) == ["in", "si", "eg"]
+            [eg] = _egresses(ev)
+            assert (eg["acc"], eg["sub"]) == ("A", "svc.x")
+            if only:
+                await _nothing(svc)
+            else:
+                m = await _next(svc)
+                # the exporter's servers would send their events to a response subject leading back to trace.si
+                assert m.headers[DEST].startswith("_R_.")
+        await _nothing(trace_a)
+        await _nothing(trace_b)
+    finally:
+        await a.close()
+        await b.close()

@@ -28,11 +28,6 @@ REFUSED_KEYS = [
     ('accounts { A { exports: [{service: "s", latency: "lat"}] } }', "accounts.A.exports.latency", True),
     ('accounts { A { exports: [{service: "s"}] }, B { imports: [{service: {account: A, subject: "s"}, share: true}] } }',
      "accounts.B.imports.share", True),
-    # Message tracing is implemented (server/core/msgtrace.py), account trace destinations too; tracing across an
-    # import is not.
-    ('accounts { A { exports: [{service: "s", allow_trace: true}] } }', "accounts.A.exports.allow_trace", True),
-    ('accounts { A { exports: [{stream: "s"}] }, B { imports: [{stream: {account: A, subject: "s"}, allow_trace: true}'
-     '] } }', "accounts.B.imports.allow_trace", True),
     ('default_sentinel: "abc"', "default_sentinel", True),
     ('resolver: URL("http://127.0.0.1:9/jwt/v1/accounts/")', "resolver", True),
     ("resolver_pinned_accounts: [ADLPCGRWAO6TQZ5ZEQIXMRVCRQJ3KBPJE2XYVQD3ZJEZ7PSQDT6YNEWH]",
