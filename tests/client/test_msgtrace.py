@@ -291,17 +291,22 @@ accounts {
 """
 
 
-async def test_tracing_stops_at_an_account_boundary(server_factory):
-    srv = server_factory(config=ACCOUNTS)
+async def _two_accounts(server_factory, conf: str) -> tuple:
+    """A server with accounts A and B (``conf``: B imports A's ``feed.>`` under ``froma`` and its ``svc.>`` as
+    ``asvc.>``): a user of each, a trace subscription in each, B's subscriber to the stream, A's responder."""
+    srv = server_factory(config=conf)
     a = await nats.connect(srv.url, user="a", password="a", allow_reconnect=False)
     b = await nats.connect(srv.url, user="b", password="b", allow_reconnect=False)
+    subs = (await a.subscribe("trace.>"), await b.subscribe("trace.>"), await b.subscribe("froma.feed.x"),
+            await a.subscribe("svc.x"))
+    await a.flush()
+    await b.flush()
+    return (a, b, *subs)
+
+
+async def test_tracing_stops_at_an_account_boundary(server_factory):
+    a, b, trace_a, trace_b, feed, svc = await _two_accounts(server_factory, ACCOUNTS)
     try:
-        trace_a = await a.subscribe("trace.>")
-        trace_b = await b.subscribe("trace.>")
-        feed = await b.subscribe("froma.feed.x")
-        svc = await a.subscribe("svc.x")
-        await a.flush()
-        await b.flush()
         # A stream export: the event names the importer and the subject there; the import is not traced further.
         await a.publish("feed.x", b"f", headers={DEST: "trace.se"})
         ev = _event(await _next(trace_a))
@@ -505,41 +510,26 @@ accounts {
 async def test_allow_trace_lets_the_trace_follow_a_message_into_the_other_account(server_factory):
     """``allow_trace`` (a stream import's, a service export's): past the import event the trace goes on, and the
     deliveries in the other account are events of it, named with their account."""
-    srv = server_factory(config=ALLOW_TRACE)
-    a = await nats.connect(srv.url, user="a", password="a", allow_reconnect=False)
-    b = await nats.connect(srv.url, user="b", password="b", allow_reconnect=False)
+    a, b, trace_a, trace_b, feed, svc = await _two_accounts(server_factory, ALLOW_TRACE)
     try:
-        trace_a = await a.subscribe("trace.>")
-        trace_b = await b.subscribe("trace.>")
-        feed = await b.subscribe("froma.feed.x")
-        svc = await a.subscribe("svc.x")
-        await a.flush()
-        await b.flush()
-        for only in (False, True):
-            hdrs = {DEST: "trace.se"} if not only else {DEST: "trace.se", ONLY: "true"}
-            await a.publish("feed.x", b"f", headers=hdrs)
-            ev = _event(await _next(trace_a))
-            assert _types(ev) == ["in", "se", "eg"]
-            [eg] = _egresses(ev)
-            # named as nats-server's shadow subscription in the exporting account: the subject without the prefix
-            assert (eg["acc"], eg["sub"]) == ("B", "feed.x")
-            if only:
-                await _nothing(feed)
-            else:
-                assert (await _next(feed)).data == b"f"
-        for only in (False, True):
-            hdrs = {DEST: "trace.si"} if not only else {DEST: "trace.si", ONLY: "true"}
-            await b.publish("asvc.x", b"r", headers=hdrs)
-            ev = _event(await _next(trace_b))
-            assert _types(ev) == ["in", "si", "eg"]
-            [eg] = _egresses(ev)
-            assert (eg["acc"], eg["sub"]) == ("A", "svc.x")
-            if only:
-                await _nothing(svc)
-            else:
-                m = await _next(svc)
-                # the exporter's servers would send their events to a response subject leading back to trace.si
-                assert m.headers[DEST].startswith("_R_.")
+        # (publisher, subject, its trace subscription, the crossing, the egress beyond it, the subscriber there)
+        for nc, subject, trace, crossing, egress, there in (
+                (a, "feed.x", trace_a, "se", ("B", "feed.x"), feed), (b, "asvc.x", trace_b, "si", ("A", "svc.x"), svc)):
+            for only in (False, True):
+                await nc.publish(subject, b"m", headers={DEST: "trace.x", **({ONLY: "true"} if only else {})})
+                ev = _event(await _next(trace))
+                assert _types(ev) == ["in", crossing, "eg"]
+                [eg] = _egresses(ev)
+                # a stream import's egress is named as nats-server's shadow subscription in the exporting account:
+                # the subject without the import's prefix
+                assert (eg["acc"], eg["sub"]) == egress
+                if only:
+                    await _nothing(there)
+                    continue
+                m = await _next(there)
+                if crossing == "si":
+                    # the exporter's other servers would send their events to a response subject leading back
+                    assert m.headers[DEST].startswith("_R_.")
         await _nothing(trace_a)
         await _nothing(trace_b)
     finally:
