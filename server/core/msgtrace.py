@@ -486,5 +486,8 @@ def _internal(srv: Any, t: MsgTrace, sub: Any, origin: Any, subject: str, reply:
             hdr_len, data = set_header(data, hdr_len, TRACE_DEST, DISABLED)
     # Any other internal subscription (a consumer's acks and pull requests) runs even for a trace-only message, as
     # nats-server's deliverMsg calls every internal callback (sub.icb) whatever the trace mode.
-    cb(sub, subject, reply, hdr_len, data, origin)
+    if sub.msg_subject:  # it takes the frame's subject too (Fanout.route): none, for a published message
+        cb(sub, subject, reply, hdr_len, data, origin, None)
+    else:
+        cb(sub, subject, reply, hdr_len, data, origin)
     return True
