@@ -234,7 +234,9 @@ class MsgTrace:
         if self.hops:
             doc["hops"] = self.hops
         doc["events"] = self.events
-        body = dumps(doc).encode()
+        # Bytes that are not UTF-8 (in a header, the subject, a client name) come out as U+FFFD, as Go's json.Marshal
+        # writes them; the text holds them surrogate-escaped.
+        body = dumps(doc).encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode()
         hdr = b""
         enc = _encoding(self.accept)
         if enc == "gzip":

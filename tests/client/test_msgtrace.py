@@ -535,3 +535,31 @@ async def test_allow_trace_lets_the_trace_follow_a_message_into_the_other_accoun
     finally:
         await a.close()
         await b.close()
+
+
+async def test_bytes_that_are_not_utf8_reach_the_event_as_replacement_characters(server):
+    """A header value or subject with bytes that are not UTF-8: the event is still sent, those bytes written as
+    U+FFFD, as Go's json.Marshal writes them, and the message is delivered as sent.  Raw clients: nats-py cannot
+    read such a subject."""
+    sub = RawClient(port=server.port).handshake(headers=True)
+    pub = RawClient(port=server.port).handshake(headers=True)
+    try:
+        sub.send(b"SUB trace.utf 1\r\nSUB bin.> 2\r\nPING\r\n")
+        sub.expect(b"PONG\r\n")
+        hdr = b"NATS/1.0\r\nNats-Trace-Dest: trace.utf\r\nX: v\xff\r\n\r\n"
+        pub.send(b"HPUB bin.\xfe %d %d\r\n%sp\r\nPING\r\n" % (len(hdr), len(hdr) + 1, hdr))
+        pub.expect(b"PONG\r\n")
+        got = {}
+        for _ in range(2):
+            line = sub.read_line()  # HMSG <subject> <sid> <hdr> <total> or MSG <subject> <sid> <size>
+            parts = line.split()
+            body = sub.read_exactly(int(parts[-1]) + 2)[:-2]
+            got[parts[2]] = (parts[1], body[int(parts[3]):] if parts[0] == b"HMSG" else body)
+        assert got[b"2"] == (b"bin.\xfe", b"p")
+        subject, event = got[b"1"]
+        ev = json.loads(event)
+        assert ev["request"]["header"]["X"] == ["v\ufffd"]
+        assert ev["events"][0]["subj"] == "bin.\ufffd"
+    finally:
+        sub.close()
+        pub.close()
