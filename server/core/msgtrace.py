@@ -224,7 +224,15 @@ class MsgTrace:
 
     # ------------------------------------------------------------------ sending
     def send(self) -> None:
-        """sendInternalAccountSysMsg: the event, from the server, in the message's account, on the destination."""
+        """sendInternalAccountSysMsg: the event, from the server, in the message's account, on the destination.  The
+        event is built from what the publisher sent: whatever goes wrong here is logged and costs the message
+        nothing (it has been delivered)."""
+        try:
+            self._send()
+        except Exception as e:
+            self.server.log_error("message trace event not sent", dest=self.dest, error=repr(e))
+
+    def _send(self) -> None:
         srv = self.server
         system = srv.system
         if system is None:  # no system account: nats-server's internal send queue does not exist either
