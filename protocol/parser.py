@@ -148,7 +148,7 @@ _PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18})\r
 _HPUB_FAST = re.compile(rb"HPUB ([^ \t\r\n]+) +(?:([^ \t\r\n]+) +)?([0-9]{1,18}) +([0-9]{1,18})\r\n")
 
 
-TRACE_NEEDLE = b"Nats-Trace-Dest:"  # server/core/msgtrace.py NEEDLE (protocol/ does not import server/)
+TRACE_NEEDLE = b"Nats-Trace-Dest:"  # what asks for a message trace (server/core/msgtrace.py reads the rest)
 
 
 def _traced(sink):
