@@ -563,3 +563,26 @@ async def test_bytes_that_are_not_utf8_reach_the_event_as_replacement_characters
     finally:
         sub.close()
         pub.close()
+
+
+async def test_a_message_over_max_payload_gets_an_event_from_nats_server_only(server_factory):
+    """The one difference (docs/parity.md): nats-server reads the trace headers of an HPUB over max_payload from the
+    bytes its read already holds and sends an event with the violation before it closes the connection; Skiff
+    refuses it the same way and sends no event.  Both close the publisher with the same -ERR."""
+    srv = server_factory(jetstream=False, config="max_payload: 100\n")
+    nc = await nats.connect(srv.url, allow_reconnect=False)
+    pub = RawClient(port=srv.port).handshake(headers=True)
+    try:
+        trace = await nc.subscribe("trace.big")
+        await nc.flush()
+        hdr = b"NATS/1.0\r\nNats-Trace-Dest: trace.big\r\n\r\n"
+        pub.send(b"HPUB big %d %d\r\n%s%s\r\n" % (len(hdr), len(hdr) + 200, hdr, b"x" * 200))
+        assert pub.read_line() == b"-ERR 'Maximum Payload Violation'\r\n"
+        if srv.kind == "nats-server":
+            ev = _event(await _next(trace))
+            assert _types(ev) == ["in"] and ev["events"][0]["error"] == "maximum payload exceeded"
+        else:
+            await _nothing(trace)
+    finally:
+        pub.close()
+        await nc.close()
