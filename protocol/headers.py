@@ -158,6 +158,18 @@ def set_values(hdr: bytes, updates: dict[str, str]) -> bytes:
     return build(items, code, text)
 
 
+def replace_value(hdr: bytes, key: str, value: str) -> bytes:
+    """nats-server stream.go setHeader: the first value of ``key`` replaced where it stands (one space after the
+    colon kept), the other lines byte for byte; ``hdr`` unchanged when the key is absent."""
+    at = _value_at(hdr, key)
+    if at is None:
+        return hdr
+    start, end = at
+    if hdr[start:start + 1] == b" ":
+        start += 1
+    return hdr[:start] + value.encode("utf-8", "surrogateescape") + hdr[end:]
+
+
 def remove(hdr: bytes, *keys: str) -> bytes:
     code, text, items = parse(hdr)
     kept = [(k, v) for k, v in items if k not in keys]

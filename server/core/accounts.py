@@ -382,7 +382,7 @@ class Accounts:
         """:meth:`_republish` of a traced message an import lets the trace follow (allow_trace): delivered into
         ``acc`` by core/msgtrace.py, with its events, under the same depth limit (``shadow``: how its egress events
         name a subscription, see _stream_import)."""
-        from .msgtrace import deliver_traced
+        from .msgtrace_delivery import deliver_traced
 
         if self._depth >= MAX_IMPORT_DEPTH:
             return False

@@ -565,7 +565,7 @@ class ClientConnection(asyncio.Protocol):
                 self.replies is not None
                 and perms.response_allowed(self.replies, subject, self.server.clock.monotonic())):
             if traced:
-                from .msgtrace import publish_denied  # the trace gets the violation as its ingress error
+                from .msgtrace_delivery import publish_denied  # the trace gets the violation as its ingress error
 
                 if publish_denied(srv, self, subject, hdr_len, data):
                     return
@@ -574,7 +574,7 @@ class ClientConnection(asyncio.Protocol):
         if self.verbose:
             self.send(encoder.OK)
         if traced:
-            from .msgtrace import route_traced
+            from .msgtrace_delivery import route_traced
 
             if route_traced(srv, self, subject, reply, hdr_len, data) is not None:
                 return

@@ -263,29 +263,22 @@ class LeafConnection(Link):
         self.out_bytes += len(data)
 
     # ------------------------------------------------------------------ input
-    def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes) -> None:
+    def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes,
+                traced: bool = False) -> None:
         self.in_msgs += 1
         self.in_bytes += len(data)
         if not self.registered:
             return
-        if hdr_len and self.account.trace_dest:
-            from .msgtrace import deliver_routed_traced, has_parent  # a traceparent may start a trace here
+        if hdr_len and (traced or self.account.trace_dest):  # a trace asked for, or a traceparent may start one
+            from .msgtrace_delivery import link_traced
 
-            if has_parent(data, hdr_len) and deliver_routed_traced(self.server, self, self.account, subject, reply,
-                                                                   queues, hdr_len, data):
+            if link_traced(self.server, self, self.account, subject, reply, queues, hdr_len, data, traced):
                 return
         self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
 
-    def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,
-                       data: bytes) -> None:
-        """A message that asks for a trace (the parser tells it apart): :meth:`on_rmsg` by core/msgtrace.py."""
-        from .msgtrace import deliver_routed_traced
-
-        self.in_msgs += 1
-        self.in_bytes += len(data)
-        if self.registered and not deliver_routed_traced(self.server, self, self.account, subject, reply, queues,
-                                                         hdr_len, data):
-            self.server.deliver_routed(self, self.account.sublist, subject, reply, queues, hdr_len, data)
+    def on_traced_rmsg(self, *msg: Any) -> None:
+        """A message whose header block asks for a trace (the parser tells it apart): core/msgtrace_delivery.py."""
+        self.on_rmsg(*msg, traced=True)
 
     def on_route_op(self, op: Any) -> None:
         if not self.solicited and not self.registered and not isinstance(op, (Connect, ProtocolError)) and \

@@ -6,7 +6,7 @@ Theory of operation
 A traced message is rare, so the hot paths never look for it: the parsers do, in C where the accelerator is built
 (protocol/parser.py, protocol/route.py), and hand a message whose header block holds ``Nats-Trace-Dest:`` to
 ``on_traced_pub`` / ``on_traced_rmsg`` instead of ``on_pub`` / ``on_rmsg``.  A client's goes through every check of
-``ClientConnection._pub`` to :func:`route_traced`, another server's to :func:`deliver_routed_traced`.  These
+``ClientConnection._pub`` to ``route_traced``, another server's to ``link_traced`` (msgtrace_delivery.py).  These
 decide, as nats-server's ``initMsgTrace`` does, whether the message is traced at all (a ``trace disabled`` value, an
 invalid destination, a ``Nats-Trace-Origin-Account`` header: not traced; a destination the publisher may not publish
 to: a violation, and the message is dropped), then deliver it themselves, the way ``route`` / ``deliver_routed``
@@ -41,11 +41,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from skiff.protocol import encoder, headers
-from skiff.protocol.encoder import msg_parts
+from skiff.protocol import headers
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.marshal import dumps
-from skiff.protocol.parser import TRACE_NEEDLE
 from skiff.protocol.subjects import is_valid_literal_subject
 
 TRACE_DEST = "Nats-Trace-Dest"
@@ -67,7 +65,6 @@ NO_ECHO = "Not delivered because of no echo"
 SUB_DENY = "Not delivered because subscription denies this subject"
 CLIENT_CLOSED = "Not delivered because client is closed"
 
-_PASSED = {"no echo": NO_ECHO, "deny": SUB_DENY, "closed": CLIENT_CLOSED}  # Fanout._pick's reasons
 _TRUE = ("1", "true", "on")
 
 
@@ -130,21 +127,6 @@ def set_header(data: bytes, hdr_len: int, key: str, value: str) -> tuple[int, by
     hdr = headers.strip(bytes(data[:hdr_len]), keys=(key,)) if hdr_len else b""
     hdr = headers.append(hdr, key, value)
     return len(hdr), hdr + bytes(data[hdr_len:])
-
-
-def disable_in_place(hdr: bytes) -> bytes:
-    """stream.go setHeader(MsgTraceDest, MsgTraceDestDisabled): the value replaced where it stands, so that a stored
-    message delivered later starts no trace of its own."""
-    i = hdr.find(b"\r\n" + TRACE_NEEDLE)
-    if i < 0:
-        return hdr
-    start = i + 2 + len(TRACE_NEEDLE)
-    if hdr[start:start + 1] == b" ":
-        start += 1
-    end = hdr.find(b"\r", start)
-    if end < 0:
-        return hdr
-    return hdr[:start] + DISABLED.encode() + hdr[end:]
 
 
 class MsgTrace:
@@ -270,9 +252,9 @@ def _encoding(accept: str) -> str:
 
 
 # ---------------------------------------------------------------------- starting a trace
-def _start(srv: Any, found: tuple[dict, bool], hdr_len: int, data: bytes, account: Any, kind: int, cid: int,
+def start_trace(srv: Any, found: tuple[dict, bool], hdr_len: int, data: bytes, account: Any, kind: int, cid: int,
            name: str, subject: str, allowed) -> "MsgTrace | bool | tuple[int, bytes]":
-    """initMsgTrace: a :class:`MsgTrace`; or ``True``: drop the message (a trace-only message that cannot be traced,
+    """initMsgTrace, for the entry points of msgtrace_delivery.py: a :class:`MsgTrace`; or ``True``: drop the message (a trace-only message that cannot be traced,
     or a destination the publisher may not publish to); or ``False``: deliver it untraced; or a new
     ``(hdr_len, data)``: deliver that, untraced (the header now says ``trace disabled``)."""
     hmap, external = found
@@ -306,198 +288,3 @@ def _sample(sampling: int) -> bool:
     if sampling <= 0 or sampling >= 100:
         return True
     return int(random.random() * 100) <= sampling
-
-
-def _client_may_trace_to(origin: Any, account: Any):
-    """allowedToPublishOnMsgTraceDest for a client: its publish permissions, and no ``_GR_.`` or (outside the system
-    account) ``$NRG.`` destination; refused, the client gets the publish violation and the message is dropped."""
-    def allowed(dest: str) -> bool:
-        perms = origin.perms
-        ok = not dest.startswith("_GR_.")
-        if ok and dest.startswith("$NRG."):
-            system = origin.server.system
-            ok = system is not None and account is system.account
-        if ok and perms is not None:
-            ok = perms.can_publish(dest)
-        if not ok:
-            origin.send(encoder.err(f'Permissions Violation for Publish to "{dest}"'))
-        return ok
-    return allowed
-
-
-def _client_trace(srv: Any, origin: Any, subject: str, hdr_len: int, data: bytes) -> "MsgTrace | bool | tuple | None":
-    """:func:`_start` for a client's message; None when its header block asks for no trace after all."""
-    found = trace_headers(bytes(data[:hdr_len]))
-    if found is None:
-        return None
-    return _start(srv, found, hdr_len, data, origin.account, CLIENT, origin.cid, origin.name, subject,
-                  _client_may_trace_to(origin, origin.account))
-
-
-def route_traced(srv: Any, origin: Any, subject: str, reply: str, hdr_len: int, data: bytes) -> bool | None:
-    """``Fanout.route`` for a client's message with a ``Nats-Trace-Dest`` header: whether anyone got it, or None
-    when it is not traced after all (the caller routes it as usual)."""
-    t = _client_trace(srv, origin, subject, hdr_len, data)
-    if t is None or t is False:
-        return None
-    if t is True:
-        return False
-    if t.__class__ is tuple:
-        hdr_len, data = t
-        return srv.route(origin, subject, reply, hdr_len, data)
-    account = origin.account
-    delivered = _deliver(srv, t, origin, account.name, account.sublist, subject, reply, None, hdr_len, data)
-    if not delivered and reply and origin.no_responders:
-        srv.no_responders(subject, reply, origin)
-    t.send()
-    return delivered
-
-
-def publish_denied(srv: Any, origin: Any, subject: str, hdr_len: int, data: bytes) -> bool:
-    """A traced message its client may not publish: the violation is the ingress event's error and the event goes
-    out (pubPermissionViolation with a msgTrace).  False when it is not traced (the caller sends the violation)."""
-    t = _client_trace(srv, origin, subject, hdr_len, data)
-    if t is True:
-        return True  # the destination's violation was the answer; the message goes no further
-    if t is None or t is False or t.__class__ is tuple:
-        return False
-    text = f'Permissions Violation for Publish to "{subject}"'
-    t.ingress["error"] = text
-    origin.send(encoder.err(text))
-    t.send()
-    return True
-
-
-def deliver_routed_traced(srv: Any, link: Any, account: Any, subject: str, reply: str, queues: tuple,
-                          hdr_len: int, data: bytes) -> bool:
-    """``deliver_routed`` for a traced message from a route or leaf connection (``account``: the Account it came in);
-    False when it is not traced after all (the caller delivers it)."""
-    found = trace_headers(bytes(data[:hdr_len]))
-    if found is None or account is None:  # (the link's caller dropped a message of an unknown account already)
-        return False
-    kind = ROUTER if link.is_route else LEAF
-    t = _start(srv, found, hdr_len, data, account, kind, link.cid, link.remote_name or link.remote_id, subject,
-               None)
-    if t is True:
-        return True
-    if t is False:
-        return False
-    if t.__class__ is tuple:
-        hdr_len, data = t
-        srv.deliver_routed(link, account.sublist, subject, reply, queues, hdr_len, data)
-        return True
-    _deliver(srv, t, link, account.name, account.sublist, subject, reply, queues, hdr_len, data)
-    t.send()
-    return True
-
-
-# ---------------------------------------------------------------------- delivery
-def _deliver(srv: Any, t: MsgTrace, origin: Any, acc_name: str, sublist: Any, subject: str, reply: str,
-             queues: tuple | None, hdr_len: int, data: bytes) -> bool:
-    """What ``Fanout.route`` (``queues`` None: a client's message) or ``Fanout.deliver_routed`` (a message from a
-    route or leaf connection, ``queues`` the groups it names) do, with an event for each step.  nats-server's
-    processMsgResults and deliverMsg."""
-    from_link = queues is not None
-    from_route = origin is not None and origin.is_route  # what came from a route goes to leaf connections only
-    plain, qgroups = sublist.match(subject)
-    only = t.only
-    head = tail = None
-    delivered = False
-    links: dict[Any, list[str]] = {}
-
-    def to_client(sub: Any, conn: Any) -> None:
-        nonlocal head, tail, delivered
-        if conn.closed:
-            t.egress(conn, sub, CLIENT_CLOSED)
-            return
-        t.egress(conn, sub)
-        delivered = True
-        if not only:
-            if head is None:
-                head, tail = msg_parts(subject, reply, hdr_len, len(data))
-            srv._deliver(sub, conn, head, tail, hdr_len, data, reply)
-
-    def passed(sub: Any, conn: Any, why: str) -> None:  # a queue member skipped (deliverMsg failed for it)
-        t.egress(conn, sub, _PASSED[why])
-
-    for sub in plain:
-        conn = sub.conn
-        if conn is None:
-            rt = sub.route
-            if rt is not None:
-                if rt is not origin and not (from_route and rt.is_route):
-                    links.setdefault(rt, [])
-            elif _internal(srv, t, sub, origin, subject, reply, hdr_len, data):
-                delivered = True
-            continue
-        if conn is origin and not conn.echo:
-            t.egress(conn, sub, NO_ECHO)
-            continue
-        if conn.deny_delivery and conn.perms.deliver_denied(subject):
-            t.egress(conn, sub, SUB_DENY)
-            continue
-        to_client(sub, conn)
-    for members in qgroups:
-        if from_link and members[0].queue not in queues:
-            continue
-        sub = srv._pick(members, origin, subject, routes_ok=not from_route, passed=passed)
-        if sub is None:
-            continue
-        conn = sub.conn
-        if conn is None:
-            if sub.route is not None:
-                links.setdefault(sub.route, []).append(sub.queue)
-            elif _internal(srv, t, sub, origin, subject, reply, hdr_len, data):
-                delivered = True
-            continue
-        to_client(sub, conn)
-    for rt, qs in links.items():
-        # Routes and leaf connections get it even when it is trace-only: the next server traces it too (unless it
-        # cannot: forward says so).
-        fwd = t.forward(rt, data, hdr_len)
-        if fwd is not None:
-            rt.send_msg(acc_name, subject, reply, qs, *fwd)
-            delivered = True
-    return delivered
-
-
-def deliver_traced(srv: Any, t: MsgTrace, origin: Any, account: Any, subject: str, reply: str, hdr_len: int,
-                   data: bytes, shadow: Any = None) -> bool:
-    """A traced message into another account, past an import that allows it (core/accounts.py): its deliveries there
-    are events of the same trace (``shadow``: the subscription subject an egress names, for a stream import)."""
-    saved, t.shadow = t.shadow, shadow
-    try:
-        return _deliver(srv, t, origin, account.name, account.sublist, subject, reply, None, hdr_len, data)
-    finally:
-        t.shadow = saved
-
-
-def _internal(srv: Any, t: MsgTrace, sub: Any, origin: Any, subject: str, reply: str, hdr_len: int,
-              data: bytes) -> bool:
-    """An internal subscription: a stream that captures the subject, an import's forwarder, or a server handler."""
-    cb = sub.callback
-    owner = getattr(cb, "__self__", None)
-    traced = getattr(owner, "trace_inbound", None)
-    if traced is not None and getattr(cb, "__name__", "") == "_inbound":
-        traced(t, subject, reply, hdr_len, data)  # a stream (jetstream/stream_publish.py)
-        return True
-    crossing = getattr(cb, "trace_import", None) or getattr(owner, "trace_import", None)
-    if crossing is not None:
-        # An import (core/accounts.py), or what nats-server serves through one (the JetStream API, the system
-        # account's per-account services): its event, then the trace goes on where allow_trace lets it (``follow``),
-        # else it stops here.
-        typ, fields, follow = crossing(subject)
-        t.add(typ, **fields)
-        if follow is not None:
-            return follow(t, subject, reply, hdr_len, data, origin)
-        if t.only:
-            return typ == "se"  # processMsgResults counts a skipped stream export as delivered, not a service import
-        if typ == "si":
-            hdr_len, data = set_header(data, hdr_len, TRACE_DEST, DISABLED)
-    # Any other internal subscription (a consumer's acks and pull requests) runs even for a trace-only message, as
-    # nats-server's deliverMsg calls every internal callback (sub.icb) whatever the trace mode.
-    if sub.msg_subject:  # it takes the frame's subject too (Fanout.route): none, for a published message
-        cb(sub, subject, reply, hdr_len, data, origin, None)
-    else:
-        cb(sub, subject, reply, hdr_len, data, origin)
-    return True

@@ -153,7 +153,8 @@ class RouteConnection(Link):
         return head
 
     # ------------------------------------------------------------------ input
-    def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes) -> None:
+    def on_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int, data: bytes,
+                traced: bool = False) -> None:
         self.in_msgs += 1
         self.in_bytes += len(data)
         sl = self._sublists.get(account)  # filled while the route is registered (_gone empties it)
@@ -161,29 +162,17 @@ class RouteConnection(Link):
             sl = self._sublist_of(account, subject)
             if sl is None:
                 return
-        if hdr_len and self.server.accounts.trace_dests:
-            from .msgtrace import deliver_routed_traced, has_parent  # a traceparent, in an account with a destination
+        if hdr_len and (traced or self.server.accounts.trace_dests):  # a trace asked for, or a traceparent may be
+            from .msgtrace_delivery import link_traced
 
-            if has_parent(data, hdr_len) and deliver_routed_traced(
-                    self.server, self, self.server.accounts.get(account), subject, reply, queues, hdr_len, data):
+            if link_traced(self.server, self, self.server.accounts.get(account), subject, reply, queues, hdr_len,
+                           data, traced):
                 return
         self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
 
-    def on_traced_rmsg(self, account: str, subject: str, reply: str, queues: tuple, hdr_len: int,
-                       data: bytes) -> None:
-        """A message that asks for a trace (the parser tells it apart): :meth:`on_rmsg` by core/msgtrace.py."""
-        from .msgtrace import deliver_routed_traced
-
-        self.in_msgs += 1
-        self.in_bytes += len(data)
-        sl = self._sublists.get(account)
-        if sl is None:
-            sl = self._sublist_of(account, subject)
-            if sl is None:
-                return
-        if not deliver_routed_traced(self.server, self, self.server.accounts.get(account), subject, reply, queues,
-                                     hdr_len, data):
-            self.server.deliver_routed(self, sl, subject, reply, queues, hdr_len, data)
+    def on_traced_rmsg(self, *msg: Any) -> None:
+        """A message whose header block asks for a trace (the parser tells it apart): core/msgtrace_delivery.py."""
+        self.on_rmsg(*msg, traced=True)
 
     def _sublist_of(self, account: str, subject: str) -> Any:
         """The Sublist of a routed message's account, kept in ``_sublists``; None: the message is dropped."""

@@ -93,15 +93,15 @@ class StreamPublishing:
         ``js`` event, then :meth:`process`, which fills it in.  A trace-only message is checked and not stored: only an
         error is answered (processJetStreamMsg returns before the store, and before the PubAck).  A stored one keeps
         ``Nats-Trace-Dest: trace disabled``, so that a consumer's delivery of it starts no trace of its own."""
-        from ..core.msgtrace import disable_in_place
+        from ..core.msgtrace import DISABLED, TRACE_DEST
 
         ev = trace.jetstream(self.name)
         hdr = bytes(data[:hdr_len])
         msg = bytes(data[hdr_len:])
         if hdr[8:9] == b" ":
             hdr = _strip_status(hdr)
-        if not trace.only:
-            hdr = disable_in_place(hdr)
+        if not trace.only:  # stream.go setHeader(MsgTraceDest, MsgTraceDestDisabled): in place
+            hdr = headers.replace_value(hdr, TRACE_DEST, DISABLED)
         self._js_trace = ev
         try:
             self.process(subject, reply, hdr, msg, trace_only=trace.only)
