@@ -201,3 +201,14 @@ def append(hdr: bytes, key: str, value: str) -> bytes:
     if len(hdr) <= 2:
         return b"NATS/1.0\r\n" + line
     return hdr[:-2] + line
+
+
+def accept_encoding(value: str) -> str:
+    """The compression an ``Accept-Encoding`` value asks of a system reply or a trace event (events.go
+    getAcceptEncoding): snappy (or s2) first, then gzip; "" for anything else."""
+    v = value.lower()
+    if "snappy" in v or "s2" in v:
+        return "snappy"
+    if "gzip" in v:
+        return "gzip"
+    return ""

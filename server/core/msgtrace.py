@@ -246,9 +246,7 @@ class MsgTrace:
 def _encoding(accept: str) -> str:
     """getCompressionType: as a system request's Accept-Encoding (sysacc), and any other value is answered uncompressed,
     labelled ``identity``."""
-    from .sysacc import _accept_encoding
-
-    return _accept_encoding(accept) or "identity" if accept else ""
+    return headers.accept_encoding(accept) or "identity" if accept else ""
 
 
 # ---------------------------------------------------------------------- starting a trace

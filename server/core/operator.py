@@ -245,10 +245,11 @@ class OperatorMode:
             sampling = trace.get("sampling")
             ok = isinstance(sampling, int) and not isinstance(sampling, bool) and 0 < sampling <= 100
             acc.trace_dest, acc.trace_sampling = dest, sampling if ok else 100
-            self.accounts.trace_dests = True
         else:
             acc.trace_dest, acc.trace_sampling = "", 0
         if bool(had) != bool(acc.trace_dest):  # its clients' messages are looked at for traceparent, or no longer
+            # and so are routed ones while any account has a destination (core/route.py)
+            self.accounts.trace_dests = any(a.trace_dest for a in self.accounts.by_name.values())
             for c in list(self.server.clients.values()):
                 if c.account is acc and c.connected:
                     c._update_pub_path()

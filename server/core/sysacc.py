@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
+from skiff.protocol import headers
 from skiff.protocol.jsapi.gojson import go_check_valid
 from skiff.protocol.jsapi.timefmt import format_time
 from skiff.protocol.marshal import dumps
@@ -207,7 +208,7 @@ class SystemAccount:
         body = dumps(doc).encode()
         hdr = b""
         if accept and error is None:
-            enc = _accept_encoding(accept)
+            enc = headers.accept_encoding(accept)
             if enc == "gzip":
                 import gzip  # only for a request that asks for it: zlib and gzip are ~2 M instructions a start
 
@@ -274,7 +275,7 @@ class SystemAccount:
         except ValueError as e:
             self._respond(acc, reply, data=None, error={"code": 500, "description": str(e)})
             return
-        self._respond(acc, reply, doc, accept=_header(data[:hdr_len], "accept-encoding"))
+        self._respond(acc, reply, doc, accept=headers.get_exact(data[:hdr_len], "Accept-Encoding") or "")
 
     # ------------------------------------------------------------------ server-addressed kinds
     def _kind_handler(self, kind: str) -> Callable:
@@ -522,23 +523,3 @@ def _type_name(kind: str, account: bool = False) -> str:
              "IPQUEUESZ": "Ipqueuesz", "RAFTZ": "Raftz", "PROFILEZ": "Profilez", "INFO": "AccInfo",
              "STATZ": "AccountStatz"}
     return names.get(kind, kind.title()) + "EventOptions"
-
-
-def _header(hdr: bytes, name: str) -> str:
-    if not hdr:
-        return ""
-    for line in hdr.split(b"\r\n")[1:]:
-        k, sep, v = line.partition(b":")
-        if sep and k.strip().lower() == name.encode():
-            return v.strip().decode("utf-8", "replace")
-    return ""
-
-
-def _accept_encoding(value: str) -> str:
-    """events.go getAcceptEncoding: snappy/s2 first, then gzip."""
-    v = value.lower()
-    if "snappy" in v or "s2" in v:
-        return "snappy"
-    if "gzip" in v:
-        return "gzip"
-    return ""

@@ -425,3 +425,21 @@ async def test_reply_compressed_when_the_request_accepts_gzip(srv):
         assert plain["data"]["server_id"] == doc["data"]["server_id"]
     finally:
         await nc.close()
+
+
+async def test_accept_encoding_is_read_by_its_exact_name(srv):
+    """events.go getAcceptEncoding reads the header with getHeader, which matches the key as written: a request
+    saying ``accept-encoding: gzip`` is answered in plain JSON by nats-server (Skiff compressed it until it matched
+    the name exactly); the value is compared in any case (``GZIP``)."""
+    import gzip
+
+    nc = await connect(srv, "sys")
+    try:
+        for name in ("accept-encoding", "ACCEPT-ENCODING"):
+            got = await gather(nc, "$SYS.REQ.SERVER.PING.VARZ", headers={name: "gzip"})
+            assert len(got) == 1 and not (got[0].headers or {}).get("Content-Encoding")
+            assert VARZ_KEYS <= set(json.loads(got[0].data)["data"])
+        got = await gather(nc, "$SYS.REQ.SERVER.PING.VARZ", headers={"Accept-Encoding": "GZIP"})
+        assert got[0].headers["Content-Encoding"] == "gzip" and gzip.decompress(got[0].data).startswith(b"{")
+    finally:
+        await nc.close()
