@@ -8,7 +8,7 @@ The suite runs on three pytest-xdist workers (``-n 3 --dist loadgroup``, the Mak
 workers' processes use about a third of the CPU time with two workers, the rest is waiting): each test goes
 to whichever worker is free, except the groups of ``XDIST_GROUPS``, each of which runs whole on one worker because
 its tests share something costly or single: a module-scoped fixture (built once per worker that runs any of its
-tests), the one SparkSession (a JVM), or a cache directory that an install fills.  Ports are picked race-free
+tests), a SparkSession (a JVM), or a cache directory that an install fills.  Ports are picked race-free
 across processes (``tests/harness.py`` ``free_ports``), and every server has its own temporary directory.
 """
 from __future__ import annotations
@@ -42,7 +42,14 @@ def pytest_addoption(parser):
 
 # Path under tests/ (a file, or a folder ending in "/") -> the group whose tests run all on one xdist worker.
 XDIST_GROUPS = {
-    "spark/": "spark",  # one SparkSession (a JVM, ~5 s to start and 1 GiB) for every Spark test: conftest.py
+    # The Spark tests are ~13 minutes of one worker's time on 2 cores, longer than the rest of the suite on the
+    # other two: in three groups, so that no one worker holds the suite's critical path.  The kill -9 cases get a
+    # SparkSession of their own (a second JVM, ~5 s and 1 GiB: they start a killed driver's JVM each anyway); the
+    # installs of test_discovery use no SparkSession (module fixtures: the copied source and the deps links).
+    # The first match wins: these two before "spark/".
+    "spark/test_kill9.py": "spark-kill9",
+    "spark/test_discovery.py": "spark-discovery",
+    "spark/": "spark",  # one SparkSession (a JVM, ~5 s to start and 1 GiB) for every other Spark test: conftest.py
     "packaging/test_wheel.py": "wheel",  # the wheel is built once (module fixture)
     "bench/test_bench_smoke.py": "bench-smoke",  # the benchmark runs once (module fixture)
     "bench/test_lab_smoke.py": "lab-smoke",  # the lab campaigns run once (module fixture)

@@ -11,10 +11,12 @@ write retried after a failure can let Spark retry (plain ``local[2]`` never retr
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,11 +30,21 @@ if str(ROOT / "spark") not in sys.path:
 
 
 def ensure_java() -> str | None:
-    """None when a Java runtime is there (installing it if we can), else the reason it is not."""
+    """None when a Java runtime is there (installing it if we can), else the reason it is not.  The Spark tests run
+    in three xdist groups (tests/conftest.py): one worker installs while the others wait on the lock, as a second
+    apt-get would fail on dpkg's."""
     if shutil.which("java"):
         return None
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         return "no java on PATH and cannot install it (needs root and apt-get): install a Java 17 runtime"
+    with open(Path(tempfile.gettempdir()) / "skiff-tests-java-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_java()
+
+
+def _install_java() -> str | None:
+    if shutil.which("java"):  # another worker installed it while this one waited
+        return None
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
         subprocess.run(["apt-get", "update", "-q"], check=True, env=env, capture_output=True, timeout=600)
