@@ -416,11 +416,13 @@ class StreamApi:
             return ApiError.of("JSStreamSealedErr")
         if stream.config.deny_delete:
             return ApiError.of("JSStreamMsgDeleteFailedF", err="message delete not permitted")
+        # jsMsgDeleteRequest answers the store's outcome with sendAPIResponse, not sendAPIErrResponse: a failed
+        # remove or a missing message is an error reply that the API statistics count as answered (trackAPI).
         err = _store_remove_error(stream, r.seq)
         if err is not None:
-            return ApiError.of("JSStreamMsgDeleteFailedF", err=err)
+            return {"error": ApiError.of("JSStreamMsgDeleteFailedF", err=err).to_dict()}
         if not stream.remove_msg(r.seq, erase=not r.no_erase):
-            return ApiError.of("JSSequenceNotFoundErrF", seq=r.seq)
+            return {"error": ApiError.of("JSSequenceNotFoundErrF", seq=r.seq).to_dict()}
         return {"success": True}
 
 

@@ -318,6 +318,28 @@ async def test_msg_delete(jsc):
     assert (st["messages"], st["num_deleted"]) == (2, 1)
 
 
+async def test_msg_delete_failures_count_as_answered_requests(fresh_jsc):
+    """A MSG.DELETE that fails in the store (10057) or finds no message (10043) is an answer, not an API error:
+    nats-server sends it with sendAPIResponse (trackAPI), only the checks before it (stream not found, sealed,
+    deny delete) with sendAPIErrResponse.  Seen with the C client's js_DeleteMsg (tests/client/test_cclient.py)."""
+    name = "D"
+    await fresh_jsc.create(name)
+    for _ in range(3):
+        await fresh_jsc.pub(f"{name}.a", b"x")
+    before = (await fresh_jsc.api("INFO"))["api"]
+    r = await fresh_jsc.api(f"STREAM.MSG.DELETE.{name}", {"seq": 2})
+    assert r.get("success") is True
+    r = await fresh_jsc.api(f"STREAM.MSG.DELETE.{name}", {"seq": 2})
+    assert r["error"] == {"code": 400, "err_code": 10043, "description": "sequence 2 not found"}
+    r = await fresh_jsc.api(f"STREAM.MSG.DELETE.{name}", {"seq": 99})
+    assert r["error"] == {"code": 500, "err_code": 10057, "description": "stream store EOF"}
+    r = await fresh_jsc.api("STREAM.MSG.DELETE.NOPE", {"seq": 1})
+    assert r["error"]["err_code"] == 10059
+    after = (await fresh_jsc.api("INFO"))["api"]
+    # INFO itself (counted by the next request) + 4 deletes; only the stream-not-found one is an error
+    assert (after["total"] - before["total"], after["errors"] - before["errors"]) == (5, 1)
+
+
 async def test_unknown_api_subjects_get_no_reply(jsc):
     for subject in ("FOO", "STREAM.INFO", "STREAM.INFO.X.Y"):
         assert await jsc.no_reply("$JS.API." + subject, timeout=0.2), subject
