@@ -169,6 +169,34 @@ async def test_requests_pending_for_no_wait(jsc):
     assert [status(m) for m in msgs] == [(404, "No Messages")]
 
 
+async def test_no_wait_request_held_by_max_ack_pending_expires_with_408(jsc):
+    """A no_wait request with expires that got a message and then waits on max_ack_pending ends with 408 at its
+    expiry, never 404: nats-server's expiry timer (a Go timer: never early) finds it expired.  Skiff's timer
+    (uvloop: millisecond resolution) could fire a little before the deadline, and its end-of-stream sweep then
+    answered 404 No Messages (seen with the C client, tests/client/test_cclient.py: 1 request in 5)."""
+    n = 40
+    s = await _setup(jsc, n, max_ack_pending=1)
+    nc = jsc.nc
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    seen = []
+    for _ in range(n):
+        await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.C", b'{"batch":2,"no_wait":true,"expires":10000000}',
+                         reply=inbox)
+        got = None
+        while True:
+            m = await sub.next_msg(timeout=2)
+            if status(m) is None:
+                got = m
+                continue
+            seen.append(status(m)[0])
+            break
+        assert got is not None
+        await nc.request(got.reply, b"+ACK", timeout=2)  # acknowledged before the next request
+    await sub.unsubscribe()
+    assert seen == [408] * n
+
+
 async def test_two_pullers_split_the_work(jsc):
     s = await _setup(jsc, 0)
     nc2 = await nats.connect(jsc.server.url)
