@@ -35,8 +35,9 @@ def _install_deps() -> None:
         subprocess.run(["bash", str(script)], timeout=600, check=False)
 
 
-def ensure_built(verbose: bool = False) -> dict[str, Path]:
-    """Paths of the compiled programs, building what is stale.  Raises BuildError."""
+def libnats_flags() -> list[str]:
+    """gcc's flags for a program of the NATS C client, installing the client and gcc first when they are missing
+    (also for tests/client/test_cclient.py).  Raises BuildError saying what is missing."""
     flags = _pkg_flags()
     if flags is None or not shutil.which("gcc"):
         _install_deps()
@@ -45,6 +46,12 @@ def ensure_built(verbose: bool = False) -> dict[str, Path]:
         raise BuildError("the NATS C client is not installed (libnats-dev; run: bash bench/install-deps.sh)")
     if not shutil.which("gcc"):
         raise BuildError("gcc is not installed (run: bash bench/install-deps.sh)")
+    return flags
+
+
+def ensure_built(verbose: bool = False) -> dict[str, Path]:
+    """Paths of the compiled programs, building what is stale.  Raises BuildError."""
+    flags = libnats_flags()
     BIN.mkdir(exist_ok=True)
     newest_header = max((SRC / h).stat().st_mtime for h in HEADERS)
     out: dict[str, Path] = {}
