@@ -1,41 +1,25 @@
 """Done-when of issue #14 point 5: a test in another language (nats.js from npm) drives the clock and a fault of a
 Skiff process through ``$SKIFF.>`` (examples/js/skiff_control.mjs, the example docs/testing.md points at).
 
-The pinned packages of ``examples/js/package.json`` are installed with npm into a cache directory outside the tree
-(once per version); the test skips, saying why, when Node or npm is missing or the registry cannot be reached.
+tests/nodejs.py installs the pinned packages of ``examples/js/package.json`` with npm into a cache directory
+outside the tree (once per version); the test skips, saying why, when Node or npm is missing or the registry cannot
+be reached.
 """
-import hashlib
 import json
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.nodejs import node_package
 
 pytestmark = pytest.mark.skiff_only
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "js"
 
 
-def _node_dir() -> Path:
-    if not shutil.which("node") or not shutil.which("npm"):
-        pytest.skip("node and npm are needed for the nats.js test")
-    pkg = (EXAMPLE / "package.json").read_bytes()
-    cache = Path(tempfile.gettempdir()) / "skiff-nats-js" / hashlib.sha256(pkg).hexdigest()[:16]
-    if not (cache / "node_modules" / "@nats-io" / "transport-node").is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / "package.json").write_bytes(pkg)
-        p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=cache,
-                           capture_output=True, text=True, timeout=300)
-        if p.returncode != 0:
-            pytest.skip(f"npm install of the nats.js client failed: {p.stderr.strip()[-300:]}")
-    shutil.copy(EXAMPLE / "skiff_control.mjs", cache / "skiff_control.mjs")
-    return cache
-
-
 def test_nats_js_drives_the_clock_and_a_fault(server_factory, target):
-    client = _node_dir()
+    client = node_package(EXAMPLE, "skiff_control.mjs")
     srv = server_factory("--control", "--clock=manual")
     p = subprocess.run(["node", str(client / "skiff_control.mjs"), srv.url], capture_output=True, text=True,
                        timeout=60, cwd=client)
