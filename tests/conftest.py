@@ -53,10 +53,12 @@ XDIST_GROUPS = {
     "packaging/test_wheel.py": "wheel",  # the wheel is built once (module fixture)
     "bench/test_bench_smoke.py": "bench-smoke",  # the benchmark runs once (module fixture)
     "bench/test_lab_smoke.py": "lab-smoke",  # the lab campaigns run once (module fixture)
+    "client/test_cclient.py": "c-client",  # the C client's scenario is compiled once (module fixture)
     "wire/test_parser_differential.py": "parser-differential",  # one server of each kind (module fixture)
-    # both fill (npm install) and then use the same nats.js cache directory under the temporary directory
+    # they fill (npm install) and then use the same nats.js cache directory under the temporary directory
     "client/test_websocket_js.py": "nats-js",
     "testing/test_control_js.py": "nats-js",
+    "client/test_natsjs_jetstream.py": "nats-js",
     # fixed ports (4222, 8222, 6222): the README's and docs' server commands run as printed (and ./data), and
     # nats.py's own test harness (tests/upstream/natspy)
     "test_docs_commands.py": "fixed-ports",
