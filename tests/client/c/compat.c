@@ -472,6 +472,19 @@ static natsStatus ack_req(natsMsg *m, const char *kind) {
     return s;
 }
 
+/* k: the fetched messages, with their metadata, as a list. */
+static void msg_list(const char *k, natsMsgList *list) {
+    key(k);
+    fputc('[', J);
+    for (int i = 0; i < list->Count; i++) {
+        if (i) fputs(", ", J);
+        mopen();
+        msg_members(list->Msgs[i], true);
+        mclose();
+    }
+    fputc(']', J);
+}
+
 /* Fetch up to batch messages; print them (with metadata) and ack each as the scenario says:
  * 'a' AckSync, 'n' a nak (ack_req), '-' nothing. */
 static void fetch(const char *k, natsSubscription *sub, int batch, int64_t timeout, const char *acks) {
@@ -482,15 +495,7 @@ static void fetch(const char *k, natsSubscription *sub, int batch, int64_t timeo
         E(k, s, jerr);
         return;
     }
-    key(k);
-    fputc('[', J);
-    for (int i = 0; i < list.Count; i++) {
-        if (i) fputs(", ", J);
-        mopen();
-        msg_members(list.Msgs[i], true);
-        mclose();
-    }
-    fputc(']', J);
+    msg_list(k, &list);
     for (int i = 0; i < list.Count; i++) {
         char a = acks[i < (int)strlen(acks) ? i : (int)strlen(acks) - 1];
         if (a == 'a') CHECK(natsMsg_AckSync(list.Msgs[i], NULL, NULL));
@@ -828,6 +833,20 @@ static void consumer_call(const char *k, bool update, const char *stream, jsCons
     jsConsumerInfo_Destroy(ci);
 }
 
+/* The LIM stream: 4 messages, 1 per subject, 16 bytes each, discard new (per subject too). */
+static void lim_config(jsStreamConfig *cfg, const char **subjects) {
+    jsStreamConfig_Init(cfg);
+    cfg->Name = "LIM";
+    cfg->Subjects = subjects;
+    cfg->SubjectsLen = 1;
+    cfg->Storage = js_FileStorage;
+    cfg->MaxMsgs = 4;
+    cfg->MaxMsgsPerSubject = 1;
+    cfg->MaxMsgSize = 16;
+    cfg->Discard = js_DiscardNew;
+    cfg->DiscardNewPerSubject = true;
+}
+
 /* Limits, message deletion, consumer management, lists, async publish and a work queue. */
 static void jetstream_more(void) {
     jsStreamConfig cfg;
@@ -838,16 +857,7 @@ static void jetstream_more(void) {
     const char *wq_subjects[] = {"wq.>"};
 
     step = "js2.limits";
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "LIM";
-    cfg.Subjects = lim_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.MaxMsgs = 4;
-    cfg.MaxMsgsPerSubject = 1;
-    cfg.MaxMsgSize = 16;
-    cfg.Discard = js_DiscardNew;
-    cfg.DiscardNewPerSubject = true;
+    lim_config(&cfg, lim_subjects);
     add_stream("js2.lim.add", &cfg);
     publish("js2.lim.a", "lim.a", "x", NULL, NULL, NULL);
     publish("js2.lim.a_again", "lim.a", "y", NULL, NULL, NULL);
@@ -905,16 +915,7 @@ static void jetstream_more(void) {
     }
 
     step = "js2.sealed";
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "LIM";
-    cfg.Subjects = lim_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.MaxMsgs = 4;
-    cfg.MaxMsgsPerSubject = 1;
-    cfg.MaxMsgSize = 16;
-    cfg.Discard = js_DiscardNew;
-    cfg.DiscardNewPerSubject = true;
+    lim_config(&cfg, lim_subjects);
     cfg.Sealed = true;
     {
         jsStreamInfo *si = NULL;
@@ -1010,15 +1011,7 @@ static void fetch_req(const char *k, natsSubscription *sub, int batch, int64_t m
         E(k, s, 0);
         return;
     }
-    key(k);
-    fputc('[', J);
-    for (int i = 0; i < list.Count; i++) {
-        if (i) fputs(", ", J);
-        mopen();
-        msg_members(list.Msgs[i], true);
-        mclose();
-    }
-    fputc(']', J);
+    msg_list(k, &list);
     natsMsgList_Destroy(&list);
 }
 
