@@ -42,8 +42,9 @@ def pytest_addoption(parser):
 
 # Path under tests/ (a file, or a folder ending in "/") -> the group whose tests run all on one xdist worker.
 XDIST_GROUPS = {
-    # The Spark tests are ~13 minutes of one worker's time on 2 cores, longer than the rest of the suite on the
-    # other two: in three groups, so that no one worker holds the suite's critical path.  The kill -9 cases get a
+    # The Spark tests are ~750 s of one worker's time on 2 cores (kill -9 cases 300 s, installs 95 s), about a
+    # third of the whole suite's: in three groups, so that no one worker holds the suite's critical path (measured
+    # with the split: the three workers end within a second of each other).  The kill -9 cases get a
     # SparkSession of their own (a second JVM, ~5 s and 1 GiB: they start a killed driver's JVM each anyway); the
     # installs of test_discovery use no SparkSession (module fixtures: the copied source and the deps links).
     # The first match wins: these two before "spark/".
