@@ -49,4 +49,9 @@ async def test_v1_account_without_conn_limit_admits_nobody(server_factory, tmp_p
     with pytest.raises(Exception) as e:
         await nats.connect(srv.url, user_credentials=write_creds(str(tmp_path / "z.creds"), user, USER),
                            allow_reconnect=False, max_reconnect_attempts=0)
-    assert "maximum account active connections exceeded" in str(e.value)
+    # Both limits are 0 (a v1 account's absent limits read as v2's).  nats-server's registerWithAccount refuses the
+    # connection with the first error, but applyAccountLimits has already started a goroutine that sends the second
+    # (subsAtLimit) and closes 20 ms later, so nats-server's first -ERR is now one, now the other (seen in CI).  Skiff
+    # sends the first only.
+    assert any(err in str(e.value) for err in (
+        "maximum account active connections exceeded", "maximum subscriptions exceeded")), e.value
