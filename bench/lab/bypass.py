@@ -19,7 +19,14 @@ Probes (the "confused deputy" family: a reply subject or deliver subject the att
 5. a publish whose PubAck goes to ``$JS.ACK.S.V...``: an ack for consumer ``V`` that ``lim`` may not ack;
 6. (control) ``lim`` publishes ``$JS.API.STREAM.DELETE.OTHER4`` itself: must be refused;
 7. queue-group permissions: subscriptions outside ``workers`` and to ``q.secret`` must be refused;
-8. ``allow_responses``: a second response and a non-response publish must be refused.
+8. ``allow_responses``: a second response and a non-response publish must be refused;
+9. a pull by ``lim`` on an empty consumer with reply ``$JS.API.STREAM.DELETE.OTHER5``: the ``404 No Messages``
+   status message lands there;
+10. a push consumer made by ``pusher`` whose deliver subject is ``$JS.API.STREAM.DELETE.OTHER6``, with idle
+    heartbeats and nothing to deliver, while some client (``admin`` here; any tool watching ``$JS.API.>``)
+    subscribes to that subject, so the consumer is active: the ``100 Idle Heartbeat`` status message lands there.
+
+nats-server 2.15.1 acts on 9 and 10 (docs/parity.md); Skiff refuses every probe.
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ authorization {
   users = [
     {user: admin, password: admin}
     {user: lim, password: lim, permissions: {
-      publish: {allow: ["s.>", "$JS.API.CONSUMER.MSG.NEXT.S.W", "$JS.ACK.S.W.>"]}
+      publish: {allow: ["s.>", "$JS.API.CONSUMER.MSG.NEXT.S.W", "$JS.API.CONSUMER.MSG.NEXT.E.W", "$JS.ACK.S.W.>"]}
       subscribe: {allow: ["_INBOX.>", "lab.>"]}
     }}
     {user: pusher, password: pusher, permissions: {
@@ -66,18 +73,28 @@ async def _settle(*conns: Conn) -> None:
     await asyncio.sleep(0.3)
 
 
+async def _stored(admin: Conn, stream: str, n: int) -> None:
+    """Wait until ``stream`` holds ``n`` messages: a pull that overtook the store would get a status message."""
+    for _ in range(50):
+        if ((await js_api(admin, f"STREAM.INFO.{stream}") or {}).get("state") or {}).get("messages", 0) >= n:
+            return
+        await asyncio.sleep(0.05)
+
+
 async def probes(srv) -> dict[str, tuple[bool, str]]:
     out: dict[str, tuple[bool, str]] = {}
     admin = await Conn.connect(srv.port, user="admin", password="admin")
     lim = await Conn.connect(srv.port, user="lim", password="lim")
     for name, subj in (("S", "s.>"), ("OTHER", "other.>"), ("OTHER2", "other2.>"), ("OTHER3", "other3.>"),
-                       ("OTHER4", "other4.>"), ("SECRET", "secret.>")):
+                       ("OTHER4", "other4.>"), ("OTHER5", "other5.>"), ("OTHER6", "other6.>"),
+                       ("SECRET", "secret.>"), ("E", "e.>")):
         await js_api(admin, f"STREAM.CREATE.{name}", {"name": name, "subjects": [subj], "storage": "file"})
     await js_api(admin, "CONSUMER.DURABLE.CREATE.S.W", {"stream_name": "S", "config": {
         "durable_name": "W", "ack_policy": "explicit", "deliver_policy": "new"}})
 
     # 1. pull delivered to a JetStream API subject
     lim.pub("s.1", b"")
+    await _stored(admin, "S", 1)
     lim.pub("$JS.API.CONSUMER.MSG.NEXT.S.W", b'{"batch":1}', "$JS.API.STREAM.DELETE.OTHER")
     await _settle(lim, admin)
     gone = not await _exists(admin, "STREAM.INFO.OTHER")
@@ -86,6 +103,7 @@ async def probes(srv) -> dict[str, tuple[bool, str]]:
     # 2. pull of a consumer-create body delivered to CONSUMER.CREATE of a stream lim cannot touch
     body = {"stream_name": "SECRET", "config": {"name": "X", "durable_name": "X", "ack_policy": "none"}}
     lim.pub("s.2", json.dumps(body).encode())
+    await _stored(admin, "S", 2)
     lim.pub("$JS.API.CONSUMER.MSG.NEXT.S.W", b'{"batch":1}', "$JS.API.CONSUMER.CREATE.SECRET.X")
     await _settle(lim, admin)
     made = await _exists(admin, "CONSUMER.INFO.SECRET.X")
@@ -157,6 +175,28 @@ async def probes(srv) -> dict[str, tuple[bool, str]]:
     extra = got.queue.qsize() - 1 + spy.queue.qsize()
     out["allow_responses"] = (extra > 0, f"responses delivered {got.queue.qsize()} (1 allowed), "
                                          f"non-response delivered {spy.queue.qsize()}")
+    # 9. a status message (404 No Messages) aimed at the API
+    await js_api(admin, "CONSUMER.DURABLE.CREATE.E.W", {"stream_name": "E", "config": {
+        "durable_name": "W", "ack_policy": "explicit"}})
+    lim.pub("$JS.API.CONSUMER.MSG.NEXT.E.W", b'{"batch":1,"no_wait":true}', "$JS.API.STREAM.DELETE.OTHER5")
+    await _settle(lim, admin)
+    gone = not await _exists(admin, "STREAM.INFO.OTHER5")
+    out["pull status (404) -> STREAM.DELETE"] = (gone, f"OTHER5 {'deleted' if gone else 'kept'}")
+
+    # 10. an idle heartbeat aimed at the API
+    watcher = admin.sub("$JS.API.STREAM.DELETE.OTHER6")
+    await admin.flush()
+    pusher = await Conn.connect(srv.port, user="pusher", password="pusher")
+    r = await js_api(pusher, "CONSUMER.CREATE.S.HB", {"stream_name": "S", "config": {
+        "name": "HB", "durable_name": "HB", "deliver_subject": "$JS.API.STREAM.DELETE.OTHER6",
+        "ack_policy": "none", "deliver_policy": "new", "idle_heartbeat": 100_000_000}})
+    await _settle(pusher, admin)
+    await asyncio.sleep(0.3)  # two heartbeat periods
+    gone = not await _exists(admin, "STREAM.INFO.OTHER6")
+    created = "refused " + str(r.get("error", {}).get("description")) if r and "error" in r else "created"
+    out["push idle heartbeat -> STREAM.DELETE"] = (gone, f"consumer {created}; {watcher.queue.qsize()} heartbeats "
+                                                         f"seen; OTHER6 {'deleted' if gone else 'kept'}")
+    await pusher.close()
     for c in (resp, lim, admin):
         await c.close()
     return out
