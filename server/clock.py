@@ -60,8 +60,19 @@ class LoopClock(Clock):
 
     def call_later(self, delay: float, cb: Callable, *args) -> Timer:
         t = Timer(self.monotonic() + delay, cb, args)
-        t._handle = self.loop.call_later(max(delay, 0.0), cb, *args)
+        t._handle = self.loop.call_later(max(delay, 0.0), self._fire, t)
         return t
+
+    def _fire(self, t: Timer) -> None:
+        # Never before ``when``, as a Go timer: uvloop keeps time in milliseconds and may run a timer up to ~1 ms
+        # early, when a deadline its callback checks is not due yet (a pull request's expiry then ended with 404
+        # where nats-server's wrExp timer gives 408).  Such a wake-up waits for the rest.
+        left = t.when - time.monotonic()
+        if left > 0:
+            t._handle = self.loop.call_later(left, self._fire, t)
+            return
+        t._handle = None
+        t.cb(*t.args)
 
 
 class ManualClock(Clock):

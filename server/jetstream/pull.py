@@ -300,17 +300,10 @@ class PullDelivery:
         self.timer = clock.call_later(delay, self._timer_fired)
 
     def _timer_fired(self) -> None:
-        at = self.timer_at
         self.timer = None
         self.timer_at = 0.0
         c = self.c
         if c.closed:
-            return
-        if c.clock.monotonic() < at:
-            # loopAndGatherMsgs' wrExp is a Go timer, never early: its processWaiting(true) finds the request
-            # expired (408).  uvloop's timers have millisecond resolution and may run before the deadline, where the
-            # end-of-stream sweep would end a no_wait request that got messages with 404: wait for the rest.
-            self._arm_timer(at)
             return
         self.process_waiting(True)
         c.delivery.update_ready()
