@@ -17,7 +17,7 @@ import sys
 
 from . import log as logmod
 from . import startup
-from .core import gcpolicy
+from .core import gcpolicy, malloc
 from .options import ServerOptions
 
 
@@ -140,6 +140,7 @@ async def _main(options: ServerOptions) -> int:
     # reference counting: tests/server/test_memory.py and tests/jetstream/test_consumer_memory.py check it with the
     # collector off, and bench/churn_rss.py measured RSS flat (38.9 MiB, +0.0%) over 60,000 connection cycles.
     gcpolicy.POLICY.install()
+    malloc.tune()  # a socket read's block comes from the heap, never from mmap (server/core/malloc.py)
     # Signals first: a harness may send SIGTERM as soon as it reads a port or "Server is ready".
     loop = asyncio.get_running_loop()
 

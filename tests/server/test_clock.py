@@ -11,7 +11,7 @@ import time
 
 import uvloop
 
-from server.clock import LoopClock
+from skiff.server.clock import LoopClock
 
 
 def _lateness(delays: list[float]) -> list[float]:
