@@ -25,10 +25,15 @@ from jsonschema.exceptions import best_match
 from tests import harness, natspy_flush
 from tests.harness import TARGETS, ServerProcess
 
+TMPDIR = harness.use_memory_tmpdir()  # before pytest picks its base temporary directory and the workers start
 harness.cache_bytecode_outside_the_tree()  # before the workers start and the test modules are imported
 natspy_flush.apply()  # nats-py's flush() must be a barrier for the tests that rely on it: tests/natspy_flush.py
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+
+
+def pytest_report_header(config):
+    return f"temporary files: {TMPDIR or harness.SYSTEM_TMP} ({'memory' if TMPDIR else 'disk'}; SKIFF_TEST_TMPDIR)"
 
 
 def pytest_addoption(parser):

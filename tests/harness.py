@@ -28,7 +28,10 @@ TARGETS = ("skiff", "nats-server")
 # counter that every process on the machine shares through a locked file: a port comes round again only after the
 # whole range has been used (thousands of servers later), and only if nothing holds it then.
 PORT_RANGE = (10000, 32000)
-_PORT_STATE = os.path.join(tempfile.gettempdir(), "skiff-test-ports")
+# The machine's temporary directory, whatever this run's became (use_memory_tmpdir): the port counter and the
+# bytecode cache are shared with every other run on the machine.
+SYSTEM_TMP = os.environ.get("SKIFF_SYSTEM_TMPDIR") or tempfile.gettempdir()
+_PORT_STATE = os.path.join(SYSTEM_TMP, "skiff-test-ports")
 
 
 def _ephemeral_low() -> int:
@@ -128,7 +131,43 @@ def command_for(kind: str) -> list[str]:
     raise ValueError(kind)
 
 
-PYCACHE = os.path.join(tempfile.gettempdir(), "skiff-pycache")
+PYCACHE = os.path.join(SYSTEM_TMP, "skiff-pycache")
+MEMORY_TMP = "/dev/shm"
+MEMORY_TMP_MIN = 4 << 30  # a container's /dev/shm is often 64 MB: the suite's stores would not fit
+
+
+def use_memory_tmpdir() -> str | None:
+    """Put this run's temporary directory (tmp_path, every test server's store, the tools' files) on the machine's
+    memory file system, when it has room, and return it; None leaves it where it is.
+
+    The tests' servers write and fsync their stores all the time (a stream create alone fsyncs six times on Skiff),
+    and on a VM's disk the run waits for it.  Nothing a test checks needs the disk: a ``kill -9`` leaves the page
+    cache as it leaves a tmpfs, and the full-disk tests mount their own tmpfs (ServerProcess.tmpfs).  Set
+    SKIFF_TEST_TMPDIR=disk to keep the system's temporary directory.  The processes the run starts (xdist workers,
+    servers) inherit the choice through TMPDIR."""
+    if os.environ.get("SKIFF_SYSTEM_TMPDIR"):  # chosen by the process that started this one
+        return os.environ.get("TMPDIR")
+    if os.environ.get("SKIFF_TEST_TMPDIR", "memory") == "disk" or not os.path.isdir(MEMORY_TMP):
+        return None
+    try:
+        st = os.statvfs(MEMORY_TMP)
+        with open("/proc/mounts") as f:
+            fstype = next((line.split()[2] for line in f if line.split()[1:2] == [MEMORY_TMP]), "")
+    except OSError:
+        return None
+    if fstype != "tmpfs" or st.f_bavail * st.f_frsize < MEMORY_TMP_MIN:
+        return None
+    path = os.path.join(MEMORY_TMP, f"skiff-tests-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if os.stat(path).st_uid != os.getuid():
+            return None
+    except OSError:
+        return None
+    os.environ["SKIFF_SYSTEM_TMPDIR"] = SYSTEM_TMP
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
+    return path
 
 
 def server_env() -> dict[str, str]:
