@@ -5,7 +5,7 @@ glibc serves a block over ``M_MMAP_THRESHOLD`` (128 KiB at first) with mmap, and
 over ``M_TRIM_THRESHOLD``; both thresholds then move with the blocks the process happens to free (glibc's dynamic
 threshold).  Where they end up depended on what start-up freed: the same checkout published 1,024-byte messages at
 780k msg/s when its bytecode was cached and at 1.16M msg/s when the modules were compiled at start (which frees large
-blocks and so raised the thresholds), 16 KiB messages at 61k against 94k.  Fixed at 1 MiB (mmap) and 4 MiB (trim),
+blocks and so raised the thresholds), 16 KiB messages at 59k against 84k.  Fixed at 1 MiB (mmap) and 4 MiB (trim),
 every start gets the fast case: a read's block is reused from the heap instead of being mapped, faulted in and
 unmapped again (bench ``core.pub.*``, the figures in the commit that added this module).
 
