@@ -21,15 +21,13 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bench.commands import child_kwargs
 # Ports and the two servers' command lines are the test harness's (one definition for tests and benchmark).
 from tests.harness import command_for as default_command
 from tests.harness import free_port, free_ports, nats_server_binary  # noqa: F401
-from tests.harness import proc_cpu_seconds
+from tests.harness import proc_cpu_seconds, server_env
 
-ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("skiff", "nats-server")
 LABELS = {"skiff": "Skiff", "nats-server": "nats-server"}
 
@@ -127,12 +125,9 @@ class BenchServer:
 
     def start(self, timeout: float = 20.0, poll: float = 0.01) -> bool:
         """Start and wait for the INFO line (``ready_at``); on failure keep the reason in ``self.error``."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        # Bytecode cached as on a user's machine (tests/harness.py server_env): with PYTHONDONTWRITEBYTECODE every
-        # start would compile every module again (0.10-0.17 s), which the start-up and restart rows would measure.
-        if env.pop("PYTHONDONTWRITEBYTECODE", None):
-            env.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "skiff-pycache"))
+        # Bytecode cached as on a user's machine: with PYTHONDONTWRITEBYTECODE every start would compile every module
+        # again (0.10-0.17 s), which the start-up and restart rows would measure (tests/harness.py server_env).
+        env = server_env()
         try:
             with open(self.log_path, "ab") as log:
                 self.started_at = time.monotonic()
@@ -228,10 +223,8 @@ def _answers_info(port: int) -> bool:
 def server_version(kind: str, command: list[str] | None = None) -> str:
     """`--version` of a server command (best effort, for the report)."""
     cmd = list(command or default_command(kind)) + ["--version"]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=server_env())
         text = (out.stdout or out.stderr).strip().splitlines()
         if not text or out.returncode != 0:
             return f"unknown (exit {out.returncode})"

@@ -73,6 +73,11 @@ async def _settle(*conns: Conn) -> None:
     await asyncio.sleep(0.3)
 
 
+def _created(reply: dict | None) -> str:
+    """What a consumer create's reply says, for a probe's details."""
+    return "refused " + str(reply.get("error", {}).get("description")) if reply and "error" in reply else "created"
+
+
 async def _stored(admin: Conn, stream: str, n: int) -> None:
     """Wait until ``stream`` holds ``n`` messages: a pull that overtook the store would get a status message."""
     for _ in range(50):
@@ -123,8 +128,8 @@ async def probes(srv) -> dict[str, tuple[bool, str]]:
     lim.pub("s.4", b"")
     await _settle(lim, pusher, admin)
     gone = not await _exists(admin, "STREAM.INFO.OTHER3")
-    created = "refused " + str(r.get("error", {}).get("description")) if r and "error" in r else "created"
-    out["push deliver_subject -> STREAM.DELETE"] = (gone, f"consumer {created}; OTHER3 {'deleted' if gone else 'kept'}")
+    out["push deliver_subject -> STREAM.DELETE"] = (gone, f"consumer {_created(r)}; "
+                                                          f"OTHER3 {'deleted' if gone else 'kept'}")
     await pusher.close()
 
     # 5. PubAck aimed at another consumer's ack subject
@@ -193,8 +198,7 @@ async def probes(srv) -> dict[str, tuple[bool, str]]:
     await _settle(pusher, admin)
     await asyncio.sleep(0.3)  # two heartbeat periods
     gone = not await _exists(admin, "STREAM.INFO.OTHER6")
-    created = "refused " + str(r.get("error", {}).get("description")) if r and "error" in r else "created"
-    out["push idle heartbeat -> STREAM.DELETE"] = (gone, f"consumer {created}; {watcher.queue.qsize()} heartbeats "
+    out["push idle heartbeat -> STREAM.DELETE"] = (gone, f"consumer {_created(r)}; {watcher.queue.qsize()} heartbeats "
                                                          f"seen; OTHER6 {'deleted' if gone else 'kept'}")
     await pusher.close()
     for c in (resp, lim, admin):

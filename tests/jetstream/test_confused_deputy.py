@@ -5,7 +5,8 @@ handlers (the confused deputy of issue #15, finding 1).
 nats-server gets this from two places: `jsAPI` handlers drop requests without the `Nats-Request-Info` header that only
 client publishes get (jetstream_api.go apiDispatch), and a consumer's deliveries, PubAcks and API replies are not
 acted on there (measured: the probes below pass on it).  A restricted user may publish only to `s.>`, pull from
-`S`/`W` and `S`/`E` and ack on `W`; every probe below tries to make the server perform an API call or an ack that the user may not.
+`S`/`W` and `S`/`E` and ack on `W`; every probe below tries to make the server perform an API call or an ack that
+the user may not.
 
 nats-server 2.15.1 has a hole here that Skiff does not copy: a consumer's status messages (404 No Messages, 408
 Request Timeout, 409, 100 Idle Heartbeat) sent to an API subject are acted on, so the restricted user deletes a stream

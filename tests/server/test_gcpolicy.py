@@ -5,7 +5,6 @@ pytest process must keep as it is.
 """
 from __future__ import annotations
 
-import platform
 
 import subprocess
 import sys
@@ -111,12 +110,3 @@ async def test_each_consumer_made_counts_as_a_bulk_creation(tmp_path):
     async with Server(port=0, jetstream=True, store_dir=str(tmp_path)):  # recovered
         assert gcpolicy.POLICY.created == before + 6
 
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's thresholds are glibc's")
-def test_malloc_thresholds_are_fixed_on_glibc():
-    # server/core/malloc.py: the runner fixes glibc's mmap and trim thresholds (the bench's core.pub rows measured
-    # the difference); mallopt answers 1 for each value it took.
-    from skiff.server.core import malloc
-
-    assert malloc.tune() is True
